@@ -1,0 +1,90 @@
+// Package apperr is the one application error type of the sidecar. Domain
+// packages return *Error with a stable Code; the HTTP transport maps codes to
+// statuses in a single table. Anything that is not an *Error is an internal
+// fault: logged in full, answered with a generic message and a 5xx.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. Codes are part of the wire
+// contract: they may be added, never renamed.
+type Code string
+
+// Error codes.
+const (
+	// Invalid: the request is malformed or a field fails validation (400/422).
+	Invalid Code = "invalid"
+	// Unauthorized: missing, unknown or revoked API key (401).
+	Unauthorized Code = "unauthorized"
+	// NotFound: no such record for this tenant (404). Another tenant's record
+	// is reported exactly like a missing one.
+	NotFound Code = "not_found"
+	// LeaseLost: the claim token is not the current one, the lease was
+	// reclaimed by another holder or the record left the processing state (409).
+	LeaseLost Code = "lease_lost"
+	// InvalidState: the operation does not apply to the record's state, e.g.
+	// resolving a completed record (409).
+	InvalidState Code = "invalid_state"
+	// TooLarge: the request body exceeds the configured limit (413).
+	TooLarge Code = "too_large"
+	// Unavailable: a dependency (PostgreSQL) is unreachable; retry later (503).
+	Unavailable Code = "unavailable"
+	// Internal: our own fault (500).
+	Internal Code = "internal"
+)
+
+// Error is an application error with a stable code, a human message safe to
+// show to the caller, and optionally the request field it is about.
+type Error struct {
+	Code    Code
+	Message string
+	// Field names the offending request field (JSON name, dotted path for
+	// nested fields, e.g. "claims[3].source"), when there is one.
+	Field string
+	// Err is the underlying cause; never shown to callers.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New returns an *Error with code and message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Field returns an Invalid error about one request field.
+func Field(field, format string, args ...any) *Error {
+	return &Error{Code: Invalid, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of err: the Code of the first *Error in its chain,
+// or Internal for any other non-nil error, or "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// As returns the first *Error in err's chain, or nil.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+// Package claim is the claim ledger: the inbox and action ledger of
+// Idempotent Claim over PostgreSQL.
+//
+// A claim record is identified by its idempotency key (tenant, source,
+// event_id, action). Whether a caller won the right to run the protected
+// side effect is decided by ONE SQL statement, an INSERT … ON CONFLICT … DO
+// UPDATE arbitrated by the unique index on the key; the row lock taken by
+// that statement serialises concurrent claims of one key across any number
+// of sidecar replicas. Every winning claim gets a fresh claim token (a
+// fencing token); Complete, Fail and Extend must present the current token,
+// so a holder whose lease was reclaimed cannot overwrite the newer holder's
+// result.
+//
+// States: received → processing → completed | retryable_failed |
+// dead_lettered | unknown, plus stale for out-of-order events. See
+// DESIGN.md in the project documentation for the full state machine.
+package claim
+
+import (
+	"time"
+)
+
+// Outcome is the answer to a claim attempt. Duplicates are outcomes, not
+// errors.
+type Outcome string
+
+// Claim outcomes.
+const (
+	// Won: the caller holds the lease and must run the protected effect,
+	// then Complete or Fail with the returned claim token.
+	Won Outcome = "won"
+	// Duplicate: the effect already completed; ResultRef holds its reference.
+	Duplicate Outcome = "duplicate"
+	// InProgress: another holder's lease is still valid.
+	InProgress Outcome = "in_progress"
+	// RetryLater: a previous attempt failed retryably and its next attempt is
+	// not yet due (see NextAttemptAt).
+	RetryLater Outcome = "retry_later"
+	// Conflict: the key is known with a different payload hash. The record is
+	// not changed; the conflict is logged and counted.
+	Conflict Outcome = "conflict"
+	// Stale: the claim's object version is not newer than the last completed
+	// version of the same object.
+	Stale Outcome = "stale"
+	// DeadLettered: the record is dead-lettered (permanent failure or attempt
+	// cap); an operator must resolve it.
+	DeadLettered Outcome = "dead_lettered"
+	// Unknown: the outcome of an earlier attempt is unknown (timeout, or an
+	// expired lease under policy review); an operator must resolve it.
+	Unknown Outcome = "unknown"
+)
+
+// Outcomes lists every claim outcome.
+var Outcomes = []Outcome{Won, Duplicate, InProgress, RetryLater, Conflict, Stale, DeadLettered, Unknown}
+
+// State is the persisted state of a claim record.
+type State string
+
+// Record states.
+const (
+	StateReceived        State = "received"
+	StateProcessing      State = "processing"
+	StateCompleted       State = "completed"
+	StateRetryableFailed State = "retryable_failed"
+	StateDeadLettered    State = "dead_lettered"
+	StateUnknown         State = "unknown"
+	StateStale           State = "stale"
+)
+
+// FailKind classifies a failed attempt.
+type FailKind string
+
+// Fail kinds.
+const (
+	// Retryable: transient failure; the record is retried after a backoff, or
+	// dead-lettered once the attempt cap is reached.
+	Retryable FailKind = "retryable"
+	// Permanent: validation or permission failure; dead-lettered at once.
+	Permanent FailKind = "permanent"
+	// UnknownOutcome: the effect may or may not have happened (e.g. a
+	// timeout); moved to unknown and never retried automatically.
+	UnknownOutcome FailKind = "unknown"
+)
+
+// ResolveOutcome is an operator's decision on an unknown or dead-lettered
+// record.
+type ResolveOutcome string
+
+// Resolve outcomes.
+const (
+	// ResolveCompleted: the effect did happen; the record becomes completed.
+	ResolveCompleted ResolveOutcome = "completed"
+	// ResolveRetry: the effect did not happen; the record becomes claimable
+	// again at once, with one more attempt allowed.
+	ResolveRetry ResolveOutcome = "retry"
+)
+
+// Key identifies a claim record within a tenant.
+type Key struct {
+	Source  string
+	EventID string
+	// Action is "" for the event-level claim, or the action-ledger name
+	// ("create-invoice") for a claim of one effect of the event.
+	Action string
+}
+
+// Request is one claim attempt. Tenant comes from the authenticated API key,
+// never from the request body.
+type Request struct {
+	Tenant string
+	Key
+	EventType string
+	// PayloadHash is the lowercase hex SHA-256 of the RFC 8785 canonical JSON
+	// of the payload (see PayloadHash), or "" to skip conflict detection.
+	PayloadHash string
+	// Lease is the lease length; 0 takes the source policy's default.
+	Lease time.Duration
+	// ObjectID and ObjectVersion enable out-of-order protection: a claim
+	// whose version is not newer than the last completed version of the
+	// object is Stale. Both or neither.
+	ObjectID      string
+	ObjectVersion *int64
+	// ExecutionID is the caller's execution id (n8n), kept in the delivery log.
+	ExecutionID string
+}
+
+// Result is the answer to a claim attempt.
+type Result struct {
+	Outcome Outcome
+	// Token is the claim token; set only when Outcome is Won.
+	Token string
+	Record
+}
+
+// Record is the stored state of one idempotency key.
+type Record struct {
+	ID             string
+	IdempotencyKey string
+	Tenant         string
+	Key
+	EventType     string
+	State         State
+	LastOutcome   Outcome
+	Attempt       int
+	MaxAttempts   int
+	LeasePolicy   LeasePolicy
+	LeaseUntil    *time.Time
+	NextAttemptAt *time.Time
+	PayloadHash   string
+	ResultRef     string
+	LastError     string
+	ObjectID      string
+	ObjectVersion *int64
+	ConflictCount int
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ClaimedAt     *time.Time
+	CompletedAt   *time.Time
+	// Deliveries is the delivery log, oldest first; filled only by Get and Find.
+	Deliveries []Delivery
+
+	token string // current claim token; never leaves the package
+}
+
+// Delivery is one entry of the delivery log: a claim attempt or a transition.
+type Delivery struct {
+	At          time.Time
+	Outcome     string
+	Attempt     int
+	PayloadHash string
+	ExecutionID string
+	Detail      string
+}

@@ -1,0 +1,209 @@
+package claim
+
+import "strings"
+
+// recordColumns is the column list every query returns, in scanRecord order.
+const recordColumns = `id, tenant, source, event_id, action, COALESCE(event_type, ''), state,
+	last_outcome, attempt, max_attempts, lease_policy, lease_until, next_attempt_at,
+	COALESCE(payload_hash, ''), COALESCE(result_ref, ''), COALESCE(last_error, ''),
+	COALESCE(object_id, ''), object_version, conflict_count, created_at, updated_at,
+	claimed_at, completed_at, claim_token::text`
+
+// outcomeExpr decides the outcome for an existing, locked row (cl) against the
+// proposed row (excluded); see the claim_outcome function in the schema.
+const outcomeExpr = `claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at,
+	cl.attempt, cl.max_attempts, cl.lease_policy, excluded.payload_hash,
+	excluded.state = 'stale', statement_timestamp())`
+
+// newStateExpr is the state after the decision {O}.
+const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown'
+	WHEN 'dead_lettered' THEN 'dead_lettered' WHEN 'stale' THEN 'stale' ELSE cl.state END`
+
+// claimSQL is THE claim: one INSERT … ON CONFLICT … DO UPDATE statement. The
+// unique index on (tenant, source, event_id, action) arbitrates concurrent
+// inserts; for an existing key the conflicting row is locked and the
+// decision (claim_outcome) and its write happen in the same statement. The
+// outcome is stored in last_outcome and returned; the delivery log entry is
+// written by the same statement.
+//
+// $1 tenant, $2 source, $3 event_id, $4 action, $5 event_type, $6 new claim
+// token, $7 lease seconds, $8 payload hash, $9 object id, $10 object
+// version, $11 max attempts, $12 lease policy, $13 execution id,
+// $14 backoff base seconds, $15 backoff cap seconds.
+var claimSQL = strings.NewReplacer("{O}", outcomeExpr, "{S}", strings.ReplaceAll(newStateExpr, "{O}", outcomeExpr)).Replace(`
+WITH req AS (
+	SELECT ($9::text IS NOT NULL AND $10::bigint IS NOT NULL AND EXISTS (
+		SELECT 1 FROM object_versions v
+		WHERE v.tenant = $1 AND v.source = $2 AND v.object_id = $9 AND v.last_version >= $10
+	)) AS stale
+), c AS (
+	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
+		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
+		payload_hash, object_id, object_version, claimed_at, created_at, updated_at)
+	SELECT $1, $2, $3, $4, $5,
+		CASE WHEN req.stale THEN 'stale' ELSE 'processing' END,
+		CASE WHEN req.stale THEN 'stale' ELSE 'won' END,
+		CASE WHEN req.stale THEN 0 ELSE 1 END,
+		$11, $12, $14, $15,
+		CASE WHEN req.stale THEN NULL ELSE $6::uuid END,
+		CASE WHEN req.stale THEN NULL ELSE statement_timestamp() + make_interval(secs => $7) END,
+		$8, $9, $10,
+		CASE WHEN req.stale THEN NULL ELSE statement_timestamp() END,
+		statement_timestamp(), statement_timestamp()
+	FROM req
+	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
+		last_outcome    = {O},
+		state           = {S},
+		attempt         = cl.attempt + CASE WHEN {O} = 'won' THEN 1 ELSE 0 END,
+		claim_token     = CASE WHEN {O} = 'won' THEN $6::uuid ELSE cl.claim_token END,
+		lease_until     = CASE WHEN {O} = 'won' THEN statement_timestamp() + make_interval(secs => $7) ELSE cl.lease_until END,
+		next_attempt_at = CASE WHEN {O} = 'won' THEN NULL ELSE cl.next_attempt_at END,
+		claimed_at      = CASE WHEN {O} = 'won' THEN statement_timestamp() ELSE cl.claimed_at END,
+		last_error      = CASE WHEN {O} = 'unknown' AND cl.state = 'processing'
+		                       THEN 'lease expired under lease policy review' ELSE cl.last_error END,
+		payload_hash    = COALESCE(cl.payload_hash, excluded.payload_hash),
+		event_type      = COALESCE(cl.event_type, excluded.event_type),
+		object_id       = COALESCE(cl.object_id, excluded.object_id),
+		object_version  = COALESCE(cl.object_version, excluded.object_version),
+		conflict_count  = cl.conflict_count + CASE WHEN {O} = 'conflict' THEN 1 ELSE 0 END,
+		updated_at      = CASE WHEN {O} = 'won' OR {S} <> cl.state THEN statement_timestamp() ELSE cl.updated_at END
+	RETURNING *
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id)
+	SELECT id, last_outcome, attempt, $8, $13 FROM c
+)
+SELECT ` + recordColumns + ` FROM c`)
+
+// completeSQL moves a processing (or unknown) record to completed when the
+// token is current, records the object version for out-of-order protection
+// and logs the transition, in one statement.
+const completeSQL = `
+WITH c AS (
+	UPDATE claims SET state = 'completed', result_ref = $4, completed_at = statement_timestamp(),
+		updated_at = statement_timestamp(), lease_until = NULL, next_attempt_at = NULL
+	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND state IN ('processing', 'unknown')
+	RETURNING *
+), v AS (
+	INSERT INTO object_versions AS ov (tenant, source, object_id, last_version)
+	SELECT tenant, source, object_id, object_version FROM c
+	WHERE object_id IS NOT NULL AND object_version IS NOT NULL
+	ON CONFLICT (tenant, source, object_id) DO UPDATE
+	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT id, 'completed', attempt, $5 FROM c
+)
+SELECT ` + recordColumns + ` FROM c`
+
+// failSQL records a failed attempt. $4 kind, $5 error text, $6 jitter in [0,1).
+// Retryable failures back off with full jitter:
+// delay = jitter · min(backoff_cap, backoff_base · 2^(attempt-1)) seconds.
+const failSQL = `
+WITH c AS (
+	UPDATE claims SET
+		state = CASE WHEN $4 = 'permanent' THEN 'dead_lettered'
+		             WHEN $4 = 'unknown' THEN 'unknown'
+		             WHEN attempt >= max_attempts THEN 'dead_lettered'
+		             ELSE 'retryable_failed' END,
+		next_attempt_at = CASE WHEN $4 = 'retryable' AND attempt < max_attempts
+			THEN statement_timestamp() + make_interval(secs =>
+				$6::float8 * LEAST(backoff_cap, backoff_base * power(2, attempt - 1)))
+			END,
+		last_error = $5, lease_until = NULL, updated_at = statement_timestamp()
+	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND state = 'processing'
+	RETURNING *
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT id, 'failed_' || $4, attempt, $5 FROM c
+)
+SELECT ` + recordColumns + ` FROM c`
+
+const extendSQL = `
+WITH c AS (
+	UPDATE claims SET lease_until = statement_timestamp() + make_interval(secs => $4),
+		updated_at = statement_timestamp()
+	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND state = 'processing'
+	RETURNING *
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT id, 'lease_extended', attempt, $4::text || 's' FROM c
+)
+SELECT ` + recordColumns + ` FROM c`
+
+// resolveSQL is the operator's decision on an unknown or dead-lettered record.
+// retry makes it claimable at once and allows one more attempt.
+const resolveSQL = `
+WITH c AS (
+	UPDATE claims SET
+		state = CASE WHEN $3 = 'completed' THEN 'completed' ELSE 'retryable_failed' END,
+		result_ref = CASE WHEN $3 = 'completed' THEN COALESCE($4, result_ref) ELSE result_ref END,
+		completed_at = CASE WHEN $3 = 'completed' THEN statement_timestamp() END,
+		next_attempt_at = CASE WHEN $3 = 'retry' THEN statement_timestamp() END,
+		max_attempts = CASE WHEN $3 = 'retry' THEN GREATEST(max_attempts, attempt + 1) ELSE max_attempts END,
+		lease_until = NULL, updated_at = statement_timestamp()
+	WHERE id = $1 AND tenant = $2 AND state IN ('unknown', 'dead_lettered')
+	RETURNING *
+), v AS (
+	INSERT INTO object_versions AS ov (tenant, source, object_id, last_version)
+	SELECT tenant, source, object_id, object_version FROM c
+	WHERE state = 'completed' AND object_id IS NOT NULL AND object_version IS NOT NULL
+	ON CONFLICT (tenant, source, object_id) DO UPDATE
+	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT id, 'resolved_' || $3, attempt, $5 FROM c
+)
+SELECT ` + recordColumns + ` FROM c`
+
+const getSQL = `SELECT ` + recordColumns + ` FROM claims WHERE id = $1 AND tenant = $2`
+
+const findSQL = `SELECT ` + recordColumns + ` FROM claims
+	WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = $4`
+
+const deliveriesSQL = `SELECT at, outcome, attempt, COALESCE(payload_hash, ''),
+	COALESCE(execution_id, ''), COALESCE(detail, '')
+	FROM claim_deliveries WHERE claim_id = $1 ORDER BY id LIMIT $2`
+
+// purgeSQL deletes one bounded batch of terminal records of the given
+// sources ($1, or every source NOT in $1 when $4) older than $2 seconds.
+const purgeSQL = `
+WITH doomed AS (
+	SELECT id FROM claims
+	WHERE state IN ('completed', 'dead_lettered', 'stale')
+	  AND updated_at < statement_timestamp() - make_interval(secs => $2)
+	  AND (CASE WHEN $4 THEN source <> ALL($1::text[]) ELSE source = ANY($1::text[]) END)
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM claims USING doomed WHERE claims.id = doomed.id`
+
+// sweepSQL moves one bounded batch of expired processing leases under lease
+// policy review to unknown.
+const sweepSQL = `
+WITH c AS (
+	UPDATE claims SET state = 'unknown', last_outcome = 'unknown',
+		last_error = 'lease expired under lease policy review', updated_at = statement_timestamp()
+	WHERE id IN (
+		SELECT id FROM claims
+		WHERE state = 'processing' AND lease_policy = 'review' AND lease_until <= statement_timestamp()
+		LIMIT $1 FOR UPDATE SKIP LOCKED)
+	RETURNING id, attempt
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT id, 'lease_expired', attempt, 'moved to unknown under lease policy review' FROM c
+)
+SELECT count(*) FROM c`
+
+// statsSQL feeds the gauges: open records by state and the age of the oldest
+// processing claim, in seconds.
+const statsSQL = `
+SELECT
+	count(*) FILTER (WHERE state = 'unknown'),
+	count(*) FILTER (WHERE state = 'dead_lettered'),
+	count(*) FILTER (WHERE state = 'processing'),
+	count(*) FILTER (WHERE state = 'retryable_failed'),
+	count(*) FILTER (WHERE state = 'received'),
+	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(claimed_at) FILTER (WHERE state = 'processing')), 0),
+	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(created_at) FILTER (WHERE state = 'received')), 0)
+FROM claims
+WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'received')`
