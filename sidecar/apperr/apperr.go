@@ -15,7 +15,10 @@ type Code string
 
 // Error codes.
 const (
-	// Invalid: the request is malformed or a field fails validation (400/422).
+	// Malformed: the body is not valid JSON or a field has the wrong JSON
+	// type or is unknown (400).
+	Malformed Code = "malformed"
+	// Invalid: a field fails validation (422).
 	Invalid Code = "invalid"
 	// Unauthorized: missing, unknown or revoked API key (401).
 	Unauthorized Code = "unauthorized"

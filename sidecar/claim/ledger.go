@@ -31,8 +31,9 @@ type DBTX interface {
 // Observer receives ledger events for metrics. Implementations must be safe
 // for concurrent use and must not block.
 type Observer interface {
-	// Claimed is called once per decided claim.
-	Claimed(source string, o Outcome)
+	// Claimed is called once per decided claim, with the record's attempt
+	// count after the decision.
+	Claimed(source string, o Outcome, attempt int)
 	// Completed is called once per completion with the time from the
 	// winning claim to completion.
 	Completed(source string, claimToComplete time.Duration)
@@ -42,7 +43,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Claimed(string, Outcome)         {}
+func (nopObserver) Claimed(string, Outcome, int)    {}
 func (nopObserver) Completed(string, time.Duration) {}
 func (nopObserver) Failed(string, FailKind)         {}
 
@@ -209,7 +210,7 @@ func (l *Ledger) result(rec Record, token string) Result {
 	if rec.LastOutcome == Won {
 		res.Token = token
 	}
-	l.obs.Claimed(rec.Source, res.Outcome)
+	l.obs.Claimed(rec.Source, res.Outcome, rec.Attempt)
 	return res
 }
 

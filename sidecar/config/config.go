@@ -1,0 +1,235 @@
+// Package config reads the sidecar's configuration from environment
+// variables (prefix CLAIMD_, plus DATABASE_URL), command-line flags (which
+// win) and the optional sources file. Durations are whole seconds unless a
+// name says otherwise.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+)
+
+// Config is the sidecar configuration.
+type Config struct {
+	DatabaseURL string
+	Addr        string
+	APIKeys     []auth.StaticKey
+	// Migrate applies pending migrations on start.
+	Migrate   bool
+	LogLevel  string
+	LogFormat string
+	// SourcesFile is the path of the YAML/JSON sources file ("" = none).
+	SourcesFile string
+	Policies    claim.Policies
+	BodyLimit   int
+	MaxBatch    int
+	// RequestTimeout bounds one request's database work.
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM.
+	ShutdownTimeout time.Duration
+	// MaintenanceInterval is the period of the retention purge and the
+	// lease sweep; 0 disables both.
+	MaintenanceInterval time.Duration
+	PurgeBatch          int
+	// KeyCacheTTL caches database API-key lookups; a revoked key stops
+	// working within this time.
+	KeyCacheTTL time.Duration
+}
+
+// Var documents one setting; Vars is the table printed by `claimd help`
+// and reproduced in the README.
+type Var struct{ Env, Flag, Default, Help string }
+
+// Vars lists every setting.
+var Vars = []Var{
+	{"DATABASE_URL", "database-url", "", "PostgreSQL connection string (pool knobs such as pool_max_conns=20 go in it). Required."},
+	{"CLAIMD_ADDR", "addr", "127.0.0.1:8080", "Listen address."},
+	{"CLAIMD_API_KEYS", "api-keys", "", "Static keys, tenant:key,tenant:key (keys ≥ 16 chars). Tenant * makes an admin key, which acts for the tenant named in the X-Tenant header. Database keys: `claimd keys create`."},
+	{"CLAIMD_MIGRATE", "migrate", "true", "Apply pending migrations on start."},
+	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
+	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},
+	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON file with per-source policies (see README)."},
+	{"CLAIMD_LEASE_POLICY", "lease-policy", "reclaim", "Default lease-expiry policy: reclaim or review."},
+	{"CLAIMD_LEASE_SECONDS", "lease-seconds", "300", "Default lease length when a claim asks for none."},
+	{"CLAIMD_MAX_LEASE_SECONDS", "max-lease-seconds", "86400", "Longest lease a claim or extend may ask for."},
+	{"CLAIMD_MAX_ATTEMPTS", "max-attempts", "5", "Attempts before a record is dead-lettered."},
+	{"CLAIMD_BACKOFF_BASE_SECONDS", "backoff-base-seconds", "30", "Retry backoff base: attempt n waits up to base·2^(n-1), full jitter."},
+	{"CLAIMD_BACKOFF_CAP_SECONDS", "backoff-cap-seconds", "3600", "Retry backoff cap."},
+	{"CLAIMD_RETENTION_DAYS", "retention-days", "30", "Keep terminal records this many days after their last change."},
+	{"CLAIMD_BODY_LIMIT_BYTES", "body-limit-bytes", "4194304", "Largest accepted API request body."},
+	{"CLAIMD_MAX_BATCH", "max-batch", "1000", "Largest claim batch (items)."},
+	{"CLAIMD_REQUEST_TIMEOUT_SECONDS", "request-timeout-seconds", "10", "Database time budget of one request."},
+	{"CLAIMD_SHUTDOWN_TIMEOUT_SECONDS", "shutdown-timeout-seconds", "20", "Drain time for in-flight requests on SIGTERM/SIGINT."},
+	{"CLAIMD_MAINTENANCE_INTERVAL_SECONDS", "maintenance-interval-seconds", "60", "Period of the retention purge and lease sweep (0 = off)."},
+	{"CLAIMD_PURGE_BATCH", "purge-batch", "1000", "Rows deleted per purge statement."},
+	{"CLAIMD_KEY_CACHE_SECONDS", "key-cache-seconds", "30", "Cache of database API-key lookups (revocation delay)."},
+}
+
+// Load reads the environment, then args (flags), then the sources file.
+// getenv is os.Getenv in production.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	fs := flag.NewFlagSet("claimd serve", flag.ContinueOnError)
+	vals := map[string]*string{}
+	for _, v := range Vars {
+		def := v.Default
+		if e := getenv(v.Env); e != "" {
+			def = e
+		}
+		vals[v.Env] = fs.String(v.Flag, def, v.Help+" (env "+v.Env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	get := func(env string) string { return *vals[env] }
+	p := &parser{get: get}
+	c := Config{
+		DatabaseURL:         get("DATABASE_URL"),
+		Addr:                get("CLAIMD_ADDR"),
+		Migrate:             p.bool("CLAIMD_MIGRATE"),
+		LogLevel:            get("CLAIMD_LOG_LEVEL"),
+		LogFormat:           get("CLAIMD_LOG_FORMAT"),
+		SourcesFile:         get("CLAIMD_SOURCES_FILE"),
+		BodyLimit:           p.int("CLAIMD_BODY_LIMIT_BYTES"),
+		MaxBatch:            p.int("CLAIMD_MAX_BATCH"),
+		RequestTimeout:      p.secs("CLAIMD_REQUEST_TIMEOUT_SECONDS"),
+		ShutdownTimeout:     p.secs("CLAIMD_SHUTDOWN_TIMEOUT_SECONDS"),
+		MaintenanceInterval: p.secs("CLAIMD_MAINTENANCE_INTERVAL_SECONDS"),
+		PurgeBatch:          p.int("CLAIMD_PURGE_BATCH"),
+		KeyCacheTTL:         p.secs("CLAIMD_KEY_CACHE_SECONDS"),
+		Policies: claim.Policies{Default: claim.Policy{
+			LeasePolicy:  claim.LeasePolicy(get("CLAIMD_LEASE_POLICY")),
+			DefaultLease: p.secs("CLAIMD_LEASE_SECONDS"),
+			MaxLease:     p.secs("CLAIMD_MAX_LEASE_SECONDS"),
+			MaxAttempts:  p.int("CLAIMD_MAX_ATTEMPTS"),
+			BackoffBase:  p.secs("CLAIMD_BACKOFF_BASE_SECONDS"),
+			BackoffCap:   p.secs("CLAIMD_BACKOFF_CAP_SECONDS"),
+			Retention:    time.Duration(p.int("CLAIMD_RETENTION_DAYS")) * 24 * time.Hour,
+		}},
+	}
+	if p.err != nil {
+		return Config{}, p.err
+	}
+	keys, err := auth.ParseStaticKeys(get("CLAIMD_API_KEYS"))
+	if err != nil {
+		return Config{}, err
+	}
+	c.APIKeys = keys
+	if c.SourcesFile != "" {
+		sf, err := ReadSourcesFile(c.SourcesFile)
+		if err != nil {
+			return Config{}, err
+		}
+		c.Policies.BySource = sf.Policies()
+	}
+	c.Policies = c.Policies.WithDefaults()
+	return c, c.Validate()
+}
+
+// Validate reports the first invalid setting by its environment name.
+func (c Config) Validate() error {
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("DATABASE_URL is required (or run `make run`, which starts a local PostgreSQL)")
+	case c.Addr == "":
+		return errors.New("CLAIMD_ADDR cannot be empty")
+	case c.LogFormat != "json" && c.LogFormat != "console":
+		return fmt.Errorf("CLAIMD_LOG_FORMAT must be json or console, got %q", c.LogFormat)
+	case c.BodyLimit < 1024:
+		return fmt.Errorf("CLAIMD_BODY_LIMIT_BYTES must be at least 1024, got %d", c.BodyLimit)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("CLAIMD_MAX_BATCH must be at least 1, got %d", c.MaxBatch)
+	case c.RequestTimeout < time.Second:
+		return errors.New("CLAIMD_REQUEST_TIMEOUT_SECONDS must be at least 1")
+	case c.MaintenanceInterval < 0:
+		return errors.New("CLAIMD_MAINTENANCE_INTERVAL_SECONDS cannot be negative")
+	case c.PurgeBatch < 1:
+		return errors.New("CLAIMD_PURGE_BATCH must be at least 1")
+	}
+	if err := c.Policies.Validate(); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	return nil
+}
+
+type parser struct {
+	get func(string) string
+	err error
+}
+
+func (p *parser) int(env string) int {
+	n, err := strconv.Atoi(p.get(env))
+	if err != nil && p.err == nil {
+		p.err = fmt.Errorf("%s must be an integer, got %q", env, p.get(env))
+	}
+	return n
+}
+
+func (p *parser) secs(env string) time.Duration { return time.Duration(p.int(env)) * time.Second }
+
+func (p *parser) bool(env string) bool {
+	b, err := strconv.ParseBool(p.get(env))
+	if err != nil && p.err == nil {
+		p.err = fmt.Errorf("%s must be true or false, got %q", env, p.get(env))
+	}
+	return b
+}
+
+// SourcesFile is the sources file. YAML is a superset of JSON, so either
+// format works.
+type SourcesFile struct {
+	Sources map[string]SourceConfig `yaml:"sources"`
+}
+
+// SourceConfig is one source's settings. Unset fields inherit the defaults.
+type SourceConfig struct {
+	LeasePolicy        string `yaml:"lease_policy"`
+	LeaseSeconds       int    `yaml:"lease_seconds"`
+	MaxLeaseSeconds    int    `yaml:"max_lease_seconds"`
+	MaxAttempts        int    `yaml:"max_attempts"`
+	BackoffBaseSeconds int    `yaml:"backoff_base_seconds"`
+	BackoffCapSeconds  int    `yaml:"backoff_cap_seconds"`
+	RetentionDays      int    `yaml:"retention_days"`
+}
+
+// ReadSourcesFile parses the sources file at path.
+func ReadSourcesFile(path string) (SourcesFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return SourcesFile{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
+	}
+	var sf SourcesFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&sf); err != nil && !errors.Is(err, io.EOF) {
+		return SourcesFile{}, fmt.Errorf("CLAIMD_SOURCES_FILE %s: %w", path, err)
+	}
+	return sf, nil
+}
+
+// Policies returns the claim policies of the file's sources.
+func (sf SourcesFile) Policies() map[string]claim.Policy {
+	out := map[string]claim.Policy{}
+	for name, s := range sf.Sources {
+		out[name] = claim.Policy{
+			LeasePolicy:  claim.LeasePolicy(s.LeasePolicy),
+			DefaultLease: time.Duration(s.LeaseSeconds) * time.Second,
+			MaxLease:     time.Duration(s.MaxLeaseSeconds) * time.Second,
+			MaxAttempts:  s.MaxAttempts,
+			BackoffBase:  time.Duration(s.BackoffBaseSeconds) * time.Second,
+			BackoffCap:   time.Duration(s.BackoffCapSeconds) * time.Second,
+			Retention:    time.Duration(s.RetentionDays) * 24 * time.Hour,
+		}
+	}
+	return out
+}

@@ -1,0 +1,360 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+)
+
+// claimBody is the body of POST /v1/claims and one item of a batch.
+type claimBody struct {
+	Source        string          `json:"source" validate:"required,max=200"`
+	EventID       string          `json:"event_id" validate:"max=1024"`
+	KeyParts      []string        `json:"key_parts" validate:"omitempty,min=1,max=32,dive,max=1024"`
+	KeyFields     json.RawMessage `json:"key_fields"`
+	EventType     string          `json:"event_type" validate:"max=200"`
+	Action        string          `json:"action" validate:"max=200"`
+	Payload       json.RawMessage `json:"payload"`
+	PayloadHash   string          `json:"payload_hash" validate:"omitempty,len=64,hexadecimal,lowercase"`
+	LeaseSeconds  *int            `json:"lease_seconds" validate:"omitempty,min=1"`
+	ObjectID      string          `json:"object_id" validate:"max=500"`
+	ObjectVersion *int64          `json:"object_version"`
+	ExecutionID   string          `json:"execution_id" validate:"max=200"`
+}
+
+// request turns a decoded body into a ledger request: it derives the event
+// id from exactly one of event_id, key_parts and key_fields, and hashes the
+// payload with RFC 8785.
+func (b claimBody) request(tenant, prefix string) (claim.Request, error) {
+	r := claim.Request{Tenant: tenant, Key: claim.Key{Source: b.Source, Action: b.Action},
+		EventType: b.EventType, ObjectID: b.ObjectID, ObjectVersion: b.ObjectVersion, ExecutionID: b.ExecutionID}
+	given := 0
+	for _, set := range []bool{b.EventID != "", len(b.KeyParts) > 0, isSet(b.KeyFields)} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return r, apperr.Field(prefix+"event_id", "give exactly one of event_id, key_parts or key_fields")
+	}
+	switch {
+	case b.EventID != "":
+		r.EventID = b.EventID
+	case len(b.KeyParts) > 0:
+		r.EventID = claim.CompositeEventID(b.KeyParts...)
+	default:
+		id, err := claim.HashedEventID(b.KeyFields)
+		if err != nil {
+			return r, apperr.Field(prefix+"key_fields", "must be valid JSON: %v", err)
+		}
+		r.EventID = id
+	}
+	if isSet(b.Payload) && b.PayloadHash != "" {
+		return r, apperr.Field(prefix+"payload_hash", "give payload or payload_hash, not both")
+	}
+	r.PayloadHash = b.PayloadHash
+	if isSet(b.Payload) {
+		h, err := claim.PayloadHash(b.Payload)
+		if err != nil {
+			return r, apperr.Field(prefix+"payload", "cannot be canonicalised (RFC 8785): %v", err)
+		}
+		r.PayloadHash = h
+	}
+	if b.LeaseSeconds != nil {
+		r.Lease = time.Duration(*b.LeaseSeconds) * time.Second
+	}
+	return r, nil
+}
+
+func isSet(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// claimResult is one claim answer on the wire.
+type claimResult struct {
+	Outcome           claim.Outcome `json:"outcome"`
+	ClaimToken        string        `json:"claim_token,omitempty"`
+	RetryAfterSeconds *int          `json:"retry_after_seconds,omitempty"`
+	recordJSON
+}
+
+// recordJSON is a claim record on the wire. Times are RFC 3339 in UTC.
+type recordJSON struct {
+	ClaimID        string         `json:"claim_id"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	Source         string         `json:"source"`
+	EventID        string         `json:"event_id"`
+	Action         string         `json:"action"`
+	EventType      string         `json:"event_type,omitempty"`
+	State          claim.State    `json:"state"`
+	Attempt        int            `json:"attempt"`
+	MaxAttempts    int            `json:"max_attempts"`
+	LeasePolicy    string         `json:"lease_policy"`
+	ResultRef      string         `json:"result_ref,omitempty"`
+	PayloadHash    string         `json:"payload_hash,omitempty"`
+	LeaseUntil     *time.Time     `json:"lease_until,omitempty"`
+	NextAttemptAt  *time.Time     `json:"next_attempt_at,omitempty"`
+	LastError      string         `json:"last_error,omitempty"`
+	ObjectID       string         `json:"object_id,omitempty"`
+	ObjectVersion  *int64         `json:"object_version,omitempty"`
+	ConflictCount  int            `json:"conflict_count"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+	CompletedAt    *time.Time     `json:"completed_at,omitempty"`
+	Deliveries     []deliveryJSON `json:"deliveries,omitempty"`
+}
+
+type deliveryJSON struct {
+	At          time.Time `json:"at"`
+	Outcome     string    `json:"outcome"`
+	Attempt     int       `json:"attempt"`
+	PayloadHash string    `json:"payload_hash,omitempty"`
+	ExecutionID string    `json:"execution_id,omitempty"`
+	Detail      string    `json:"detail,omitempty"`
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func toRecordJSON(r claim.Record) recordJSON {
+	out := recordJSON{
+		ClaimID: r.ID, IdempotencyKey: r.IdempotencyKey, Source: r.Source, EventID: r.EventID, Action: r.Action,
+		EventType: r.EventType, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
+		LeasePolicy: string(r.LeasePolicy), ResultRef: r.ResultRef, PayloadHash: r.PayloadHash,
+		LeaseUntil: utc(r.LeaseUntil), NextAttemptAt: utc(r.NextAttemptAt), LastError: r.LastError,
+		ObjectID: r.ObjectID, ObjectVersion: r.ObjectVersion, ConflictCount: r.ConflictCount,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), CompletedAt: utc(r.CompletedAt),
+	}
+	if r.State != claim.StateProcessing {
+		out.LeaseUntil = nil
+	}
+	for _, d := range r.Deliveries {
+		out.Deliveries = append(out.Deliveries, deliveryJSON{At: d.At.UTC(), Outcome: d.Outcome, Attempt: d.Attempt,
+			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail})
+	}
+	return out
+}
+
+func toClaimResult(r claim.Result, now time.Time) claimResult {
+	out := claimResult{Outcome: r.Outcome, ClaimToken: r.Token, recordJSON: toRecordJSON(r.Record)}
+	var until *time.Time
+	switch r.Outcome {
+	case claim.InProgress:
+		until = r.LeaseUntil
+	case claim.RetryLater:
+		until = r.NextAttemptAt
+	}
+	if until != nil {
+		secs := int(until.Sub(now).Seconds() + 0.999)
+		if secs < 1 {
+			secs = 1
+		}
+		out.RetryAfterSeconds = &secs
+	}
+	return out
+}
+
+func (s *Server) claimOne(c *fiber.Ctx) error {
+	var b claimBody
+	if err := s.decode(c.Body(), &b, ""); err != nil {
+		return err
+	}
+	r, err := b.request(tenant(c), "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	res, err := s.cfg.Ledger.Claim(ctx, r)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toClaimResult(res, time.Now()))
+}
+
+type batchBody struct {
+	Claims []json.RawMessage `json:"claims" validate:"required"`
+}
+
+// batchItem is one entry of a batch answer: a claim result or an error.
+type batchItem struct {
+	*claimResult
+	Error *ErrorDetail `json:"error,omitempty"`
+}
+
+func (i batchItem) MarshalJSON() ([]byte, error) {
+	if i.Error != nil {
+		return json.Marshal(struct {
+			Error *ErrorDetail `json:"error"`
+		}{i.Error})
+	}
+	return json.Marshal(i.claimResult)
+}
+
+func (s *Server) claimBatch(c *fiber.Ctx) error {
+	var b batchBody
+	if err := s.decode(c.Body(), &b, ""); err != nil {
+		return err
+	}
+	if len(b.Claims) == 0 {
+		return apperr.Field("claims", "must hold at least one claim")
+	}
+	if len(b.Claims) > s.cfg.MaxBatch {
+		return apperr.Field("claims", "must hold at most %d claims", s.cfg.MaxBatch)
+	}
+	items := make([]batchItem, len(b.Claims))
+	var reqs []claim.Request
+	var idx []int
+	for i, raw := range b.Claims {
+		prefix := fmt.Sprintf("claims[%d].", i)
+		var cb claimBody
+		err := s.decode(raw, &cb, prefix)
+		var r claim.Request
+		if err == nil {
+			r, err = cb.request(tenant(c), prefix)
+		}
+		if err == nil {
+			err = s.cfg.Ledger.Validate(r)
+			if e := apperr.As(err); e != nil && e.Field != "" {
+				e.Field = prefix + e.Field
+			}
+		}
+		if err != nil {
+			e := apperr.As(err)
+			if e == nil {
+				return err
+			}
+			items[i].Error = &ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field}
+			continue
+		}
+		reqs = append(reqs, r)
+		idx = append(idx, i)
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	results, err := s.cfg.Ledger.ClaimBatch(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for j, res := range results {
+		cr := toClaimResult(res, now)
+		items[idx[j]].claimResult = &cr
+	}
+	return c.JSON(fiber.Map{"results": items})
+}
+
+func (s *Server) get(c *fiber.Ctx) error {
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Get(ctx, tenant(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}
+
+func (s *Server) find(c *fiber.Ctx) error {
+	k := claim.Key{Source: c.Query("source"), EventID: c.Query("event_id"), Action: c.Query("action")}
+	if k.Source == "" {
+		return apperr.Field("source", "is required (query parameter)")
+	}
+	if k.EventID == "" {
+		return apperr.Field("event_id", "is required (query parameter)")
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Find(ctx, tenant(c), k)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}
+
+type completeBody struct {
+	ClaimToken string `json:"claim_token" validate:"required"`
+	ResultRef  string `json:"result_ref" validate:"max=2000"`
+}
+
+func (s *Server) complete(c *fiber.Ctx) error {
+	var b completeBody
+	if err := s.decode(c.Body(), &b, ""); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Complete(ctx, tenant(c), c.Params("id"), b.ClaimToken, b.ResultRef)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}
+
+type failBody struct {
+	ClaimToken string `json:"claim_token" validate:"required"`
+	Error      string `json:"error" validate:"required,max=4000"`
+	Retry      string `json:"retry" validate:"required,oneof=retryable permanent unknown"`
+}
+
+func (s *Server) fail(c *fiber.Ctx) error {
+	var b failBody
+	if err := s.decode(c.Body(), &b, ""); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Fail(ctx, tenant(c), c.Params("id"), b.ClaimToken, claim.FailKind(b.Retry), b.Error)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}
+
+type extendBody struct {
+	ClaimToken   string `json:"claim_token" validate:"required"`
+	LeaseSeconds int    `json:"lease_seconds" validate:"required,min=1"`
+}
+
+func (s *Server) extend(c *fiber.Ctx) error {
+	var b extendBody
+	if err := s.decode(c.Body(), &b, ""); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Extend(ctx, tenant(c), c.Params("id"), b.ClaimToken, time.Duration(b.LeaseSeconds)*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}
+
+type resolveBody struct {
+	Outcome   string `json:"outcome" validate:"required,oneof=completed retry"`
+	ResultRef string `json:"result_ref" validate:"max=2000"`
+	Note      string `json:"note" validate:"required,max=4000"`
+}
+
+func (s *Server) resolve(c *fiber.Ctx) error {
+	var b resolveBody
+	if err := s.decode(c.Body(), &b, ""); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Resolve(ctx, tenant(c), c.Params("id"), claim.ResolveOutcome(b.Outcome), b.ResultRef, b.Note)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}

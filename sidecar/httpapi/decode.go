@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+func newValidator() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			return ""
+		}
+		return name
+	})
+	return v
+}
+
+// decode reads one JSON object from body into dst, rejecting unknown fields
+// and trailing data, then validates it. Errors name the field; prefix is
+// prepended to field names (e.g. "claims[3].").
+func (s *Server) decode(body []byte, dst any, prefix string) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return apperr.New(apperr.Malformed, "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err, prefix)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return apperr.New(apperr.Malformed, "the request body must hold exactly one JSON object")
+	}
+	return s.check(dst, prefix)
+}
+
+// check validates a decoded struct with its `validate` tags.
+func (s *Server) check(v any, prefix string) error {
+	err := s.validate.Struct(v)
+	if err == nil {
+		return nil
+	}
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) || len(verrs) == 0 {
+		return fmt.Errorf("validate: %w", err)
+	}
+	fe := verrs[0]
+	field := prefix + fieldPath(fe.Namespace())
+	return apperr.Field(field, "%s", describe(fe))
+}
+
+// fieldPath drops the struct name from a validator namespace ("claimBody.source").
+func fieldPath(ns string) string {
+	_, rest, ok := strings.Cut(ns, ".")
+	if !ok {
+		return ns
+	}
+	return rest
+}
+
+func describe(fe validator.FieldError) string {
+	switch fe.Tag() {
+	case "required":
+		return "is required"
+	case "max":
+		if fe.Kind() == reflect.String {
+			return "must be at most " + fe.Param() + " bytes"
+		}
+		if fe.Kind() == reflect.Slice {
+			return "must have at most " + fe.Param() + " items"
+		}
+		return "must be at most " + fe.Param()
+	case "min":
+		if fe.Kind() == reflect.Slice {
+			return "must have at least " + fe.Param() + " items"
+		}
+		return "must be at least " + fe.Param()
+	case "oneof":
+		return "must be one of: " + strings.ReplaceAll(fe.Param(), " ", ", ")
+	case "uuid":
+		return "must be a UUID"
+	case "len":
+		return "must be exactly " + fe.Param() + " characters"
+	case "hexadecimal", "lowercase":
+		return "must be lowercase hexadecimal"
+	}
+	return "is invalid (" + fe.Tag() + ")"
+}
+
+func jsonError(err error, prefix string) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return apperr.New(apperr.Malformed, "the request body is not valid JSON (at byte %d)", syn.Offset)
+	case errors.As(err, &typ):
+		return &apperr.Error{Code: apperr.Malformed, Field: prefix + typ.Field,
+			Message: fmt.Sprintf("must be a JSON %s, got %s", jsonKind(typ.Type), typ.Value)}
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return apperr.New(apperr.Malformed, "the request body is truncated JSON")
+	}
+	// encoding/json reports unknown fields only as text: `json: unknown field "x"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return &apperr.Error{Code: apperr.Malformed, Field: prefix + strings.Trim(name, `"`),
+			Message: "is not a known field"}
+	}
+	return apperr.New(apperr.Malformed, "the request body is not a valid JSON object")
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Int, reflect.Int32, reflect.Int64, reflect.Float64:
+		return "number"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return t.String()
+}

@@ -1,0 +1,260 @@
+// Package httpapi is the sidecar's HTTP transport (Fiber v2): routing,
+// authentication, request decoding and validation, and the single mapping
+// from application error codes to HTTP statuses. The wire contract is
+// described by openapi.yaml, served at GET /openapi.yaml.
+package httpapi
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-playground/validator/v10"
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+)
+
+//go:embed openapi.yaml
+var openAPI []byte
+
+// OpenAPI returns the OpenAPI 3 document of the HTTP API.
+func OpenAPI() []byte { return openAPI }
+
+// Readiness reports whether the service can serve: database reachable and
+// migrations applied. It returns a reason when not ready.
+type Readiness func(ctx context.Context) error
+
+// Config holds the transport's dependencies and limits.
+type Config struct {
+	Ledger  *claim.Ledger
+	Keys    *auth.Keys
+	Metrics *metrics.Metrics
+	Ready   Readiness
+	Logger  zerolog.Logger
+	// BodyLimit is the largest accepted request body in bytes; default 4 MiB.
+	BodyLimit int
+	// MaxBatch is the largest accepted claim batch (items); default 1000.
+	MaxBatch int
+	// RequestTimeout bounds the database work of one request; default 10s.
+	RequestTimeout time.Duration
+	// Mount lets other packages (ingest) add routes to the app.
+	Mount func(app *fiber.App)
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg      Config
+	app      *fiber.App
+	validate *validator.Validate
+}
+
+// New builds the Fiber app with every route.
+func New(cfg Config) *Server {
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 4 << 20
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 1000
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	s := &Server{cfg: cfg, validate: newValidator()}
+	s.app = fiber.New(fiber.Config{
+		AppName:               "claimd",
+		BodyLimit:             cfg.BodyLimit,
+		DisableStartupMessage: true,
+		ErrorHandler:          s.handleError,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+	})
+	s.app.Use(requestid.New())
+	s.app.Use(s.observe)
+
+	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	s.app.Get("/readyz", s.readyz)
+	if cfg.Metrics != nil {
+		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{})))
+	}
+	s.app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, "application/yaml")
+		return c.Send(openAPI)
+	})
+
+	v1 := s.app.Group("/v1", s.authenticate)
+	v1.Get("/whoami", s.whoami)
+	v1.Post("/claims", s.claimOne)
+	v1.Post("/claims/batch", s.claimBatch)
+	v1.Get("/claims", s.find)
+	v1.Get("/claims/:id", s.get)
+	v1.Post("/claims/:id/complete", s.complete)
+	v1.Post("/claims/:id/fail", s.fail)
+	v1.Post("/claims/:id/extend", s.extend)
+	v1.Post("/claims/:id/resolve", s.resolve)
+	if cfg.Mount != nil {
+		cfg.Mount(s.app)
+	}
+	return s
+}
+
+// App returns the Fiber app (for Listen, Test and Shutdown).
+func (s *Server) App() *fiber.App { return s.app }
+
+// observe logs one line per request (never bodies or credentials) and
+// records the latency histogram.
+func (s *Server) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	if err != nil {
+		if herr := s.app.ErrorHandler(c, err); herr != nil {
+			_ = c.SendStatus(fiber.StatusInternalServerError)
+		}
+	}
+	status := c.Response().StatusCode()
+	route := c.Route().Path
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.HTTPDuration.WithLabelValues(route, strconv.Itoa(status/100)+"xx").Observe(time.Since(start).Seconds())
+	}
+	if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+		return nil
+	}
+	ev := s.cfg.Logger.Info()
+	if status >= 500 {
+		ev = s.cfg.Logger.Error()
+	}
+	ev.Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("method", c.Method()).
+		Str("route", route).Int("status", status).Dur("latency", time.Since(start))
+	if p, ok := c.Locals(principalKey).(auth.Principal); ok {
+		ev.Str("tenant", p.Tenant)
+	}
+	ev.Msg("request")
+	return nil
+}
+
+func (s *Server) readyz(c *fiber.Ctx) error {
+	if s.cfg.Ready == nil {
+		return c.JSON(fiber.Map{"status": "ready"})
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
+	defer cancel()
+	if err := s.cfg.Ready(ctx); err != nil {
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not_ready", "reason": err.Error()})
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+type ctxKey int
+
+const principalKey ctxKey = iota
+
+// TenantHeader lets an admin key act for one tenant.
+const TenantHeader = "X-Tenant"
+
+func (s *Server) authenticate(c *fiber.Ctx) error {
+	h := c.Get(fiber.HeaderAuthorization)
+	scheme, key, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		key = ""
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	p, err := s.cfg.Keys.Authenticate(ctx, strings.TrimSpace(key))
+	if err != nil {
+		return err
+	}
+	if p.Admin {
+		t := c.Get(TenantHeader)
+		if !auth.ValidTenant(t) {
+			return apperr.Field(TenantHeader, "an admin key must name the tenant to act for in the %s header", TenantHeader)
+		}
+		p.Tenant = t
+	}
+	c.Locals(principalKey, p)
+	return c.Next()
+}
+
+func tenant(c *fiber.Ctx) string {
+	p, _ := c.Locals(principalKey).(auth.Principal)
+	return p.Tenant
+}
+
+func (s *Server) whoami(c *fiber.Ctx) error {
+	p, _ := c.Locals(principalKey).(auth.Principal)
+	return c.JSON(fiber.Map{"tenant": p.Tenant, "admin": p.Admin})
+}
+
+func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
+}
+
+// errorStatus is THE mapping from application error codes to HTTP statuses.
+var errorStatus = map[apperr.Code]int{
+	apperr.Malformed:    fiber.StatusBadRequest,
+	apperr.Invalid:      fiber.StatusUnprocessableEntity,
+	apperr.Unauthorized: fiber.StatusUnauthorized,
+	apperr.NotFound:     fiber.StatusNotFound,
+	apperr.LeaseLost:    fiber.StatusConflict,
+	apperr.InvalidState: fiber.StatusConflict,
+	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
+	apperr.Unavailable:  fiber.StatusServiceUnavailable,
+	apperr.Internal:     fiber.StatusInternalServerError,
+}
+
+// ErrorBody is the JSON shape of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the error object: stable code, message, optional field.
+type ErrorDetail struct {
+	Code    apperr.Code `json:"code"`
+	Message string      `json:"message"`
+	Field   string      `json:"field,omitempty"`
+}
+
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	var ferr *fiber.Error
+	if errors.As(err, &ferr) {
+		code := apperr.Internal
+		switch ferr.Code {
+		case fiber.StatusNotFound:
+			code = apperr.NotFound
+		case fiber.StatusRequestEntityTooLarge:
+			code = apperr.TooLarge
+		case fiber.StatusMethodNotAllowed, fiber.StatusBadRequest:
+			code = apperr.Malformed
+		}
+		if ferr.Code >= 500 {
+			return s.internal(c, err)
+		}
+		return c.Status(ferr.Code).JSON(ErrorBody{ErrorDetail{Code: code, Message: ferr.Message}})
+	}
+	e := apperr.As(err)
+	if e == nil || e.Code == apperr.Internal {
+		return s.internal(c, err)
+	}
+	status := errorStatus[e.Code]
+	if e.Code == apperr.Unavailable {
+		c.Set(fiber.HeaderRetryAfter, "1")
+		s.cfg.Logger.Warn().Err(err).Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Msg("dependency unavailable")
+	}
+	return c.Status(status).JSON(ErrorBody{ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field}})
+}
+
+func (s *Server) internal(c *fiber.Ctx, err error) error {
+	s.cfg.Logger.Error().Err(err).Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Msg("internal error")
+	return c.Status(fiber.StatusInternalServerError).JSON(ErrorBody{ErrorDetail{
+		Code: apperr.Internal, Message: "internal error; see the sidecar log for request id " + c.GetRespHeader(fiber.HeaderXRequestID)}})
+}

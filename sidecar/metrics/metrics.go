@@ -1,0 +1,122 @@
+// Package metrics exposes the sidecar's Prometheus metrics. Names are
+// prefixed "claimd_"; durations are in seconds. Labels never carry tenant,
+// key or payload data, so their cardinality stays bounded.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+)
+
+// Metrics holds the collectors; it implements claim.Observer.
+type Metrics struct {
+	Registry        *prometheus.Registry
+	claims          *prometheus.CounterVec
+	conflicts       prometheus.Counter
+	retries         prometheus.Counter
+	failures        *prometheus.CounterVec
+	claimToComplete prometheus.Histogram
+	HTTPDuration    *prometheus.HistogramVec
+}
+
+// StatsFunc reads the open-record snapshot for the gauges.
+type StatsFunc func(ctx context.Context) (claim.Stats, error)
+
+// New registers every collector on a fresh registry. stats (may be nil)
+// feeds the gauges on each scrape, bounded by a 2-second timeout.
+func New(stats StatsFunc) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "claimd_claims_total", Help: "Claim attempts by outcome.",
+		}, []string{"outcome"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "claimd_conflicts_total", Help: "Claims of a known key with a different payload hash.",
+		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "claimd_retries_total", Help: "Won claims that were not the first attempt (retry after failure, reclaimed lease or operator retry).",
+		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "claimd_failures_total", Help: "Failed attempts reported by kind (retryable, permanent, unknown).",
+		}, []string{"kind"}),
+		claimToComplete: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "claimd_claim_to_complete_seconds", Help: "Time from the winning claim to Complete, in seconds.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
+		}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "claimd_http_request_duration_seconds", Help: "HTTP request latency by route and status code class, in seconds.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "code"}),
+	}
+	for _, o := range claim.Outcomes {
+		m.claims.WithLabelValues(string(o))
+	}
+	for _, k := range []claim.FailKind{claim.Retryable, claim.Permanent, claim.UnknownOutcome} {
+		m.failures.WithLabelValues(string(k))
+	}
+	m.Registry.MustRegister(m.claims, m.conflicts, m.retries, m.failures, m.claimToComplete, m.HTTPDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if stats != nil {
+		m.Registry.MustRegister(&statsCollector{stats: stats})
+	}
+	return m
+}
+
+// Claimed implements claim.Observer.
+func (m *Metrics) Claimed(_ string, o claim.Outcome, attempt int) {
+	m.claims.WithLabelValues(string(o)).Inc()
+	if o == claim.Conflict {
+		m.conflicts.Inc()
+	}
+	if o == claim.Won && attempt > 1 {
+		m.retries.Inc()
+	}
+}
+
+// Completed implements claim.Observer.
+func (m *Metrics) Completed(_ string, d time.Duration) { m.claimToComplete.Observe(d.Seconds()) }
+
+// Failed implements claim.Observer.
+func (m *Metrics) Failed(_ string, k claim.FailKind) { m.failures.WithLabelValues(string(k)).Inc() }
+
+var (
+	openDesc             = prometheus.NewDesc("claimd_records_open", "Records not in a terminal state, by state (all tenants).", []string{"state"}, nil)
+	oldestProcessingDesc = prometheus.NewDesc("claimd_oldest_processing_seconds",
+		"Age of the oldest claim still processing, in seconds (0 when none).", nil, nil)
+	oldestReceivedDesc = prometheus.NewDesc("claimd_oldest_received_seconds",
+		"Age of the oldest inbox event not yet claimed, in seconds (0 when none).", nil, nil)
+	statsUpDesc = prometheus.NewDesc("claimd_stats_up", "1 when the last database stats query succeeded.", nil, nil)
+)
+
+type statsCollector struct{ stats StatsFunc }
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- openDesc
+	ch <- oldestProcessingDesc
+	ch <- oldestReceivedDesc
+	ch <- statsUpDesc
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := c.stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(statsUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(statsUpDesc, prometheus.GaugeValue, 1)
+	for state, n := range map[claim.State]int64{
+		claim.StateUnknown: s.Unknown, claim.StateDeadLettered: s.DeadLettered, claim.StateProcessing: s.Processing,
+		claim.StateRetryableFailed: s.RetryableFailed, claim.StateReceived: s.Received,
+	} {
+		ch <- prometheus.MustNewConstMetric(openDesc, prometheus.GaugeValue, float64(n), string(state))
+	}
+	ch <- prometheus.MustNewConstMetric(oldestProcessingDesc, prometheus.GaugeValue, s.OldestProcessing.Seconds())
+	ch <- prometheus.MustNewConstMetric(oldestReceivedDesc, prometheus.GaugeValue, s.OldestReceived.Seconds())
+}
