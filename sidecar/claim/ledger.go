@@ -557,13 +557,16 @@ func nullable(s string) *string {
 	return &s
 }
 
-func scanRecord(row pgx.Row) (Record, error) {
+// scanRecord scans recordColumns, then extra destinations for columns
+// selected after them.
+func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 	var r Record
 	var token *string
-	err := row.Scan(&r.ID, &r.Tenant, &r.Source, &r.EventID, &r.Action, &r.EventType, &r.State,
+	dest := append([]any{&r.ID, &r.Tenant, &r.Source, &r.EventID, &r.Action, &r.EventType, &r.State,
 		&r.LastOutcome, &r.Attempt, &r.MaxAttempts, &r.LeasePolicy, &r.LeaseUntil, &r.NextAttemptAt,
 		&r.PayloadHash, &r.ResultRef, &r.LastError, &r.ObjectID, &r.ObjectVersion, &r.ConflictCount,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token)
+		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token}, extra...)
+	err := row.Scan(dest...)
 	if err != nil {
 		return Record{}, err
 	}

@@ -207,3 +207,29 @@ SELECT
 	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(created_at) FILTER (WHERE state = 'received')), 0)
 FROM claims
 WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'received')`
+
+// receiveSQL stores an inbox record (state received) for a verified provider
+// event, or reports the existing record of the key. inserted tells which;
+// a differing payload hash counts a conflict. The delivery log entry is
+// written by the same statement.
+//
+// $1 tenant, $2 source, $3 event_id, $4 event_type, $5 payload hash,
+// $6 object id, $7 object version, $8 max attempts, $9 lease policy,
+// $10 backoff base, $11 backoff cap.
+const receiveSQL = `
+WITH c AS (
+	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
+		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, payload_hash, object_id, object_version)
+	VALUES ($1, $2, $3, '', $4, 'received', 'received', 0, $8, $9, $10, $11, $5, $6, $7)
+	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
+		conflict_count = cl.conflict_count + CASE WHEN cl.payload_hash IS NOT NULL
+			AND cl.payload_hash <> excluded.payload_hash THEN 1 ELSE 0 END
+	RETURNING *, (xmax = 0) AS inserted
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, detail)
+	SELECT id, CASE WHEN inserted THEN 'received'
+	                WHEN payload_hash IS NOT NULL AND payload_hash <> $5 THEN 'ingest_conflict'
+	                ELSE 'ingest_duplicate' END,
+		attempt, $5, 'provider delivery' FROM c
+)
+SELECT ` + recordColumns + `, inserted FROM c`

@@ -5,19 +5,15 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
 // Config is the sidecar configuration.
@@ -45,6 +41,13 @@ type Config struct {
 	// KeyCacheTTL caches database API-key lookups; a revoked key stops
 	// working within this time.
 	KeyCacheTTL time.Duration
+	// Ingest holds the provider-facing sources of the sources file.
+	Ingest ingest.Config
+	// Dispatch runs the dispatch workers in this process.
+	Dispatch bool
+	// ReloadInterval is how often the sources file is checked for changes
+	// (it is also reloaded on SIGHUP); 0 disables polling.
+	ReloadInterval time.Duration
 }
 
 // Var documents one setting; Vars is the table printed by `claimd help`
@@ -59,7 +62,7 @@ var Vars = []Var{
 	{"CLAIMD_MIGRATE", "migrate", "true", "Apply pending migrations on start."},
 	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
 	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},
-	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON file with per-source policies (see README)."},
+	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON sources file: ingest providers, secrets (${ENV} references), forward targets and per-source policies (see README)."},
 	{"CLAIMD_LEASE_POLICY", "lease-policy", "reclaim", "Default lease-expiry policy: reclaim or review."},
 	{"CLAIMD_LEASE_SECONDS", "lease-seconds", "300", "Default lease length when a claim asks for none."},
 	{"CLAIMD_MAX_LEASE_SECONDS", "max-lease-seconds", "86400", "Longest lease a claim or extend may ask for."},
@@ -74,6 +77,8 @@ var Vars = []Var{
 	{"CLAIMD_MAINTENANCE_INTERVAL_SECONDS", "maintenance-interval-seconds", "60", "Period of the retention purge and lease sweep (0 = off)."},
 	{"CLAIMD_PURGE_BATCH", "purge-batch", "1000", "Rows deleted per purge statement."},
 	{"CLAIMD_KEY_CACHE_SECONDS", "key-cache-seconds", "30", "Cache of database API-key lookups (revocation delay)."},
+	{"CLAIMD_DISPATCH", "dispatch", "true", "Run inbox dispatch workers here (false = ingest-only replica)."},
+	{"CLAIMD_RELOAD_INTERVAL_SECONDS", "reload-interval-seconds", "5", "Check the sources file for changes this often (0 = only on SIGHUP)."},
 }
 
 // Load reads the environment, then args (flags), then the sources file.
@@ -107,6 +112,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		MaintenanceInterval: p.secs("CLAIMD_MAINTENANCE_INTERVAL_SECONDS"),
 		PurgeBatch:          p.int("CLAIMD_PURGE_BATCH"),
 		KeyCacheTTL:         p.secs("CLAIMD_KEY_CACHE_SECONDS"),
+		Dispatch:            p.bool("CLAIMD_DISPATCH"),
+		ReloadInterval:      p.secs("CLAIMD_RELOAD_INTERVAL_SECONDS"),
 		Policies: claim.Policies{Default: claim.Policy{
 			LeasePolicy:  claim.LeasePolicy(get("CLAIMD_LEASE_POLICY")),
 			DefaultLease: p.secs("CLAIMD_LEASE_SECONDS"),
@@ -126,11 +133,11 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}
 	c.APIKeys = keys
 	if c.SourcesFile != "" {
-		sf, err := ReadSourcesFile(c.SourcesFile)
+		c.Ingest, err = ingest.ReadFile(c.SourcesFile, getenv)
 		if err != nil {
-			return Config{}, err
+			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
 		}
-		c.Policies.BySource = sf.Policies()
+		c.Policies.BySource = c.Ingest.Policies
 	}
 	c.Policies = c.Policies.WithDefaults()
 	return c, c.Validate()
@@ -183,53 +190,4 @@ func (p *parser) bool(env string) bool {
 		p.err = fmt.Errorf("%s must be true or false, got %q", env, p.get(env))
 	}
 	return b
-}
-
-// SourcesFile is the sources file. YAML is a superset of JSON, so either
-// format works.
-type SourcesFile struct {
-	Sources map[string]SourceConfig `yaml:"sources"`
-}
-
-// SourceConfig is one source's settings. Unset fields inherit the defaults.
-type SourceConfig struct {
-	LeasePolicy        string `yaml:"lease_policy"`
-	LeaseSeconds       int    `yaml:"lease_seconds"`
-	MaxLeaseSeconds    int    `yaml:"max_lease_seconds"`
-	MaxAttempts        int    `yaml:"max_attempts"`
-	BackoffBaseSeconds int    `yaml:"backoff_base_seconds"`
-	BackoffCapSeconds  int    `yaml:"backoff_cap_seconds"`
-	RetentionDays      int    `yaml:"retention_days"`
-}
-
-// ReadSourcesFile parses the sources file at path.
-func ReadSourcesFile(path string) (SourcesFile, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return SourcesFile{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
-	}
-	var sf SourcesFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&sf); err != nil && !errors.Is(err, io.EOF) {
-		return SourcesFile{}, fmt.Errorf("CLAIMD_SOURCES_FILE %s: %w", path, err)
-	}
-	return sf, nil
-}
-
-// Policies returns the claim policies of the file's sources.
-func (sf SourcesFile) Policies() map[string]claim.Policy {
-	out := map[string]claim.Policy{}
-	for name, s := range sf.Sources {
-		out[name] = claim.Policy{
-			LeasePolicy:  claim.LeasePolicy(s.LeasePolicy),
-			DefaultLease: time.Duration(s.LeaseSeconds) * time.Second,
-			MaxLease:     time.Duration(s.MaxLeaseSeconds) * time.Second,
-			MaxAttempts:  s.MaxAttempts,
-			BackoffBase:  time.Duration(s.BackoffBaseSeconds) * time.Second,
-			BackoffCap:   time.Duration(s.BackoffCapSeconds) * time.Second,
-			Retention:    time.Duration(s.RetentionDays) * 24 * time.Hour,
-		}
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -66,9 +67,23 @@ func (b claimBody) request(tenant, prefix string) (claim.Request, error) {
 		r.PayloadHash = h
 	}
 	if b.LeaseSeconds != nil {
-		r.Lease = time.Duration(*b.LeaseSeconds) * time.Second
+		r.Lease = seconds(*b.LeaseSeconds)
 	}
 	return r, nil
+}
+
+// seconds converts n seconds to a Duration, saturating instead of
+// overflowing: a huge lease_seconds must reach the ledger's range check as
+// huge, not wrap around to a small or negative lease.
+func seconds(n int) time.Duration {
+	const most = int64(math.MaxInt64 / int64(time.Second))
+	switch {
+	case int64(n) > most:
+		return math.MaxInt64
+	case int64(n) < -most:
+		return math.MinInt64
+	}
+	return time.Duration(n) * time.Second
 }
 
 func isSet(raw json.RawMessage) bool {
@@ -166,7 +181,7 @@ func toClaimResult(r claim.Result, now time.Time) claimResult {
 
 func (s *Server) claimOne(c *fiber.Ctx) error {
 	var b claimBody
-	if err := s.decode(c.Body(), &b, ""); err != nil {
+	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
 	r, err := b.request(tenant(c), "")
@@ -203,7 +218,7 @@ func (i batchItem) MarshalJSON() ([]byte, error) {
 
 func (s *Server) claimBatch(c *fiber.Ctx) error {
 	var b batchBody
-	if err := s.decode(c.Body(), &b, ""); err != nil {
+	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
 	if len(b.Claims) == 0 {
@@ -288,7 +303,7 @@ type completeBody struct {
 
 func (s *Server) complete(c *fiber.Ctx) error {
 	var b completeBody
-	if err := s.decode(c.Body(), &b, ""); err != nil {
+	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
 	ctx, cancel := s.ctx(c)
@@ -308,7 +323,7 @@ type failBody struct {
 
 func (s *Server) fail(c *fiber.Ctx) error {
 	var b failBody
-	if err := s.decode(c.Body(), &b, ""); err != nil {
+	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
 	ctx, cancel := s.ctx(c)
@@ -327,12 +342,12 @@ type extendBody struct {
 
 func (s *Server) extend(c *fiber.Ctx) error {
 	var b extendBody
-	if err := s.decode(c.Body(), &b, ""); err != nil {
+	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	rec, err := s.cfg.Ledger.Extend(ctx, tenant(c), c.Params("id"), b.ClaimToken, time.Duration(b.LeaseSeconds)*time.Second)
+	rec, err := s.cfg.Ledger.Extend(ctx, tenant(c), c.Params("id"), b.ClaimToken, seconds(b.LeaseSeconds))
 	if err != nil {
 		return err
 	}
@@ -347,7 +362,7 @@ type resolveBody struct {
 
 func (s *Server) resolve(c *fiber.Ctx) error {
 	var b resolveBody
-	if err := s.decode(c.Body(), &b, ""); err != nil {
+	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
 	ctx, cancel := s.ctx(c)

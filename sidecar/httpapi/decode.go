@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +11,9 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/andybalholm/brotli"
 	"github.com/go-playground/validator/v10"
+	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 )
@@ -24,6 +28,53 @@ func newValidator() *validator.Validate {
 		return name
 	})
 	return v
+}
+
+// decodeBody decodes the request body of c into dst (see decode).
+func (s *Server) decodeBody(c *fiber.Ctx, dst any) error {
+	body, err := s.body(c)
+	if err != nil {
+		return err
+	}
+	return s.decode(body, dst, "")
+}
+
+// body returns the request body, decoded per Content-Encoding (gzip,
+// deflate, br; RFC 9110 section 8.4) with BodyLimit applied to the DECODED
+// size. Fiber's Ctx.Body decodes without any bound, so a small compressed
+// body could expand far past the limit (and it answers a decoding failure
+// as if it were the body). Errors: Malformed for an unsupported or corrupt
+// encoding, TooLarge past the limit.
+func (s *Server) body(c *fiber.Ctx) ([]byte, error) {
+	raw := c.Request().Body()
+	var zr io.Reader
+	var err error
+	switch enc := strings.ToLower(strings.TrimSpace(c.Get(fiber.HeaderContentEncoding))); enc {
+	case "", "identity":
+		return raw, nil
+	case "gzip", "x-gzip":
+		zr, err = gzip.NewReader(bytes.NewReader(raw))
+	case "deflate":
+		zr, err = zlib.NewReader(bytes.NewReader(raw))
+	case "br":
+		zr = brotli.NewReader(bytes.NewReader(raw))
+	default:
+		return nil, &apperr.Error{Code: apperr.Malformed, Field: fiber.HeaderContentEncoding,
+			Message: "must be one of identity, gzip, deflate, br"}
+	}
+	if err != nil {
+		return nil, &apperr.Error{Code: apperr.Malformed, Field: fiber.HeaderContentEncoding,
+			Message: "the body does not match its content encoding", Err: err}
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, int64(s.cfg.BodyLimit)+1))
+	if err != nil {
+		return nil, &apperr.Error{Code: apperr.Malformed, Field: fiber.HeaderContentEncoding,
+			Message: "the body does not match its content encoding", Err: err}
+	}
+	if len(out) > s.cfg.BodyLimit {
+		return nil, apperr.New(apperr.TooLarge, "the decoded request body exceeds %d bytes", s.cfg.BodyLimit)
+	}
+	return out, nil
 }
 
 // decode reads one JSON object from body into dst, rejecting unknown fields
@@ -104,7 +155,11 @@ func jsonError(err error, prefix string) error {
 	case errors.As(err, &syn):
 		return apperr.New(apperr.Malformed, "the request body is not valid JSON (at byte %d)", syn.Offset)
 	case errors.As(err, &typ):
-		return &apperr.Error{Code: apperr.Malformed, Field: prefix + typ.Field,
+		field := prefix + typ.Field
+		if typ.Field == "" { // the whole value, e.g. a batch item that is not an object
+			field = strings.TrimSuffix(prefix, ".")
+		}
+		return &apperr.Error{Code: apperr.Malformed, Field: field,
 			Message: fmt.Sprintf("must be a JSON %s, got %s", jsonKind(typ.Type), typ.Value)}
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return apperr.New(apperr.Malformed, "the request body is truncated JSON")

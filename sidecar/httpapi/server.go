@@ -22,6 +22,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
 
@@ -48,8 +49,8 @@ type Config struct {
 	MaxBatch int
 	// RequestTimeout bounds the database work of one request; default 10s.
 	RequestTimeout time.Duration
-	// Mount lets other packages (ingest) add routes to the app.
-	Mount func(app *fiber.App)
+	// Inbox enables POST /ingest/{source} and /v1/inbox; nil disables them.
+	Inbox *ingest.Inbox
 }
 
 // Server is the HTTP API.
@@ -71,9 +72,15 @@ func New(cfg Config) *Server {
 		cfg.RequestTimeout = 10 * time.Second
 	}
 	s := &Server{cfg: cfg, validate: newValidator()}
+	// Fiber's limit is the largest of the API limit and the ingest limits;
+	// each route then enforces its own (see limitAPIBody and ingestDelivery).
+	bodyLimit := cfg.BodyLimit
+	if cfg.Inbox != nil {
+		bodyLimit = max(bodyLimit, ingest.MaxBodyBytesLimit)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "claimd",
-		BodyLimit:             cfg.BodyLimit,
+		BodyLimit:             bodyLimit,
 		DisableStartupMessage: true,
 		ErrorHandler:          s.handleError,
 		ReadTimeout:           30 * time.Second,
@@ -93,7 +100,7 @@ func New(cfg Config) *Server {
 		return c.Send(openAPI)
 	})
 
-	v1 := s.app.Group("/v1", s.authenticate)
+	v1 := s.app.Group("/v1", s.limitAPIBody, s.authenticate)
 	v1.Get("/whoami", s.whoami)
 	v1.Post("/claims", s.claimOne)
 	v1.Post("/claims/batch", s.claimBatch)
@@ -103,8 +110,10 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/:id/fail", s.fail)
 	v1.Post("/claims/:id/extend", s.extend)
 	v1.Post("/claims/:id/resolve", s.resolve)
-	if cfg.Mount != nil {
-		cfg.Mount(s.app)
+	if cfg.Inbox != nil {
+		s.app.Post("/ingest/:source", s.ingestDelivery)
+		v1.Get("/inbox/:id", s.inboxGet)
+		v1.Post("/inbox/:id/replay", s.inboxReplay)
 	}
 	return s
 }
@@ -153,6 +162,13 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not_ready", "reason": err.Error()})
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+func (s *Server) limitAPIBody(c *fiber.Ctx) error {
+	if len(c.Request().Body()) > s.cfg.BodyLimit {
+		return apperr.New(apperr.TooLarge, "the request body exceeds %d bytes", s.cfg.BodyLimit)
+	}
+	return c.Next()
 }
 
 type ctxKey int

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
 // Metrics holds the collectors; it implements claim.Observer.
@@ -22,6 +23,9 @@ type Metrics struct {
 	failures        *prometheus.CounterVec
 	claimToComplete prometheus.Histogram
 	HTTPDuration    *prometheus.HistogramVec
+	ingest          *prometheus.CounterVec
+	dispatch        *prometheus.CounterVec
+	dispatchLatency prometheus.Histogram
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -53,6 +57,18 @@ func New(stats StatsFunc) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "code"}),
 	}
+	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_ingest_deliveries_total",
+		Help: "Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).",
+	}, []string{"source", "result"})
+	m.dispatch = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_dispatch_total", Help: "Dispatch attempts to targets by source and result (dispatched, retry, dead_lettered).",
+	}, []string{"source", "result"})
+	m.dispatchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "claimd_dispatch_latency_seconds", Help: "Time from receipt to successful dispatch, in seconds.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800},
+	})
+	m.Registry.MustRegister(m.ingest, m.dispatch, m.dispatchLatency)
 	for _, o := range claim.Outcomes {
 		m.claims.WithLabelValues(string(o))
 	}
@@ -119,4 +135,21 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(oldestProcessingDesc, prometheus.GaugeValue, s.OldestProcessing.Seconds())
 	ch <- prometheus.MustNewConstMetric(oldestReceivedDesc, prometheus.GaugeValue, s.OldestReceived.Seconds())
+}
+
+// Received implements ingest.Observer. Sources are configured names, so the
+// label stays bounded.
+func (m *Metrics) Received(source string, s ingest.Status) {
+	m.ingest.WithLabelValues(source, string(s)).Inc()
+}
+
+// Rejected implements ingest.Observer.
+func (m *Metrics) Rejected(source, reason string) { m.ingest.WithLabelValues(source, reason).Inc() }
+
+// Dispatched implements ingest.Observer.
+func (m *Metrics) Dispatched(source, result string, sinceReceipt time.Duration) {
+	m.dispatch.WithLabelValues(source, result).Inc()
+	if result == "dispatched" {
+		m.dispatchLatency.Observe(sinceReceipt.Seconds())
+	}
 }

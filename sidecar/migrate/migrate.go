@@ -13,9 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/idempotent-claim/idempotent-claim/schema"
 )
+
+// lockKey is the advisory lock held while migrating ("claimd" in ASCII).
+const lockKey int64 = 0x636c61696d64
 
 // VersionTable is goose's bookkeeping table.
 const VersionTable = "claimd_schema_version"
@@ -40,8 +45,21 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 	return p, db, nil
 }
 
-// Up applies every pending migration and returns how many it applied.
+// Up applies every pending migration of the sidecar's schema and of River
+// (the dispatch queue, github.com/riverqueue/river) and returns how many it
+// applied.
 func Up(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	// One session-level advisory lock around both migrators, so replicas
+	// starting together apply each migration once.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		return 0, err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) }()
 	p, db, err := provider(pool)
 	if err != nil {
 		return 0, err
@@ -51,7 +69,15 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	if err != nil {
 		return len(res), fmt.Errorf("apply migrations: %w", err)
 	}
-	return len(res), nil
+	rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return len(res), err
+	}
+	rres, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return len(res), fmt.Errorf("apply River migrations: %w", err)
+	}
+	return len(res) + len(rres.Versions), nil
 }
 
 // Pending reports whether some embedded migration is not applied yet.
@@ -61,5 +87,17 @@ func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 		return false, err
 	}
 	defer db.Close()
-	return p.HasPending(ctx)
+	pending, err := p.HasPending(ctx)
+	if err != nil || pending {
+		return pending, err
+	}
+	rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return false, err
+	}
+	res, err := rm.Migrate(ctx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{DryRun: true})
+	if err != nil {
+		return false, err
+	}
+	return len(res.Versions) > 0, nil
 }

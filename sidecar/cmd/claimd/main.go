@@ -4,6 +4,7 @@
 //	claimd migrate             apply pending migrations and exit
 //	claimd keys create TENANT [NAME] | keys revoke ID_OR_PREFIX | keys list
 //	claimd purge               run the retention purge once and exit
+//	claimd healthcheck [URL]   exit 0 when GET URL (default http://CLAIMD_ADDR/readyz) answers 200
 //	claimd help                print the settings table
 //
 // Configuration comes from environment variables and flags; see
@@ -15,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,6 +31,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 )
@@ -48,8 +52,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "help", "-h", "--help":
+		if len(args) > 0 && args[0] == "-markdown" {
+			fmt.Fprint(stdout, config.MarkdownTable())
+			return nil
+		}
 		printHelp(stdout)
 		return nil
+	case "healthcheck":
+		return healthcheck(ctx, args, getenv)
 	case "serve", "migrate", "keys", "purge":
 	default:
 		printHelp(stderr)
@@ -169,8 +179,44 @@ func keysCommand(ctx context.Context, cfg config.Config, args []string, stdout i
 	return fmt.Errorf("unknown keys command %q", args[0])
 }
 
+// healthcheck is for container health checks in images without curl.
+func healthcheck(ctx context.Context, args []string, getenv func(string) string) error {
+	url := ""
+	if len(args) > 0 {
+		url = args[0]
+	} else {
+		addr := getenv("CLAIMD_ADDR")
+		if addr == "" {
+			addr = "127.0.0.1:8080"
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("CLAIMD_ADDR: %w", err)
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		url = "http://" + net.JoinHostPort(host, port) + "/readyz"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
 func printHelp(w io.Writer) {
-	fmt.Fprintln(w, "usage: claimd [serve|migrate|purge|keys create TENANT [NAME]|keys revoke ID|keys list|help] [flags]")
+	fmt.Fprintln(w, "usage: claimd [serve|migrate|purge|keys create TENANT [NAME]|keys revoke ID|keys list|healthcheck [URL]|help] [flags]")
 	fmt.Fprintln(w, "\nSettings (flag, environment variable, default):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, v := range config.Vars {
@@ -236,10 +282,18 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: m.Config.Ingest,
+		Logger: m.Log, Observer: met, Dispatch: m.Config.Dispatch})
+	if err != nil {
+		return err
+	}
+	if err := inbox.Start(ctx); err != nil {
+		return fmt.Errorf("start dispatcher: %w", err)
+	}
 	m.server = httpapi.New(httpapi.Config{
 		Ledger: ledger, Keys: auth.NewKeys(pool, m.Config.APIKeys, m.Config.KeyCacheTTL), Metrics: met,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
-		RequestTimeout: m.Config.RequestTimeout, Ready: m.ready,
+		RequestTimeout: m.Config.RequestTimeout, Ready: m.ready, Inbox: inbox,
 	})
 	app := m.server.App()
 	ln, err := listen(m.Config.Addr)
@@ -249,12 +303,14 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
-	m.Log.Info().Str("addr", m.Addr).Int("static_keys", len(m.Config.APIKeys)).Msg("claimd listening")
+	m.Log.Info().Str("addr", m.Addr).Int("static_keys", len(m.Config.APIKeys)).
+		Int("ingest_sources", len(m.Config.Ingest.Sources)).Bool("dispatch", m.Config.Dispatch).Msg("claimd listening")
 	close(m.Ready)
 
 	maintDone := make(chan struct{})
 	mctx, stopMaint := context.WithCancel(ctx)
 	go func() { defer close(maintDone); m.maintain(mctx, ledger) }()
+	go m.watchSources(mctx, ledger, inbox)
 
 	select {
 	case err := <-serveErr:
@@ -267,6 +323,11 @@ func (m *Main) Run(ctx context.Context) error {
 	stopMaint()
 	err = app.ShutdownWithTimeout(m.Config.ShutdownTimeout)
 	<-maintDone
+	sctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+	defer cancel()
+	if serr := inbox.Stop(sctx); serr != nil {
+		m.Log.Warn().Err(serr).Msg("dispatcher stop")
+	}
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -333,6 +394,58 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 		} else if n > 0 {
 			m.Log.Info().Int("deleted", n).Msg("retention purge")
 		}
+	}
+}
+
+// watchSources reloads the sources file on SIGHUP and when its
+// modification time changes (checked every ReloadInterval). A file that
+// fails to parse is logged and the running configuration kept.
+func (m *Main) watchSources(ctx context.Context, l *claim.Ledger, in *ingest.Inbox) {
+	path := m.Config.SourcesFile
+	if path == "" {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var tick <-chan time.Time
+	if m.Config.ReloadInterval > 0 {
+		t := time.NewTicker(m.Config.ReloadInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	modTime := func() time.Time {
+		if fi, err := os.Stat(path); err == nil {
+			return fi.ModTime()
+		}
+		return time.Time{}
+	}
+	last := modTime()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		case <-tick:
+			if mt := modTime(); mt.Equal(last) {
+				continue
+			} else {
+				last = mt
+			}
+		}
+		cfg, err := ingest.ReadFile(path, os.Getenv)
+		if err == nil {
+			ps := m.Config.Policies
+			ps.BySource = cfg.Policies
+			if err = l.SetPolicies(ps); err == nil {
+				err = in.Reload(cfg)
+			}
+		}
+		if err != nil {
+			m.Log.Error().Err(err).Msg("sources file not reloaded; keeping the running configuration")
+			continue
+		}
+		m.Log.Info().Int("ingest_sources", len(cfg.Sources)).Msg("sources file reloaded")
 	}
 }
 

@@ -1,0 +1,330 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+)
+
+// DispatchArgs is the River job that posts one inbox event to its target.
+type DispatchArgs struct {
+	ClaimID string `json:"claim_id"`
+	Source  string `json:"source"`
+}
+
+// Kind implements river.JobArgs.
+func (DispatchArgs) Kind() string { return "claimd_inbox_dispatch" }
+
+// Headers the dispatcher adds to every forwarded event.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"      // the record's stable idempotency key
+	HeaderInboxID        = "X-Inbox-Id"           // the inbox record (claim) id
+	HeaderSource         = "X-Idempotency-Source" // the source name: the node's "source"
+	HeaderEventID        = "X-Idempotency-Event-Id"
+	HeaderEventType      = "X-Idempotency-Event-Type"
+	HeaderAttempt        = "X-Dispatch-Attempt"
+)
+
+// Options configures New.
+type Options struct {
+	Pool   *pgxpool.Pool
+	Ledger *claim.Ledger
+	Config Config
+	Logger zerolog.Logger
+	// Observer receives metrics events; default none.
+	Observer Observer
+	// Dispatch runs dispatch workers in this process. False makes an
+	// ingest-only replica: it stores and enqueues, others dispatch.
+	Dispatch bool
+	// HTTPClient posts to targets; default a client without a global timeout
+	// (each source's forward timeout applies per request).
+	HTTPClient *http.Client
+	// Jitter returns a uniform number in [0, 1) for the backoff; default math/rand/v2.
+	Jitter func() float64
+	// PollInterval is River's fallback fetch interval; default 1s.
+	PollInterval time.Duration
+}
+
+// New builds the inbox and its River client. Call Start to run dispatch
+// workers (when Options.Dispatch) and Stop on shutdown.
+func New(o Options) (*Inbox, error) {
+	in := &Inbox{pool: o.Pool, ledger: o.Ledger, log: o.Logger, obs: o.Observer, client: o.HTTPClient, jitter: o.Jitter}
+	if in.obs == nil {
+		in.obs = nopObserver{}
+	}
+	if in.client == nil {
+		in.client = &http.Client{}
+	}
+	if in.jitter == nil {
+		in.jitter = rand.Float64
+	}
+	cfg := o.Config
+	if cfg.Sources == nil {
+		cfg.Sources = map[string]*Source{}
+	}
+	in.cfg.Store(&cfg)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &dispatchWorker{in: in})
+	rc := &river.Config{
+		Workers:     workers,
+		RetryPolicy: &retryPolicy{in: in},
+		Logger:      slog.New(slog.DiscardHandler),
+		// A dispatch is bounded by its source's timeout (Timeout below); a
+		// job still running well after that belongs to a crashed process.
+		RescueStuckJobsAfter: 5 * time.Minute,
+		FetchPollInterval:    o.PollInterval,
+	}
+	if rc.FetchPollInterval == 0 {
+		rc.FetchPollInterval = time.Second
+	}
+	if o.Dispatch {
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}}
+		for name, s := range cfg.Sources {
+			rc.Queues[queueName(name)] = river.QueueConfig{MaxWorkers: s.Forward.Concurrency}
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(o.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	in.river = client
+	in.dispatching = o.Dispatch
+	return in, nil
+}
+
+// Start runs the dispatch workers (no-op for an ingest-only inbox).
+func (in *Inbox) Start(ctx context.Context) error {
+	if !in.dispatching {
+		return nil
+	}
+	return in.river.Start(ctx)
+}
+
+// Stop waits for running dispatches to finish (bounded by ctx).
+func (in *Inbox) Stop(ctx context.Context) error {
+	if !in.dispatching {
+		return nil
+	}
+	return in.river.Stop(ctx)
+}
+
+// Reload swaps the source configuration. New sources get their dispatch
+// queue; a changed concurrency of an existing source applies after restart.
+func (in *Inbox) Reload(cfg Config) error {
+	if cfg.Sources == nil {
+		cfg.Sources = map[string]*Source{}
+	}
+	if in.dispatching {
+		for name, s := range cfg.Sources {
+			err := in.river.Queues().Add(queueName(name), river.QueueConfig{MaxWorkers: s.Forward.Concurrency})
+			var dup *river.QueueAlreadyAddedError
+			if err != nil && !errors.As(err, &dup) {
+				return fmt.Errorf("source %q: add dispatch queue: %w", name, err)
+			}
+		}
+	}
+	in.cfg.Store(&cfg)
+	return nil
+}
+
+// queueName is the River queue of a source's dispatch jobs.
+func queueName(source string) string {
+	return "dispatch_" + strings.NewReplacer(".", "_").Replace(source)
+}
+
+// backoff is full jitter: uniform in [0, min(cap, base·2^(attempt-1))].
+func backoff(base, cap time.Duration, attempt int, jitter float64) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := float64(base) * math.Pow(2, float64(attempt-1))
+	if d > float64(cap) || math.IsInf(d, 0) {
+		d = float64(cap)
+	}
+	return time.Duration(jitter * d)
+}
+
+type retryPolicy struct{ in *Inbox }
+
+// NextRetry implements river.ClientRetryPolicy with the source's backoff.
+func (p *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	base, cap := DefaultDispatchBase, DefaultDispatchCap
+	var args DispatchArgs
+	if json.Unmarshal(job.EncodedArgs, &args) == nil {
+		if s := p.in.Source(args.Source); s != nil {
+			base, cap = s.Forward.BackoffBase, s.Forward.BackoffCap
+		}
+	}
+	return time.Now().Add(backoff(base, cap, job.Attempt, p.in.jitter()))
+}
+
+type dispatchWorker struct {
+	river.WorkerDefaults[DispatchArgs]
+	in *Inbox
+}
+
+// Timeout bounds one dispatch attempt by the source's forward timeout.
+func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
+	if s := w.in.Source(job.Args.Source); s != nil {
+		return s.Forward.Timeout + 5*time.Second
+	}
+	return DefaultForwardTimeout
+}
+
+type stored struct {
+	tenant, eventID, eventType, contentType, state string
+	body                                           []byte
+	headers                                        map[string]string
+	attempts                                       int
+	receivedAt                                     time.Time
+}
+
+// Work posts the stored event to the source's target. 2xx → dispatched;
+// 408, 429, 5xx and transport errors → retry (honouring Retry-After);
+// other 4xx → dead letter at once; attempt cap → dead letter.
+func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
+	in := w.in
+	var st stored
+	var hdr []byte
+	err := in.pool.QueryRow(ctx, `SELECT c.tenant, c.event_id, COALESCE(c.event_type, ''), e.content_type,
+		e.dispatch_state, e.body, e.headers, e.dispatch_attempts, e.received_at
+		FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1`, job.Args.ClaimID).
+		Scan(&st.tenant, &st.eventID, &st.eventType, &st.contentType, &st.state, &st.body, &hdr, &st.attempts, &st.receivedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // purged by retention
+	}
+	if err != nil {
+		return err
+	}
+	if st.state != "pending" {
+		return nil // dispatched already (a rescued duplicate job) or dead-lettered
+	}
+	_ = json.Unmarshal(hdr, &st.headers)
+	src := in.Source(job.Args.Source)
+	if src == nil {
+		return in.deadLetter(ctx, job.Args, st, 0, "source is no longer configured")
+	}
+	attempt := st.attempts + 1
+	status, retryAfter, derr := in.post(ctx, src, job.Args, st, attempt)
+	switch {
+	case derr == nil && status >= 200 && status < 300:
+		_, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', dispatch_attempts = $2,
+			last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now() WHERE claim_id = $1 RETURNING claim_id)
+			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+			SELECT claim_id, 'dispatched', $2, 'HTTP ' || $3::text FROM e`, job.Args.ClaimID, attempt, status)
+		if err != nil {
+			return err
+		}
+		in.obs.Dispatched(src.Name, "dispatched", time.Since(st.receivedAt))
+		in.log.Info().Str("source", src.Name).Str("claim_id", job.Args.ClaimID).Int("attempt", attempt).Int("status", status).Msg("dispatched")
+		return nil
+	case derr == nil && status >= 400 && status < 500 && status != 408 && status != 429:
+		return in.deadLetter(ctx, job.Args, st, status, fmt.Sprintf("target answered HTTP %d", status))
+	}
+	reason := fmt.Sprintf("target answered HTTP %d", status)
+	if derr != nil {
+		reason = "target unreachable: " + derr.Error()
+	}
+	if attempt >= src.Forward.MaxAttempts {
+		return in.deadLetter(ctx, job.Args, st, status, reason+fmt.Sprintf(" (attempt cap %d reached)", src.Forward.MaxAttempts))
+	}
+	if _, err := in.pool.Exec(ctx, `UPDATE inbox_events SET dispatch_attempts = $2, last_dispatch_status = NULLIF($3, 0),
+		last_dispatch_error = $4 WHERE claim_id = $1`, job.Args.ClaimID, attempt, status, reason); err != nil {
+		return err
+	}
+	in.obs.Dispatched(src.Name, "retry", 0)
+	in.log.Warn().Str("source", src.Name).Str("claim_id", job.Args.ClaimID).Int("attempt", attempt).Str("reason", reason).Msg("dispatch failed; will retry")
+	if retryAfter > 0 {
+		return river.JobSnooze(retryAfter)
+	}
+	return errors.New(reason)
+}
+
+func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, st stored, status int, reason string) error {
+	_, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered', dispatch_attempts = dispatch_attempts + 1,
+		last_dispatch_status = NULLIF($2, 0), last_dispatch_error = $3 WHERE claim_id = $1 RETURNING claim_id, dispatch_attempts)
+		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+		SELECT claim_id, 'dispatch_dead_lettered', dispatch_attempts, $3 FROM e`, a.ClaimID, status, reason)
+	if err != nil {
+		return err
+	}
+	in.obs.Dispatched(a.Source, "dead_lettered", 0)
+	in.log.Error().Str("source", a.Source).Str("claim_id", a.ClaimID).Str("reason", reason).Msg("dispatch dead-lettered; replay with POST /v1/inbox/{id}/replay")
+	return river.JobCancel(errors.New(reason))
+}
+
+// post sends one dispatch attempt. It returns the status, the Retry-After
+// delay when the target asked for one (seconds or HTTP date, RFC 9110
+// §10.2.3), and a transport error.
+func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st stored, attempt int) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, src.Forward.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.Forward.URL, bytes.NewReader(st.body))
+	if err != nil {
+		return 0, 0, err
+	}
+	for k, v := range st.headers {
+		req.Header.Set(k, v)
+	}
+	if st.contentType != "" {
+		req.Header.Set("Content-Type", st.contentType)
+	}
+	for k, v := range src.Forward.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set(HeaderIdempotencyKey, claim.IdempotencyKey(st.tenant, claim.Key{Source: a.Source, EventID: st.eventID}))
+	req.Header.Set(HeaderInboxID, a.ClaimID)
+	req.Header.Set(HeaderSource, a.Source)
+	req.Header.Set(HeaderEventID, st.eventID)
+	if st.eventType != "" {
+		req.Header.Set(HeaderEventType, st.eventType)
+	}
+	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
+	resp, err := in.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), nil
+}
+
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return min(time.Duration(n)*time.Second, time.Hour)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return min(d, time.Hour)
+		}
+	}
+	return 0
+}
+
+// riverMaxAttempts is River's own cap. The dispatcher enforces the source's
+// forward.max_attempts itself (counting snoozed Retry-After attempts too) and
+// cancels the job when it dead-letters, so River's cap only bounds retries
+// of the dispatcher's own database errors.
+const riverMaxAttempts = 1000

@@ -1,0 +1,269 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+)
+
+// Status of one received event, as answered to the provider.
+type Status string
+
+// Receipt statuses.
+const (
+	Accepted  Status = "accepted"  // new: stored and queued for dispatch
+	Duplicate Status = "duplicate" // known key, same payload: nothing new
+	Conflict  Status = "conflict"  // known key, different payload: kept for review, not dispatched
+)
+
+// Receipt is the answer for one event of a delivery.
+type Receipt struct {
+	EventID string `json:"event_id"`
+	ClaimID string `json:"claim_id"`
+	Status  Status `json:"status"`
+}
+
+// Observer receives ingest and dispatch events for metrics.
+type Observer interface {
+	Received(source string, s Status)
+	Rejected(source, reason string)
+	Dispatched(source, result string, sinceReceipt time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Received(string, Status)                  {}
+func (nopObserver) Rejected(string, string)                  {}
+func (nopObserver) Dispatched(string, string, time.Duration) {}
+
+// Inbox stores verified deliveries and dispatches them.
+type Inbox struct {
+	pool   *pgxpool.Pool
+	ledger *claim.Ledger
+	river  *river.Client[pgx.Tx]
+	cfg    atomic.Pointer[Config]
+	log    zerolog.Logger
+	obs    Observer
+	client *http.Client
+	jitter func() float64
+	// dispatching: this process runs dispatch workers.
+	dispatching bool
+}
+
+// Source returns the configured ingest source name, or nil.
+func (in *Inbox) Source(name string) *Source {
+	c := in.cfg.Load()
+	if c == nil {
+		return nil
+	}
+	return c.Sources[name]
+}
+
+// MaxBodyBytes is the largest body limit of any source, in bytes.
+func (in *Inbox) MaxBodyBytes() int {
+	n := 0
+	if c := in.cfg.Load(); c != nil {
+		for _, s := range c.Sources {
+			if s.MaxBodyBytes > n {
+				n = s.MaxBodyBytes
+			}
+		}
+	}
+	return n
+}
+
+// Observe reports a rejected delivery (bad signature, too large…) to metrics.
+func (in *Inbox) Observe(source, reason string) { in.obs.Rejected(source, reason) }
+
+// Receive stores the events of one verified delivery in ONE transaction:
+// per event an inbox record (claim ledger, state received) and, when the
+// key is new, its dispatch job (River InsertTx, the transactional outbox).
+// Redeliveries are logged; conflicting payloads are kept in
+// inbox_conflicts and never dispatched. The caller answers 2xx only after
+// Receive returns nil. body is the whole raw body; an event's own Payload,
+// when set, is stored instead. headers are the forwardable request headers.
+func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event, body []byte, contentType string, headers map[string]string) ([]Receipt, error) {
+	if len(events) == 0 {
+		return nil, apperr.New(apperr.Invalid, "the delivery carries no event")
+	}
+	hdrJSON, err := json.Marshal(headers)
+	if err != nil {
+		return nil, err
+	}
+	receipts := make([]Receipt, 0, len(events))
+	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
+		receipts = receipts[:0]
+		for _, ev := range events {
+			payload := body
+			if ev.Payload != nil {
+				payload = ev.Payload
+			}
+			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: ev.ID},
+				EventType: ev.Type, PayloadHash: payloadHash(payload)}
+			if ev.ObjectID != "" && ev.ObjectVersion != nil {
+				r.ObjectID, r.ObjectVersion = ev.ObjectID, ev.ObjectVersion
+			}
+			rc, err := in.ledger.ReceiveTx(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			rcpt := Receipt{EventID: ev.ID, ClaimID: rc.ID, Status: Duplicate}
+			switch {
+			case rc.Inserted:
+				rcpt.Status = Accepted
+				if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
+					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, src.Tenant, src.Name, payload, contentType, hdrJSON); err != nil {
+					return err
+				}
+				if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: rc.ID, Source: src.Name},
+					&river.InsertOpts{Queue: queueName(src.Name), MaxAttempts: riverMaxAttempts}); err != nil {
+					return fmt.Errorf("enqueue dispatch: %w", err)
+				}
+			case rc.Conflict:
+				rcpt.Status = Conflict
+				if _, err := tx.Exec(ctx, `INSERT INTO inbox_conflicts (claim_id, body, payload_hash) VALUES ($1, $2, $3)`,
+					rc.ID, payload, r.PayloadHash); err != nil {
+					return err
+				}
+			}
+			receipts = append(receipts, rcpt)
+		}
+		return nil
+	})
+	if err != nil {
+		if apperr.As(err) != nil {
+			return nil, err
+		}
+		return nil, &apperr.Error{Code: apperr.Unavailable, Message: "the event could not be stored; retry", Err: err}
+	}
+	for _, r := range receipts {
+		in.obs.Received(src.Name, r.Status)
+	}
+	return receipts, nil
+}
+
+// payloadHash is the RFC 8785 canonical-JSON SHA-256 of a JSON payload, or
+// the SHA-256 of the raw bytes for other content (form bodies).
+func payloadHash(b []byte) string {
+	if h, err := claim.PayloadHash(b); err == nil {
+		return h
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ForwardableHeaders picks the request headers worth passing on to n8n:
+// every header except credentials, signatures and hop-by-hop headers.
+func ForwardableHeaders(visit func(func(name, value string))) map[string]string {
+	out := map[string]string{}
+	visit(func(name, value string) {
+		n := strings.ToLower(name)
+		for _, bad := range []string{"signature", "hmac", "authorization", "cookie", "token", "secret", "x-hub-"} {
+			if strings.Contains(n, bad) {
+				return
+			}
+		}
+		switch n {
+		case "host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade",
+			"te", "trailer", "accept-encoding", "content-encoding", "expect":
+			return
+		}
+		if _, dup := out[n]; !dup {
+			out[n] = value
+		}
+	})
+	return out
+}
+
+// InboxEvent is the dispatch status of an inbox record.
+type InboxEvent struct {
+	ClaimID            string     `json:"claim_id"`
+	Source             string     `json:"source"`
+	EventID            string     `json:"event_id"`
+	ClaimState         string     `json:"claim_state"`
+	DispatchState      string     `json:"dispatch_state"`
+	DispatchAttempts   int        `json:"dispatch_attempts"`
+	LastDispatchStatus *int       `json:"last_dispatch_status,omitempty"`
+	LastDispatchError  string     `json:"last_dispatch_error,omitempty"`
+	ReceivedAt         time.Time  `json:"received_at"`
+	DispatchedAt       *time.Time `json:"dispatched_at,omitempty"`
+}
+
+const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispatch_state, e.dispatch_attempts,
+	e.last_dispatch_status, COALESCE(e.last_dispatch_error, ''), e.received_at, e.dispatched_at
+	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 AND e.tenant = $2`
+
+// Get returns the inbox event's dispatch status. Errors: NotFound (also for
+// another tenant's event).
+func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error) {
+	var e InboxEvent
+	if _, err := uuid.Parse(id); err != nil {
+		return InboxEvent{}, apperr.New(apperr.NotFound, "no inbox event %q", id)
+	}
+	err := in.pool.QueryRow(ctx, inboxEventSQL, id, tenant).Scan(&e.ClaimID, &e.Source, &e.EventID, &e.ClaimState,
+		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return InboxEvent{}, apperr.New(apperr.NotFound, "no inbox event %q", id)
+	}
+	if err != nil {
+		return InboxEvent{}, &apperr.Error{Code: apperr.Unavailable, Message: "cannot read the inbox now", Err: err}
+	}
+	return e, nil
+}
+
+// Replay re-drives a dead-lettered inbox event: its dispatch state returns
+// to pending with a fresh attempt budget and a new dispatch job is queued,
+// in one transaction. The workflow claims by the same key, so a replay
+// after a dispatch that did reach n8n is still one effect. Errors:
+// NotFound, InvalidState (not dead-lettered).
+func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, error) {
+	cur, err := in.Get(ctx, tenant, id)
+	if err != nil {
+		return InboxEvent{}, err
+	}
+	src := in.Source(cur.Source)
+	if src == nil {
+		return InboxEvent{}, &apperr.Error{Code: apperr.InvalidState, Message: fmt.Sprintf("source %q is no longer configured", cur.Source)}
+	}
+	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
+			last_dispatch_error = NULL WHERE claim_id = $1 AND tenant = $2 AND dispatch_state = 'dead_lettered'`, id, tenant)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return &apperr.Error{Code: apperr.InvalidState, Message: "only dead-lettered inbox events can be replayed; this one is " + cur.DispatchState}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+			SELECT id, 'dispatch_replayed', attempt, 'operator replay' FROM claims WHERE id = $1`, id); err != nil {
+			return err
+		}
+		_, err = in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
+			&river.InsertOpts{Queue: queueName(src.Name), MaxAttempts: riverMaxAttempts})
+		return err
+	})
+	if err != nil {
+		if apperr.As(err) != nil {
+			return InboxEvent{}, err
+		}
+		return InboxEvent{}, &apperr.Error{Code: apperr.Unavailable, Message: "cannot replay now", Err: err}
+	}
+	return in.Get(ctx, tenant, id)
+}

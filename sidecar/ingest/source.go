@@ -1,0 +1,398 @@
+// Package ingest is the durable receipt boundary: provider-facing webhook
+// sources that verify a delivery over its raw bytes, store it as an inbox
+// record together with its dispatch job in one transaction (a transactional
+// outbox, River's InsertTx), acknowledge only after commit, and dispatch the
+// stored event to its n8n target with retries and a dead letter.
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+)
+
+// File is the sources file (YAML, or JSON, which YAML reads too).
+//
+//	sources:
+//	  stripe:                        # the {source} of POST /ingest/{source}
+//	    tenant: acme                 # whose ledger the events go to
+//	    provider: stripe             # a verify.Type
+//	    secrets: ["${STRIPE_WEBHOOK_SECRET}"]   # ${VAR} reads the environment
+//	    tolerance_seconds: 300
+//	    allowed_event_types: ["invoice.*"]
+//	    max_body_bytes: 1048576
+//	    unauthenticated_status: 401  # or a 2xx to answer bad signatures silently
+//	    options: {}                  # provider-specific verify.*Config fields, snake_case
+//	    forward:
+//	      url: http://n8n:5678/webhook/stripe
+//	      headers: {Authorization: "Bearer ${N8N_HOOK_TOKEN}"}
+//	      timeout_seconds: 30
+//	      concurrency: 4
+//	      max_attempts: 10
+//	      backoff_base_seconds: 5
+//	      backoff_cap_seconds: 600
+//	    lease_policy: reclaim        # claim-ledger policy of this source
+//	    retention_days: 30
+//
+// A source without provider is a claim-only source (policies, no ingest).
+type File struct {
+	Sources map[string]SourceSpec `yaml:"sources" json:"sources"`
+}
+
+// SourceSpec is one source as written in the file.
+type SourceSpec struct {
+	Tenant                string         `yaml:"tenant"`
+	Provider              string         `yaml:"provider"`
+	Secrets               []string       `yaml:"secrets"`
+	ToleranceSeconds      int            `yaml:"tolerance_seconds"`
+	AllowedEventTypes     []string       `yaml:"allowed_event_types"`
+	MaxBodyBytes          int            `yaml:"max_body_bytes"`
+	UnauthenticatedStatus int            `yaml:"unauthenticated_status"`
+	Options               map[string]any `yaml:"options"`
+	Forward               ForwardSpec    `yaml:"forward"`
+
+	LeasePolicy        string `yaml:"lease_policy"`
+	LeaseSeconds       int    `yaml:"lease_seconds"`
+	MaxLeaseSeconds    int    `yaml:"max_lease_seconds"`
+	MaxAttempts        int    `yaml:"max_attempts"`
+	BackoffBaseSeconds int    `yaml:"backoff_base_seconds"`
+	BackoffCapSeconds  int    `yaml:"backoff_cap_seconds"`
+	RetentionDays      int    `yaml:"retention_days"`
+}
+
+// ForwardSpec is where and how stored events are dispatched.
+type ForwardSpec struct {
+	URL                string            `yaml:"url"`
+	Headers            map[string]string `yaml:"headers"`
+	TimeoutSeconds     int               `yaml:"timeout_seconds"`
+	Concurrency        int               `yaml:"concurrency"`
+	MaxAttempts        int               `yaml:"max_attempts"`
+	BackoffBaseSeconds int               `yaml:"backoff_base_seconds"`
+	BackoffCapSeconds  int               `yaml:"backoff_cap_seconds"`
+}
+
+// Defaults of a source.
+const (
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultForwardTimeout = 30 * time.Second
+	DefaultConcurrency    = 4
+	DefaultDispatchMax    = 10
+	DefaultDispatchBase   = 5 * time.Second
+	DefaultDispatchCap    = 10 * time.Minute
+	// MaxBodyBytesLimit is the largest per-source body limit accepted (GitHub caps payloads at 25 MB).
+	MaxBodyBytesLimit = 32 << 20
+)
+
+// Source is a validated, ready source.
+type Source struct {
+	Name     string
+	Tenant   string
+	Provider verify.Type
+	Verifier verify.Verifier
+	// MaxBodyBytes bounds the raw body, in bytes.
+	MaxBodyBytes int
+	// UnauthenticatedStatus answers deliveries that fail verification.
+	UnauthenticatedStatus int
+	Forward               Forward
+}
+
+// Forward is a source's dispatch target.
+type Forward struct {
+	URL         string
+	Headers     map[string]string
+	Timeout     time.Duration
+	Concurrency int
+	MaxAttempts int
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+}
+
+// Config is a parsed sources file: ingest sources and claim policies.
+type Config struct {
+	Sources  map[string]*Source
+	Policies map[string]claim.Policy
+}
+
+var sourceNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,99}$`)
+
+// ReadFile reads and validates the sources file at path. getenv resolves
+// ${VAR} references (os.Getenv in production); a missing variable is an error.
+func ReadFile(path string, getenv func(string) string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("sources file: %w", err)
+	}
+	return Parse(b, getenv)
+}
+
+// Parse parses and validates a sources file. Errors name the source and field.
+func Parse(b []byte, getenv func(string) string) (Config, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("sources file: %w", err)
+	}
+	cfg := Config{Sources: map[string]*Source{}, Policies: map[string]claim.Policy{}}
+	names := make([]string, 0, len(f.Sources))
+	for n := range f.Sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		spec := f.Sources[name]
+		cfg.Policies[name] = spec.policy()
+		if spec.Provider == "" {
+			continue
+		}
+		src, err := spec.build(name, getenv)
+		if err != nil {
+			return Config{}, fmt.Errorf("source %q: %w", name, err)
+		}
+		cfg.Sources[name] = src
+	}
+	return cfg, nil
+}
+
+func (s SourceSpec) policy() claim.Policy {
+	return claim.Policy{
+		LeasePolicy:  claim.LeasePolicy(s.LeasePolicy),
+		DefaultLease: time.Duration(s.LeaseSeconds) * time.Second,
+		MaxLease:     time.Duration(s.MaxLeaseSeconds) * time.Second,
+		MaxAttempts:  s.MaxAttempts,
+		BackoffBase:  time.Duration(s.BackoffBaseSeconds) * time.Second,
+		BackoffCap:   time.Duration(s.BackoffCapSeconds) * time.Second,
+		Retention:    time.Duration(s.RetentionDays) * 24 * time.Hour,
+	}
+}
+
+func (s SourceSpec) build(name string, getenv func(string) string) (*Source, error) {
+	if !sourceNameRe.MatchString(name) {
+		return nil, fmt.Errorf("name must match %s (it is the URL path segment)", sourceNameRe)
+	}
+	if !auth.ValidTenant(s.Tenant) {
+		return nil, errors.New("tenant is required (letters, digits, . _ -)")
+	}
+	t, err := verify.ParseType(s.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	secrets := make([]string, 0, len(s.Secrets))
+	for i, sec := range s.Secrets {
+		v, err := expand(sec, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("secrets[%d]: %w", i, err)
+		}
+		secrets = append(secrets, v)
+	}
+	vcfg, err := verifierConfig(t, s, secrets)
+	if err != nil {
+		return nil, err
+	}
+	v, err := verify.New(vcfg)
+	if err != nil {
+		return nil, err
+	}
+	src := &Source{Name: name, Tenant: s.Tenant, Provider: t, Verifier: v,
+		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus}
+	if src.MaxBodyBytes == 0 {
+		src.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if src.MaxBodyBytes < 1 || src.MaxBodyBytes > MaxBodyBytesLimit {
+		return nil, fmt.Errorf("max_body_bytes must be between 1 and %d", MaxBodyBytesLimit)
+	}
+	if src.UnauthenticatedStatus == 0 {
+		src.UnauthenticatedStatus = 401
+	}
+	if st := src.UnauthenticatedStatus; st != 400 && st != 401 && st != 403 && (st < 200 || st > 299) {
+		return nil, errors.New("unauthenticated_status must be 400, 401, 403 or a 2xx")
+	}
+	f := s.Forward
+	src.Forward = Forward{
+		Timeout: time.Duration(f.TimeoutSeconds) * time.Second, Concurrency: f.Concurrency,
+		MaxAttempts: f.MaxAttempts, BackoffBase: time.Duration(f.BackoffBaseSeconds) * time.Second,
+		BackoffCap: time.Duration(f.BackoffCapSeconds) * time.Second, Headers: map[string]string{},
+	}
+	if src.Forward.URL, err = expand(f.URL, getenv); err != nil {
+		return nil, fmt.Errorf("forward.url: %w", err)
+	}
+	if u, err := url.Parse(src.Forward.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("forward.url must be an absolute http(s) URL (the n8n webhook)")
+	}
+	for k, v := range f.Headers {
+		if src.Forward.Headers[k], err = expand(v, getenv); err != nil {
+			return nil, fmt.Errorf("forward.headers.%s: %w", k, err)
+		}
+	}
+	fw := &src.Forward
+	if fw.Timeout == 0 {
+		fw.Timeout = DefaultForwardTimeout
+	}
+	if fw.Concurrency == 0 {
+		fw.Concurrency = DefaultConcurrency
+	}
+	if fw.MaxAttempts == 0 {
+		fw.MaxAttempts = DefaultDispatchMax
+	}
+	if fw.BackoffBase == 0 {
+		fw.BackoffBase = DefaultDispatchBase
+	}
+	if fw.BackoffCap == 0 {
+		fw.BackoffCap = DefaultDispatchCap
+	}
+	switch {
+	case fw.Timeout < time.Second:
+		return nil, errors.New("forward.timeout_seconds must be at least 1")
+	case fw.Concurrency < 1 || fw.Concurrency > 1000:
+		return nil, errors.New("forward.concurrency must be between 1 and 1000")
+	case fw.MaxAttempts < 1 || fw.MaxAttempts > 1000:
+		return nil, errors.New("forward.max_attempts must be between 1 and 1000")
+	case fw.BackoffCap < fw.BackoffBase:
+		return nil, errors.New("forward.backoff_cap_seconds cannot be shorter than forward.backoff_base_seconds")
+	}
+	return src, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${VAR} with the variable's value; a missing or empty
+// variable is an error naming it (never its value).
+func expand(s string, getenv func(string) string) (string, error) {
+	var missing string
+	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := envRef.FindStringSubmatch(m)[1]
+		v := getenv(name)
+		if v == "" && missing == "" {
+			missing = name
+		}
+		return v
+	})
+	if missing != "" {
+		return "", fmt.Errorf("environment variable %s is not set", missing)
+	}
+	return out, nil
+}
+
+// verifierConfig builds the verify config of type t: the common fields
+// (secrets, tolerance, allowed event types) plus options, whose snake_case
+// keys name the config struct's fields (client_state → ClientState).
+func verifierConfig(t verify.Type, s SourceSpec, secrets []string) (verify.Config, error) {
+	var cfg verify.Config
+	switch t {
+	case verify.TypeStripe:
+		cfg = &verify.StripeConfig{}
+	case verify.TypeGitHub:
+		cfg = &verify.GitHubConfig{}
+	case verify.TypeStandardWebhooks:
+		cfg = &verify.StandardWebhooksConfig{}
+	case verify.TypeShopify:
+		cfg = &verify.ShopifyConfig{}
+	case verify.TypeSlack:
+		cfg = &verify.SlackConfig{}
+	case verify.TypeMSGraph:
+		cfg = &verify.MSGraphConfig{}
+	case verify.TypeCloudEvents:
+		cfg = &verify.CloudEventsConfig{}
+	case verify.TypeHMAC:
+		cfg = &verify.HMACConfig{}
+	case verify.TypeToken:
+		cfg = &verify.TokenConfig{}
+	case verify.TypePaddle:
+		cfg = &verify.PaddleConfig{}
+	case verify.TypeZoom:
+		cfg = &verify.ZoomConfig{}
+	case verify.TypeTwilio:
+		cfg = &verify.TwilioConfig{}
+	default:
+		return nil, fmt.Errorf("provider %q has no configuration mapping", t)
+	}
+	if len(s.Options) > 0 {
+		raw, err := json.Marshal(camelKeys(s.Options))
+		if err != nil {
+			return nil, fmt.Errorf("options: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(cfg); err != nil {
+			return nil, fmt.Errorf("options: %w", err)
+		}
+	}
+	v := reflect.ValueOf(cfg).Elem()
+	set := func(field string, val any) error {
+		f := v.FieldByName(field)
+		if !f.IsValid() {
+			return fmt.Errorf("%s does not apply to provider %s", snake(field), t)
+		}
+		f.Set(reflect.ValueOf(val))
+		return nil
+	}
+	if err := set("Secrets", secrets); err != nil {
+		return nil, err
+	}
+	if s.ToleranceSeconds != 0 {
+		if err := set("Tolerance", time.Duration(s.ToleranceSeconds)*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.AllowedEventTypes) > 0 {
+		if err := set("AllowedEventTypes", s.AllowedEventTypes); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+func camelKeys(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, val := range t {
+			out[camel(k)] = camelKeys(val)
+		}
+		return out
+	case []any:
+		for i := range t {
+			t[i] = camelKeys(t[i])
+		}
+	}
+	return v
+}
+
+func camel(s string) string {
+	parts := strings.Split(s, "_")
+	for i, p := range parts {
+		if p != "" {
+			parts[i] = strings.ToUpper(p[:1]) + p[1:]
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

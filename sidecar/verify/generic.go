@@ -1,0 +1,671 @@
+package verify
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"hash"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Encodings of signatures and secrets in generic schemes.
+const (
+	EncodingHex    = "hex"    // lower- or upper-case hexadecimal
+	EncodingBase64 = "base64" // standard base64 with padding (RFC 4648 §4)
+	EncodingRaw    = "raw"    // secrets only: the string's bytes as is
+)
+
+// Timestamp units of generic schemes.
+const (
+	UnitSeconds      = "s"
+	UnitMilliseconds = "ms"
+)
+
+// SignatureSpec says where a generic HMAC signature is and how it is
+// written.
+type SignatureSpec struct {
+	// Header carries the signature. Required.
+	Header string
+	// Algorithm is the HMAC hash: "sha1", "sha256" or "sha512". Default
+	// "sha256".
+	Algorithm string
+	// Encoding of the signature: "hex" or "base64". Default "hex".
+	Encoding string
+	// Prefix precedes each signature and is required when set, e.g.
+	// "sha256=" (GitHub style) or "v0=".
+	Prefix string
+	// Separator, when set, splits the header into several signatures (for
+	// senders that sign with two secrets during rotation); one match
+	// suffices.
+	Separator string
+}
+
+func (s SignatureSpec) withDefaults() SignatureSpec {
+	if s.Algorithm == "" {
+		s.Algorithm = algSHA256
+	}
+	if s.Encoding == "" {
+		s.Encoding = EncodingHex
+	}
+	return s
+}
+
+func (s SignatureSpec) validate(t Type, field string) error {
+	if s.Header == "" {
+		return &ConfigError{Type: t, Field: field + ".Header", Reason: "is required"}
+	}
+	if hashFor(s.Algorithm) == nil {
+		return &ConfigError{Type: t, Field: field + ".Algorithm", Reason: "must be sha1, sha256 or sha512"}
+	}
+	if s.Encoding != EncodingHex && s.Encoding != EncodingBase64 {
+		return &ConfigError{Type: t, Field: field + ".Encoding", Reason: "must be hex or base64"}
+	}
+	return nil
+}
+
+// candidates parses the signature header value into decoded signatures of
+// the hash's size; unreadable parts are dropped.
+func (s SignatureSpec) candidates(h func() hash.Hash, value string) [][]byte {
+	parts := []string{value}
+	if s.Separator != "" {
+		parts = strings.Split(value, s.Separator)
+	}
+	size := h().Size()
+	var out [][]byte
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		p, ok := strings.CutPrefix(p, s.Prefix)
+		if !ok {
+			continue
+		}
+		var b []byte
+		var err error
+		if s.Encoding == EncodingBase64 {
+			b, err = base64.StdEncoding.DecodeString(p)
+		} else {
+			b, err = hex.DecodeString(p)
+		}
+		if err == nil && len(b) == size {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// KeyRule says where a generic scheme finds the event identity.
+type KeyRule struct {
+	// IDHeader names the header holding the event or delivery id.
+	IDHeader string
+	// IDPointers are JSON pointers (RFC 6901) into the body whose values
+	// (strings or numbers) make the event id: one pointer gives its value as
+	// is, several are joined with [JoinKey]. Exactly one of IDHeader and
+	// IDPointers is required.
+	IDPointers []string
+	// TypeHeader or TypePointer (at most one) locates the event type.
+	TypeHeader  string
+	TypePointer string
+	// ObjectIDPointer optionally locates the id of the object the event is
+	// about.
+	ObjectIDPointer string
+	// ObjectVersionPointer optionally locates an integer object version
+	// (for out-of-order protection).
+	ObjectVersionPointer string
+}
+
+type keyRule struct {
+	idHeader   string
+	idPtrs     []pointer
+	typeHeader string
+	typePtr    *pointer
+	objPtr     *pointer
+	verPtr     *pointer
+}
+
+func (k KeyRule) compile(t Type) (keyRule, error) {
+	var kr keyRule
+	if (k.IDHeader == "") == (len(k.IDPointers) == 0) {
+		return kr, &ConfigError{Type: t, Field: "Key.IDHeader", Reason: "exactly one of Key.IDHeader and Key.IDPointers is required"}
+	}
+	if k.TypeHeader != "" && k.TypePointer != "" {
+		return kr, &ConfigError{Type: t, Field: "Key.TypePointer", Reason: "set at most one of Key.TypeHeader and Key.TypePointer"}
+	}
+	kr.idHeader, kr.typeHeader = k.IDHeader, k.TypeHeader
+	for i, p := range k.IDPointers {
+		ptr, err := parsePointer(p)
+		if err != nil || p == "" {
+			reason := "must be a non-empty JSON pointer"
+			if err != nil {
+				reason = err.Error()
+			}
+			return kr, &ConfigError{Type: t, Field: "Key.IDPointers[" + strconv.Itoa(i) + "]", Reason: reason}
+		}
+		kr.idPtrs = append(kr.idPtrs, ptr)
+	}
+	opt := func(field, s string) (*pointer, error) {
+		if s == "" {
+			return nil, nil
+		}
+		ptr, err := parsePointer(s)
+		if err != nil {
+			return nil, &ConfigError{Type: t, Field: field, Reason: err.Error()}
+		}
+		return &ptr, nil
+	}
+	var err error
+	if kr.typePtr, err = opt("Key.TypePointer", k.TypePointer); err != nil {
+		return kr, err
+	}
+	if kr.objPtr, err = opt("Key.ObjectIDPointer", k.ObjectIDPointer); err != nil {
+		return kr, err
+	}
+	if kr.verPtr, err = opt("Key.ObjectVersionPointer", k.ObjectVersionPointer); err != nil {
+		return kr, err
+	}
+	return kr, nil
+}
+
+func (k keyRule) needsBody() bool {
+	return len(k.idPtrs) > 0 || k.typePtr != nil || k.objPtr != nil || k.verPtr != nil
+}
+
+// event derives the identity from headers and, when needed, the decoded body
+// (doc, nil when not needed). Every failure is authenticated: callers only
+// get here after verification.
+func (k keyRule) event(h Header, doc any, types typeFilter) (Event, error) {
+	var ev Event
+	if k.idHeader != "" {
+		ev.ID = header(h, k.idHeader)
+		if ev.ID == "" {
+			return ev, authenticated(missingHeader(k.idHeader))
+		}
+	} else {
+		parts := make([]string, len(k.idPtrs))
+		for i, p := range k.idPtrs {
+			s, e := p.scalar(doc)
+			if e != nil {
+				return ev, authenticated(e)
+			}
+			parts[i] = s
+		}
+		if len(parts) == 1 {
+			ev.ID = parts[0]
+		} else {
+			ev.ID = JoinKey(parts...)
+		}
+	}
+	typeIn, typeField := InBody, ""
+	switch {
+	case k.typeHeader != "":
+		ev.Type, typeIn, typeField = header(h, k.typeHeader), InHeader, k.typeHeader
+	case k.typePtr != nil:
+		typeField = k.typePtr.raw
+		if v, ok := k.typePtr.get(doc); ok {
+			ev.Type, _ = v.(string)
+		}
+	}
+	if err := types.check(ev.Type, typeIn, typeField); err != nil {
+		return ev, err
+	}
+	if k.objPtr != nil {
+		if s, e := k.objPtr.scalar(doc); e == nil {
+			ev.ObjectID = s
+		}
+	}
+	if k.verPtr != nil {
+		s, e := k.verPtr.scalar(doc)
+		if e != nil {
+			return ev, authenticated(e)
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return ev, authenticated(bodyErr(CodeMalformedBody, k.verPtr.raw, "object version must be an integer"))
+		}
+		ev.ObjectVersion = &n
+	}
+	return ev, nil
+}
+
+// HMACConfig configures the "hmac" scheme: a generic HMAC signature over the
+// raw body (optionally with a timestamp and an id), for senders without a
+// dedicated type. It follows the common construction of
+// https://www.rfc-editor.org/rfc/rfc2104 over a signed-content template.
+// Examples:
+//
+//   - Linear (https://linear.app/developers/webhooks#securing-webhooks):
+//     Signature{Header: "Linear-Signature"} (hex HMAC-SHA256 of the body),
+//     TimestampPointer "/webhookTimestamp" with TimestampUnit "ms",
+//     Key{IDHeader: "Linear-Delivery", TypeHeader: "Linear-Event"};
+//   - a "t.body" sender: TimestampHeader "X-Timestamp",
+//     SignedContent "{timestamp}.{body}".
+//
+// The signature is checked first; then the timestamp, when configured, must
+// lie within Tolerance of the clock; then the key rule is applied.
+type HMACConfig struct {
+	// Secrets are the shared secrets; several may be active during
+	// rotation. Required.
+	Secrets []string
+	// SecretEncoding says how Secrets are written: "raw" (default: the
+	// string's bytes are the key), "base64" or "hex".
+	SecretEncoding string
+	// Signature locates and decodes the signature. Signature.Header is
+	// required.
+	Signature SignatureSpec
+	// SignedContent is the template of the signed bytes: "{body}" (the
+	// default) is the raw body; "{timestamp}" is the TimestampHeader value
+	// as sent; "{id}" is the Key.IDHeader value as sent. Any other text is
+	// literal; any other "{…}" is an error. It must contain {body}.
+	SignedContent string
+	// TimestampHeader or TimestampPointer (at most one) locates a signed
+	// timestamp: a header, which SignedContent must then include as
+	// {timestamp}, or a JSON pointer into the (signed) body whose value is a
+	// number or a string of digits.
+	TimestampHeader  string
+	TimestampPointer string
+	// TimestampUnit is "s" (default) or "ms".
+	TimestampUnit string
+	// Tolerance is the replay window when a timestamp is configured; zero
+	// means DefaultTolerance.
+	Tolerance time.Duration
+	// Key locates the event identity.
+	Key KeyRule
+	// AllowedEventTypes restricts event types (exact, "*" or a "prefix*"
+	// pattern); empty allows all.
+	AllowedEventTypes []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Type implements [Config].
+func (HMACConfig) Type() Type { return TypeHMAC }
+
+// WithDefaults returns a copy with the algorithm, encodings, template,
+// timestamp unit, Tolerance and Now defaulted.
+func (c HMACConfig) WithDefaults() HMACConfig {
+	c.Signature = c.Signature.withDefaults()
+	if c.SecretEncoding == "" {
+		c.SecretEncoding = EncodingRaw
+	}
+	if c.SignedContent == "" {
+		c.SignedContent = "{body}"
+	}
+	if c.TimestampUnit == "" {
+		c.TimestampUnit = UnitSeconds
+	}
+	c.Tolerance = defaultTolerance(c.Tolerance)
+	c.Now = defaultNow(c.Now)
+	return c
+}
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c HMACConfig) Validate() error {
+	c = c.WithDefaults()
+	_, err := c.compile()
+	return err
+}
+
+type hmacVerifier struct {
+	keys     [][]byte
+	sig      SignatureSpec
+	h        func() hash.Hash
+	template []segment
+	tsHeader string
+	tsPtr    *pointer
+	tsMillis bool
+	tol      time.Duration
+	now      func() time.Time
+	key      keyRule
+	types    typeFilter
+}
+
+// segment is one piece of a signed-content template: literal text or a
+// placeholder.
+type segment struct {
+	lit string
+	ph  string // "body", "timestamp", "id" or "" for a literal
+}
+
+func parseTemplate(s string) ([]segment, error) {
+	var out []segment
+	for s != "" {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			out = append(out, segment{lit: s})
+			break
+		}
+		if i > 0 {
+			out = append(out, segment{lit: s[:i]})
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return nil, errorString("unclosed '{'")
+		}
+		name := s[i+1 : i+j]
+		switch name {
+		case "body", "timestamp", "id":
+		default:
+			return nil, errorString("unknown placeholder {" + name + "} (known: {body}, {timestamp}, {id})")
+		}
+		out = append(out, segment{ph: name})
+		s = s[i+j+1:]
+	}
+	return out, nil
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func decodeSecrets(t Type, enc string, secrets []string) ([][]byte, error) {
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		var err error
+		switch enc {
+		case EncodingRaw:
+			keys[i] = []byte(s)
+		case EncodingBase64:
+			keys[i], err = base64.StdEncoding.DecodeString(s)
+		case EncodingHex:
+			keys[i], err = hex.DecodeString(s)
+		default:
+			return nil, &ConfigError{Type: t, Field: "SecretEncoding", Reason: "must be raw, base64 or hex"}
+		}
+		if err != nil {
+			return nil, &ConfigError{Type: t, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "is not valid " + enc}
+		}
+		if len(keys[i]) == 0 {
+			return nil, &ConfigError{Type: t, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "decodes to an empty key"}
+		}
+	}
+	return keys, nil
+}
+
+func (c HMACConfig) compile() (*hmacVerifier, error) {
+	const t = TypeHMAC
+	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
+		return nil, err
+	}
+	keys, err := decodeSecrets(t, c.SecretEncoding, c.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Signature.validate(t, "Signature"); err != nil {
+		return nil, err
+	}
+	tpl, err := parseTemplate(c.SignedContent)
+	if err != nil {
+		return nil, &ConfigError{Type: t, Field: "SignedContent", Reason: err.Error()}
+	}
+	has := map[string]bool{}
+	for _, s := range tpl {
+		has[s.ph] = true
+	}
+	if !has["body"] {
+		return nil, &ConfigError{Type: t, Field: "SignedContent", Reason: "must contain {body}: the body must be signed"}
+	}
+	if c.TimestampHeader != "" && c.TimestampPointer != "" {
+		return nil, &ConfigError{Type: t, Field: "TimestampPointer", Reason: "set at most one of TimestampHeader and TimestampPointer"}
+	}
+	if c.TimestampHeader != "" && !has["timestamp"] {
+		return nil, &ConfigError{Type: t, Field: "SignedContent", Reason: "TimestampHeader is set but SignedContent has no {timestamp}: an unsigned timestamp gives no replay protection"}
+	}
+	if has["timestamp"] && c.TimestampHeader == "" {
+		return nil, &ConfigError{Type: t, Field: "TimestampHeader", Reason: "SignedContent uses {timestamp}, so TimestampHeader is required"}
+	}
+	if has["id"] && c.Key.IDHeader == "" {
+		return nil, &ConfigError{Type: t, Field: "Key.IDHeader", Reason: "SignedContent uses {id}, so Key.IDHeader is required"}
+	}
+	if c.TimestampUnit != UnitSeconds && c.TimestampUnit != UnitMilliseconds {
+		return nil, &ConfigError{Type: t, Field: "TimestampUnit", Reason: "must be s or ms"}
+	}
+	if err := validateTolerance(t, c.Tolerance); err != nil {
+		return nil, err
+	}
+	v := &hmacVerifier{
+		keys: keys, sig: c.Signature, h: hashFor(c.Signature.Algorithm), template: tpl,
+		tsHeader: c.TimestampHeader, tsMillis: c.TimestampUnit == UnitMilliseconds,
+		tol: c.Tolerance, now: c.Now,
+	}
+	if c.TimestampPointer != "" {
+		p, err := parsePointer(c.TimestampPointer)
+		if err != nil {
+			return nil, &ConfigError{Type: t, Field: "TimestampPointer", Reason: err.Error()}
+		}
+		v.tsPtr = &p
+	}
+	if v.key, err = c.Key.compile(t); err != nil {
+		return nil, err
+	}
+	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
+		return nil, err
+	}
+	v.types = newTypeFilter(c.AllowedEventTypes)
+	return v, nil
+}
+
+func (c HMACConfig) build() (Verifier, error) {
+	c = c.WithDefaults()
+	return c.compile()
+}
+
+func (*hmacVerifier) Type() Type { return TypeHMAC }
+
+func (v *hmacVerifier) Verify(r Request) (Result, error) {
+	raw := header(r.Header, v.sig.Header)
+	if raw == "" {
+		return Result{}, missingHeader(v.sig.Header)
+	}
+	cands := v.sig.candidates(v.h, raw)
+	if len(cands) == 0 {
+		return Result{}, headerErr(CodeMalformedHeader, v.sig.Header, "holds no readable "+v.sig.Encoding+" signature of the configured size and prefix")
+	}
+	var tsRaw, id string
+	content := make([][]byte, 0, len(v.template))
+	for _, s := range v.template {
+		switch s.ph {
+		case "":
+			content = append(content, []byte(s.lit))
+		case "body":
+			content = append(content, r.Body)
+		case "timestamp":
+			if tsRaw = header(r.Header, v.tsHeader); tsRaw == "" {
+				return Result{}, missingHeader(v.tsHeader)
+			}
+			content = append(content, []byte(tsRaw))
+		case "id":
+			if id = header(r.Header, v.key.idHeader); id == "" {
+				return Result{}, missingHeader(v.key.idHeader)
+			}
+			content = append(content, []byte(id))
+		}
+	}
+	if v.tsHeader != "" {
+		if _, ok := parseUnix(tsRaw); !ok {
+			return Result{}, headerErr(CodeMalformedHeader, v.tsHeader, "must be a unix timestamp in "+v.unit())
+		}
+	}
+	if !anyMACMatches(v.h, v.keys, cands, content...) {
+		return Result{}, headerErr(CodeBadSignature, v.sig.Header, "signature does not match the payload under any configured secret")
+	}
+	var doc any
+	if v.tsPtr != nil || v.key.needsBody() {
+		var err error
+		if doc, err = decodeJSON(r.Body); err != nil {
+			return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "body is not valid JSON"))
+		}
+	}
+	var ts time.Time
+	switch {
+	case v.tsHeader != "":
+		n, _ := parseUnix(tsRaw)
+		ts = v.toTime(n)
+		if now := v.now(); !within(now, ts, v.tol) {
+			return Result{}, windowErr(InHeader, v.tsHeader, now, ts, v.tol)
+		}
+	case v.tsPtr != nil:
+		s, e := v.tsPtr.scalar(doc)
+		if e != nil {
+			return Result{}, authenticated(e)
+		}
+		n, ok := parseUnix(s)
+		if !ok {
+			return Result{}, authenticated(bodyErr(CodeMalformedBody, v.tsPtr.raw, "must be a unix timestamp in "+v.unit()))
+		}
+		ts = v.toTime(n)
+		if now := v.now(); !within(now, ts, v.tol) {
+			return Result{}, windowErr(InBody, v.tsPtr.raw, now, ts, v.tol)
+		}
+	}
+	ev, err := v.key.event(r.Header, doc, v.types)
+	if err != nil {
+		return Result{}, err
+	}
+	ev.Timestamp = ts
+	return Result{Events: []Event{ev}}, nil
+}
+
+func (v *hmacVerifier) unit() string {
+	if v.tsMillis {
+		return "milliseconds"
+	}
+	return "seconds"
+}
+
+func (v *hmacVerifier) toTime(n int64) time.Time {
+	if v.tsMillis {
+		return time.UnixMilli(n)
+	}
+	return time.Unix(n, 0)
+}
+
+// TokenConfig configures the "token" scheme: the sender proves itself with a
+// shared secret sent verbatim in a header, compared in constant time. By
+// default the header is Authorization with the Bearer scheme (RFC 6750 §2.1,
+// https://www.rfc-editor.org/rfc/rfc6750#section-2.1). It suits senders that
+// sign nothing (Documenso's X-Documenso-Secret, a Google Pub/Sub push
+// endpoint behind a static token, an internal service). A token proves
+// origin but not integrity, and there is no replay window: prefer a signing
+// scheme wherever the sender offers one.
+type TokenConfig struct {
+	// Secrets are the accepted tokens; several may be active during
+	// rotation. Required.
+	Secrets []string
+	// Header carries the token. Default "Authorization" (with Scheme
+	// defaulting to "Bearer").
+	Header string
+	// Scheme, when set, is an auth scheme that precedes the token and a
+	// space ("Bearer <token>"), matched case-insensitively. When Header is
+	// set and Scheme is empty, the whole header value is the token.
+	Scheme string
+	// Key locates the event identity.
+	Key KeyRule
+	// AllowedEventTypes restricts event types (exact, "*" or a "prefix*"
+	// pattern); empty allows all.
+	AllowedEventTypes []string
+}
+
+// Type implements [Config].
+func (TokenConfig) Type() Type { return TypeToken }
+
+// WithDefaults returns a copy with Header (and then Scheme) defaulted.
+func (c TokenConfig) WithDefaults() TokenConfig {
+	if c.Header == "" {
+		c.Header = "Authorization"
+		if c.Scheme == "" {
+			c.Scheme = "Bearer"
+		}
+	}
+	return c
+}
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c TokenConfig) Validate() error {
+	c = c.WithDefaults()
+	_, err := c.compile()
+	return err
+}
+
+func (c TokenConfig) compile() (*tokenVerifier, error) {
+	const t = TypeToken
+	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
+		return nil, err
+	}
+	if c.Header == "" {
+		return nil, &ConfigError{Type: t, Field: "Header", Reason: "is required"}
+	}
+	if strings.ContainsAny(c.Scheme, " \t") {
+		return nil, &ConfigError{Type: t, Field: "Scheme", Reason: "must be a single token such as Bearer"}
+	}
+	kr, err := c.Key.compile(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
+		return nil, err
+	}
+	return &tokenVerifier{auth: tokenAuth{header: c.Header, scheme: c.Scheme, tokens: append([]string(nil), c.Secrets...)}, key: kr, types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+func (c TokenConfig) build() (Verifier, error) {
+	return c.WithDefaults().compile()
+}
+
+type tokenVerifier struct {
+	auth  tokenAuth
+	key   keyRule
+	types typeFilter
+}
+
+func (*tokenVerifier) Type() Type { return TypeToken }
+
+func (v *tokenVerifier) Verify(r Request) (Result, error) {
+	if err := v.auth.check(r.Header); err != nil {
+		return Result{}, err
+	}
+	var doc any
+	if v.key.needsBody() {
+		var err error
+		if doc, err = decodeJSON(r.Body); err != nil {
+			return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "body is not valid JSON"))
+		}
+	}
+	ev, err := v.key.event(r.Header, doc, v.types)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{ev}}, nil
+}
+
+// tokenAuth checks a shared token in a header.
+type tokenAuth struct {
+	header string
+	scheme string
+	tokens []string
+}
+
+func (a tokenAuth) check(h Header) error {
+	raw := header(h, a.header)
+	if raw == "" {
+		return missingHeader(a.header)
+	}
+	tok := raw
+	if a.scheme != "" {
+		s, rest, ok := strings.Cut(raw, " ")
+		if !ok || !strings.EqualFold(s, a.scheme) {
+			return headerErr(CodeMalformedHeader, a.header, "must be "+a.scheme+" followed by a space and the token")
+		}
+		tok = strings.TrimSpace(rest)
+	}
+	ok := false
+	for _, want := range a.tokens {
+		if equalSecret(tok, want) {
+			ok = true
+		}
+	}
+	if !ok {
+		return headerErr(CodeBadSignature, a.header, "token does not match any configured secret")
+	}
+	return nil
+}

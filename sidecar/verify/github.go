@@ -1,0 +1,112 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// GitHub delivery headers
+// (https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers).
+const (
+	GitHubSignatureHeader       = "X-Hub-Signature-256"
+	GitHubLegacySignatureHeader = "X-Hub-Signature"
+	GitHubDeliveryHeader        = "X-GitHub-Delivery"
+	GitHubEventHeader           = "X-GitHub-Event"
+	GitHubHookIDHeader          = "X-GitHub-Hook-ID"
+)
+
+// GitHubConfig configures the "github" scheme, per
+// https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries:
+//
+//   - X-Hub-Signature-256 is "sha256=" followed by the hex HMAC-SHA256 of the
+//     raw body, keyed with the webhook secret string;
+//   - the legacy X-Hub-Signature (HMAC-SHA1) is never accepted: a delivery
+//     carrying only it is rejected as missing X-Hub-Signature-256;
+//   - the body is opaque: application/x-www-form-urlencoded deliveries
+//     (payload=<urlencoded JSON>) verify over the form bytes as sent.
+//
+// GitHub signs no timestamp, so there is no replay window: a captured
+// delivery is caught by its delivery id in the claim ledger. Note that the
+// X-GitHub-* headers are not covered by the signature; a replay under a forged
+// delivery id verifies, and only the payload hash can tell it apart.
+// The identity: ID is X-GitHub-Delivery (a GUID that redeliveries keep,
+// https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks),
+// Type is X-GitHub-Event, Scope is X-GitHub-Hook-ID.
+type GitHubConfig struct {
+	// Secrets are the webhook secrets; several may be active during rotation.
+	// Required.
+	Secrets []string
+	// AllowedEventTypes restricts X-GitHub-Event values (exact, "*" or a
+	// "prefix*" pattern); empty allows all.
+	AllowedEventTypes []string
+}
+
+// Type implements [Config].
+func (GitHubConfig) Type() Type { return TypeGitHub }
+
+// WithDefaults returns c unchanged: GitHub has nothing to default.
+func (c GitHubConfig) WithDefaults() GitHubConfig { return c }
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c GitHubConfig) Validate() error {
+	c = c.WithDefaults()
+	if err := validateSecrets(TypeGitHub, "Secrets", c.Secrets); err != nil {
+		return err
+	}
+	return validateAllowed(TypeGitHub, c.AllowedEventTypes)
+}
+
+func (c GitHubConfig) build() (Verifier, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &githubVerifier{keys: secretKeys(c.Secrets), types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+type githubVerifier struct {
+	keys  [][]byte
+	types typeFilter
+}
+
+func (*githubVerifier) Type() Type { return TypeGitHub }
+
+// parseGitHubSignature decodes "sha256=<64 hex digits>".
+func parseGitHubSignature(s string) ([]byte, bool) {
+	const prefix = "sha256="
+	if len(s) != len(prefix)+hex.EncodedLen(sha256.Size) || s[:len(prefix)] != prefix {
+		return nil, false
+	}
+	b, err := hex.DecodeString(s[len(prefix):])
+	return b, err == nil
+}
+
+func (v *githubVerifier) Verify(r Request) (Result, error) {
+	raw := header(r.Header, GitHubSignatureHeader)
+	if raw == "" {
+		if header(r.Header, GitHubLegacySignatureHeader) != "" {
+			return Result{}, headerErr(CodeMissingHeader, GitHubSignatureHeader, "only the legacy SHA-1 X-Hub-Signature is present; X-Hub-Signature-256 is required")
+		}
+		return Result{}, missingHeader(GitHubSignatureHeader)
+	}
+	sig, ok := parseGitHubSignature(raw)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, GitHubSignatureHeader, "must be sha256= followed by 64 hex digits")
+	}
+	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
+		return Result{}, headerErr(CodeBadSignature, GitHubSignatureHeader, "signature does not match the payload under any configured secret")
+	}
+	delivery := header(r.Header, GitHubDeliveryHeader)
+	if delivery == "" {
+		return Result{}, authenticated(missingHeader(GitHubDeliveryHeader))
+	}
+	event := header(r.Header, GitHubEventHeader)
+	if event == "" {
+		return Result{}, authenticated(missingHeader(GitHubEventHeader))
+	}
+	if err := v.types.check(event, InHeader, GitHubEventHeader); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: delivery, Type: event, Scope: header(r.Header, GitHubHookIDHeader)}}}, nil
+}

@@ -1,0 +1,186 @@
+package verify
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// MSGraphValidationTokenParam is the query parameter of Microsoft Graph's
+// endpoint validation request
+// (https://learn.microsoft.com/en-us/graph/change-notifications-delivery-webhooks#notificationurl-validation).
+const MSGraphValidationTokenParam = "validationToken"
+
+// MSGraphConfig configures the "msgraph" scheme (Microsoft Graph change and
+// lifecycle notifications over webhooks), per
+// https://learn.microsoft.com/en-us/graph/change-notifications-delivery-webhooks:
+//
+//   - a request whose query has validationToken is the endpoint validation:
+//     a [Handshake] answering 200 text/plain with the URL-decoded token as
+//     the body (X-Content-Type-Options: nosniff, so the echo can never be
+//     rendered as HTML); nothing else is looked at;
+//   - otherwise the body is {"value": [notification, …]}; each notification's
+//     clientState must equal one of Secrets (constant-time). A notification
+//     without a matching clientState is reported in Result.Rejected, the
+//     others are accepted; when none matches, Verify fails.
+//
+// Graph signs nothing else (rich notifications' validationTokens JWTs are not
+// checked here), so clientState is the only proof of origin, and there is no
+// replay window.
+//
+// The identity of each notification: ID is JoinKey(subscriptionId, id); when
+// a notification has no id, JoinKey(subscriptionId, changeType, resource,
+// resourceData["@odata.etag"]) for change notifications and
+// JoinKey(subscriptionId, lifecycleEvent, subscriptionExpirationDateTime) for
+// lifecycle notifications
+// (https://learn.microsoft.com/en-us/graph/change-notifications-lifecycle-events).
+// Type is changeType (or lifecycleEvent), Scope is tenantId, ObjectID is
+// resourceData.id (or resource), Payload is the notification's own JSON.
+type MSGraphConfig struct {
+	// Secrets are the clientState values given when creating subscriptions;
+	// several may be active. Required.
+	Secrets []string
+	// AllowedEventTypes restricts changeType / lifecycleEvent values
+	// ("created", "updated", "deleted", "reauthorizationRequired", …; exact,
+	// "*" or a "prefix*" pattern); empty allows all.
+	AllowedEventTypes []string
+}
+
+// Type implements [Config].
+func (MSGraphConfig) Type() Type { return TypeMSGraph }
+
+// WithDefaults returns c unchanged: Graph has nothing to default.
+func (c MSGraphConfig) WithDefaults() MSGraphConfig { return c }
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c MSGraphConfig) Validate() error {
+	c = c.WithDefaults()
+	if err := validateSecrets(TypeMSGraph, "Secrets", c.Secrets); err != nil {
+		return err
+	}
+	for i, s := range c.Secrets {
+		if len(s) > 255 {
+			return &ConfigError{Type: TypeMSGraph, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "Graph limits clientState to 255 characters"}
+		}
+	}
+	return validateAllowed(TypeMSGraph, c.AllowedEventTypes)
+}
+
+func (c MSGraphConfig) build() (Verifier, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &msgraphVerifier{states: append([]string(nil), c.Secrets...), types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+type msgraphVerifier struct {
+	states []string
+	types  typeFilter
+}
+
+func (*msgraphVerifier) Type() Type { return TypeMSGraph }
+
+type graphNotification struct {
+	ID                             string  `json:"id"`
+	SubscriptionID                 string  `json:"subscriptionId"`
+	SubscriptionExpirationDateTime string  `json:"subscriptionExpirationDateTime"`
+	ClientState                    *string `json:"clientState"`
+	ChangeType                     string  `json:"changeType"`
+	LifecycleEvent                 string  `json:"lifecycleEvent"`
+	Resource                       string  `json:"resource"`
+	TenantID                       string  `json:"tenantId"`
+	ResourceData                   struct {
+		ID   string `json:"id"`
+		ETag string `json:"@odata.etag"`
+	} `json:"resourceData"`
+}
+
+func (v *msgraphVerifier) Verify(r Request) (Result, error) {
+	q, err := url.ParseQuery(r.RawQuery)
+	if err != nil {
+		return Result{}, &Error{Code: CodeMalformedHeader, In: InQuery, Reason: "query string is not validly encoded"}
+	}
+	if q.Has(MSGraphValidationTokenParam) {
+		return Result{Handshake: &Handshake{
+			Status: http.StatusOK,
+			Header: http.Header{
+				"Content-Type":           {"text/plain; charset=utf-8"},
+				"X-Content-Type-Options": {"nosniff"},
+			},
+			Body: []byte(q.Get(MSGraphValidationTokenParam)),
+		}}, nil
+	}
+
+	var body struct {
+		Value []json.RawMessage `json:"value"`
+	}
+	if e := unmarshalBody(r.Body, &body); e != nil {
+		return Result{}, e
+	}
+	if len(body.Value) == 0 {
+		return Result{}, bodyErr(CodeMalformedBody, "/value", "no notifications in value")
+	}
+	var res Result
+	for i, raw := range body.Value {
+		ev, err := v.item(i, raw)
+		if err != nil {
+			res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
+			continue
+		}
+		res.Events = append(res.Events, ev)
+	}
+	if len(res.Events) == 0 {
+		return Result{}, res.Rejected[0].Err
+	}
+	return res, nil
+}
+
+func (v *msgraphVerifier) item(i int, raw json.RawMessage) (Event, error) {
+	base := "/value/" + strconv.Itoa(i)
+	var n graphNotification
+	if e := unmarshalBody(raw, &n); e != nil {
+		e.Field = base + e.Field
+		return Event{}, e
+	}
+	if n.ClientState == nil {
+		return Event{}, bodyErr(CodeMissingField, base+"/clientState", "notification has no clientState")
+	}
+	ok := false
+	for _, s := range v.states {
+		if equalSecret(*n.ClientState, s) {
+			ok = true
+		}
+	}
+	if !ok {
+		return Event{}, bodyErr(CodeBadSignature, base+"/clientState", "clientState does not match any configured value")
+	}
+	if n.SubscriptionID == "" {
+		return Event{}, authenticated(bodyErr(CodeMissingField, base+"/subscriptionId", "notification has no subscriptionId"))
+	}
+	typ, typField := n.ChangeType, base+"/changeType"
+	if typ == "" {
+		typ, typField = n.LifecycleEvent, base+"/lifecycleEvent"
+	}
+	var id string
+	switch {
+	case n.ID != "":
+		id = JoinKey(n.SubscriptionID, n.ID)
+	case n.LifecycleEvent != "":
+		id = JoinKey(n.SubscriptionID, n.LifecycleEvent, n.SubscriptionExpirationDateTime)
+	case n.ChangeType != "" && n.Resource != "" && n.ResourceData.ETag != "":
+		id = JoinKey(n.SubscriptionID, n.ChangeType, n.Resource, n.ResourceData.ETag)
+	default:
+		return Event{}, authenticated(bodyErr(CodeMissingField, base+"/id", "notification has neither an id nor changeType, resource and resourceData/@odata.etag to derive a stable key from"))
+	}
+	if err := v.types.check(typ, InBody, typField); err != nil {
+		return Event{}, err
+	}
+	obj := n.ResourceData.ID
+	if obj == "" {
+		obj = n.Resource
+	}
+	return Event{ID: id, Type: typ, Scope: n.TenantID, ObjectID: obj, Payload: []byte(raw)}, nil
+}

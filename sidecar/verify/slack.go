@@ -1,0 +1,210 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Slack request-signing headers
+// (https://api.slack.com/authentication/verifying-requests-from-slack).
+const (
+	SlackSignatureHeader = "X-Slack-Signature"
+	SlackTimestampHeader = "X-Slack-Request-Timestamp"
+)
+
+// SlackConfig configures the "slack" scheme, per
+// https://api.slack.com/authentication/verifying-requests-from-slack:
+//
+//   - X-Slack-Signature is "v0=" followed by the hex HMAC-SHA256 of
+//     "v0:<X-Slack-Request-Timestamp>:<raw body>", keyed with the app's
+//     signing secret;
+//   - the timestamp must be within Tolerance of the clock (Slack documents
+//     five minutes, the default).
+//
+// After verification the body decides the outcome:
+//   - Events API url_verification
+//     (https://api.slack.com/events/url_verification) is a [Handshake]:
+//     200 application/json {"challenge": "<challenge>"};
+//   - Events API app_rate_limited
+//     (https://api.slack.com/apis/events-api#rate_limiting) is a [Handshake]:
+//     an empty 200, nothing to process;
+//   - Events API event_callback: ID is event_id (kept across Slack's retries,
+//     https://api.slack.com/apis/events-api#retries), Type is event.type,
+//     Scope is team_id;
+//   - slash commands (https://api.slack.com/interactivity/slash-commands),
+//     form-encoded: ID is trigger_id, Type is the command (e.g. "/deploy"),
+//     Scope is team_id;
+//   - interactivity payloads (https://api.slack.com/interactivity/handling#payloads),
+//     form field payload=<JSON>: ID is trigger_id, Type is the payload type
+//     (block_actions, view_submission, …), Scope is team.id.
+type SlackConfig struct {
+	// Secrets are the app signing secrets; several may be active during
+	// rotation. Required.
+	Secrets []string
+	// Tolerance is the replay window; zero means DefaultTolerance (Slack's
+	// five minutes).
+	Tolerance time.Duration
+	// AllowedEventTypes restricts event types, commands and interaction types
+	// (exact, "*" or a "prefix*" pattern); empty allows all.
+	AllowedEventTypes []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Type implements [Config].
+func (SlackConfig) Type() Type { return TypeSlack }
+
+// WithDefaults returns a copy with Tolerance and Now defaulted.
+func (c SlackConfig) WithDefaults() SlackConfig {
+	c.Tolerance = defaultTolerance(c.Tolerance)
+	c.Now = defaultNow(c.Now)
+	return c
+}
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c SlackConfig) Validate() error {
+	c = c.WithDefaults()
+	if err := validateSecrets(TypeSlack, "Secrets", c.Secrets); err != nil {
+		return err
+	}
+	if err := validateTolerance(TypeSlack, c.Tolerance); err != nil {
+		return err
+	}
+	return validateAllowed(TypeSlack, c.AllowedEventTypes)
+}
+
+func (c SlackConfig) build() (Verifier, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &slackVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+type slackVerifier struct {
+	keys  [][]byte
+	tol   time.Duration
+	now   func() time.Time
+	types typeFilter
+}
+
+func (*slackVerifier) Type() Type { return TypeSlack }
+
+// parseSlackSignature decodes "v0=<64 hex digits>".
+func parseSlackSignature(s string) ([]byte, bool) {
+	const prefix = "v0="
+	if len(s) != len(prefix)+hex.EncodedLen(sha256.Size) || s[:len(prefix)] != prefix {
+		return nil, false
+	}
+	b, err := hex.DecodeString(s[len(prefix):])
+	return b, err == nil
+}
+
+func (v *slackVerifier) Verify(r Request) (Result, error) {
+	sigRaw := header(r.Header, SlackSignatureHeader)
+	if sigRaw == "" {
+		return Result{}, missingHeader(SlackSignatureHeader)
+	}
+	tsRaw := header(r.Header, SlackTimestampHeader)
+	if tsRaw == "" {
+		return Result{}, missingHeader(SlackTimestampHeader)
+	}
+	n, ok := parseUnix(tsRaw)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, SlackTimestampHeader, "must be a unix timestamp in seconds")
+	}
+	sig, ok := parseSlackSignature(sigRaw)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, SlackSignatureHeader, "must be v0= followed by 64 hex digits")
+	}
+	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, []byte("v0:"), []byte(tsRaw), []byte{':'}, r.Body) {
+		return Result{}, headerErr(CodeBadSignature, SlackSignatureHeader, "signature does not match the payload under any configured secret")
+	}
+	ts := time.Unix(n, 0)
+	if now := v.now(); !within(now, ts, v.tol) {
+		return Result{}, windowErr(InHeader, SlackTimestampHeader, now, ts, v.tol)
+	}
+	if firstNonSpace(r.Body) == '{' {
+		return v.events(r.Body, ts)
+	}
+	return v.form(r.Body, ts)
+}
+
+// events handles an Events API JSON body.
+func (v *slackVerifier) events(body []byte, ts time.Time) (Result, error) {
+	var b struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+		EventID   string `json:"event_id"`
+		TeamID    string `json:"team_id"`
+		Event     struct {
+			Type string `json:"type"`
+		} `json:"event"`
+	}
+	if e := unmarshalBody(body, &b); e != nil {
+		return Result{}, authenticated(e)
+	}
+	switch b.Type {
+	case "url_verification":
+		out, _ := json.Marshal(map[string]string{"challenge": b.Challenge})
+		return Result{Handshake: &Handshake{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: out}}, nil
+	case "app_rate_limited":
+		return Result{Handshake: &Handshake{Status: http.StatusOK, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: []byte{}}}, nil
+	}
+	if b.EventID == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/event_id", "Events API payload of type "+quoteShort(b.Type)+" has no event_id"))
+	}
+	typ, field := b.Event.Type, "/event/type"
+	if typ == "" {
+		typ, field = b.Type, "/type"
+	}
+	if err := v.types.check(typ, InBody, field); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: b.EventID, Type: typ, Scope: b.TeamID, Timestamp: ts}}}, nil
+}
+
+// form handles a slash command or an interactivity payload.
+func (v *slackVerifier) form(body []byte, ts time.Time) (Result, error) {
+	q, err := url.ParseQuery(string(body))
+	if err != nil {
+		return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "body is neither JSON nor valid application/x-www-form-urlencoded"))
+	}
+	if p := q.Get("payload"); p != "" {
+		var b struct {
+			Type      string `json:"type"`
+			TriggerID string `json:"trigger_id"`
+			Team      struct {
+				ID string `json:"id"`
+			} `json:"team"`
+		}
+		if e := unmarshalBody([]byte(p), &b); e != nil {
+			e.Field = "payload" + e.Field
+			return Result{}, authenticated(e)
+		}
+		if b.TriggerID == "" {
+			return Result{}, authenticated(bodyErr(CodeMissingField, "payload/trigger_id", "interaction payload has no trigger_id"))
+		}
+		if err := v.types.check(b.Type, InBody, "payload/type"); err != nil {
+			return Result{}, err
+		}
+		return Result{Events: []Event{{ID: b.TriggerID, Type: b.Type, Scope: b.Team.ID, Timestamp: ts}}}, nil
+	}
+	command := q.Get("command")
+	if command == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "command", "form body is neither a slash command nor an interaction payload"))
+	}
+	trigger := q.Get("trigger_id")
+	if trigger == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "trigger_id", "slash command has no trigger_id"))
+	}
+	if err := v.types.check(command, InBody, "command"); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: trigger, Type: command, Scope: q.Get("team_id"), Timestamp: ts}}}, nil
+}

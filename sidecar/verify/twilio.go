@@ -1,0 +1,221 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // Twilio's documented signature is HMAC-SHA1.
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// Twilio webhook headers
+// (https://www.twilio.com/docs/usage/webhooks/webhooks-security).
+const (
+	TwilioSignatureHeader   = "X-Twilio-Signature"
+	TwilioIdempotencyHeader = "I-Twilio-Idempotency-Token"
+)
+
+// twilioSIDParams are the parameters naming the resource of a Twilio
+// callback, in order of preference; twilioStatusParams its status.
+var (
+	twilioSIDParams    = []string{"CallSid", "MessageSid", "SmsSid", "RecordingSid", "TranscriptionSid", "ConferenceSid", "ParticipantSid"}
+	twilioStatusParams = []string{"CallStatus", "MessageStatus", "SmsStatus", "RecordingStatus", "TranscriptionStatus", "StatusCallbackEvent"}
+)
+
+// TwilioConfig configures the "twilio" scheme, per
+// https://www.twilio.com/docs/usage/webhooks/webhooks-security:
+//
+//   - X-Twilio-Signature is the base64 HMAC-SHA1, keyed with the account's
+//     auth token, of the full URL Twilio requested followed, for form
+//     bodies, by every POST parameter name and value, sorted by name (and by
+//     value for repeated names);
+//   - when the URL carries bodySHA256 (JSON bodies), no parameters are
+//     appended and the hex SHA-256 of the raw body must equal bodySHA256;
+//   - the URL is URL (the public address configured in Twilio, so headers
+//     such as Host and X-Forwarded-* are never trusted) plus "?" and the
+//     request's raw query; like Twilio's own libraries, it is tried both
+//     with and without the scheme's default port.
+//
+// Twilio signs no timestamp, so there is no replay window.
+// The identity: ID is the I-Twilio-Idempotency-Token header when present
+// (kept across Twilio's retries); otherwise JoinKey(<resource sid>, <status>)
+// from CallSid/MessageSid/… and CallStatus/MessageStatus/… (a status callback
+// arrives once per status change of one resource); otherwise "sha256:" and
+// the hex SHA-256 of the sorted parameters (or the bodySHA256). Type is the
+// status value, ObjectID the resource sid.
+type TwilioConfig struct {
+	// Secrets are the account auth tokens (primary and secondary during
+	// rotation). Required.
+	Secrets []string
+	// URL is the public webhook URL as configured in Twilio, without query:
+	// an absolute http or https URL. Required.
+	URL string
+	// AllowedEventTypes restricts status values ("completed", "delivered",
+	// …; exact, "*" or a "prefix*" pattern); empty allows all.
+	AllowedEventTypes []string
+}
+
+// Type implements [Config].
+func (TwilioConfig) Type() Type { return TypeTwilio }
+
+// WithDefaults returns c unchanged: Twilio has nothing to default.
+func (c TwilioConfig) WithDefaults() TwilioConfig { return c }
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c TwilioConfig) Validate() error {
+	c = c.WithDefaults()
+	_, err := c.compile()
+	return err
+}
+
+func (c TwilioConfig) compile() (*twilioVerifier, error) {
+	const t = TypeTwilio
+	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &ConfigError{Type: t, Field: "URL", Reason: "must be an absolute http or https URL"}
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, &ConfigError{Type: t, Field: "URL", Reason: "must not carry a query or fragment: the request's own query is appended"}
+	}
+	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
+		return nil, err
+	}
+	return &twilioVerifier{keys: secretKeys(c.Secrets), bases: portVariants(u), types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+func (c TwilioConfig) build() (Verifier, error) {
+	return c.WithDefaults().compile()
+}
+
+// portVariants returns the URL without and with the scheme's default port
+// (or its explicit port), as Twilio's libraries try both.
+func portVariants(u *url.URL) []string {
+	host := u.Hostname()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	without, with := *u, *u
+	without.Host = host
+	with.Host = net.JoinHostPort(u.Hostname(), port)
+	a, b := without.String(), with.String()
+	if a == b {
+		return []string{a}
+	}
+	return []string{a, b}
+}
+
+type twilioVerifier struct {
+	keys  [][]byte
+	bases []string
+	types typeFilter
+}
+
+func (*twilioVerifier) Type() Type { return TypeTwilio }
+
+type kv struct{ k, v string }
+
+func (v *twilioVerifier) Verify(r Request) (Result, error) {
+	raw := header(r.Header, TwilioSignatureHeader)
+	if raw == "" {
+		return Result{}, missingHeader(TwilioSignatureHeader)
+	}
+	sig, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil || len(sig) != sha1.Size {
+		return Result{}, headerErr(CodeMalformedHeader, TwilioSignatureHeader, "must be the standard base64 of a 20-byte HMAC-SHA1")
+	}
+	query, err := url.ParseQuery(r.RawQuery)
+	if err != nil {
+		return Result{}, &Error{Code: CodeMalformedHeader, In: InQuery, Reason: "query string is not validly encoded"}
+	}
+	var params []kv
+	bodyHash := query.Get("bodySHA256")
+	if bodyHash == "" {
+		form, err := url.ParseQuery(string(r.Body))
+		if err != nil {
+			return Result{}, bodyErr(CodeMalformedBody, "", "body is not application/x-www-form-urlencoded and the URL has no bodySHA256")
+		}
+		for k, vs := range form {
+			for _, val := range vs {
+				params = append(params, kv{k, val})
+			}
+		}
+		sort.Slice(params, func(i, j int) bool {
+			if params[i].k != params[j].k {
+				return params[i].k < params[j].k
+			}
+			return params[i].v < params[j].v
+		})
+	}
+	var tail strings.Builder
+	for _, p := range params {
+		tail.WriteString(p.k)
+		tail.WriteString(p.v)
+	}
+	suffix := ""
+	if r.RawQuery != "" {
+		suffix = "?" + r.RawQuery
+	}
+	ok := false
+	for _, base := range v.bases {
+		if anyMACMatches(sha1.New, v.keys, [][]byte{sig}, []byte(base+suffix), []byte(tail.String())) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		return Result{}, headerErr(CodeBadSignature, TwilioSignatureHeader, "signature does not match the URL and parameters under any configured auth token")
+	}
+	if bodyHash != "" {
+		want, err := hex.DecodeString(bodyHash)
+		got := sha256.Sum256(r.Body)
+		if err != nil || !hmac.Equal(want, got[:]) {
+			return Result{}, &Error{Code: CodeBadSignature, In: InQuery, Field: "bodySHA256", Reason: "the body does not match the signed bodySHA256"}
+		}
+	}
+
+	get := func(names []string) string {
+		for _, n := range names {
+			for _, p := range params {
+				if p.k == n && p.v != "" {
+					return p.v
+				}
+			}
+		}
+		return ""
+	}
+	sid, status := get(twilioSIDParams), get(twilioStatusParams)
+	id := header(r.Header, TwilioIdempotencyHeader)
+	switch {
+	case id != "":
+	case sid != "":
+		id = JoinKey(sid, status)
+	case bodyHash != "":
+		id = "sha256:" + strings.ToLower(bodyHash)
+	default:
+		parts := make([]string, 0, 2*len(params))
+		for _, p := range params {
+			parts = append(parts, p.k, p.v)
+		}
+		sum := sha256.Sum256([]byte(JoinKey(parts...)))
+		id = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if err := v.types.check(status, InBody, "status"); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: id, Type: status, ObjectID: sid}}}, nil
+}

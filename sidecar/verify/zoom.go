@@ -1,0 +1,161 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Zoom webhook headers (https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events).
+const (
+	ZoomSignatureHeader = "x-zm-signature"
+	ZoomTimestampHeader = "x-zm-request-timestamp"
+)
+
+// ZoomConfig configures the "zoom" scheme, per
+// https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events:
+//
+//   - x-zm-signature is "v0=" followed by the hex HMAC-SHA256 of
+//     "v0:<x-zm-request-timestamp>:<raw body>", keyed with the app's secret
+//     token;
+//   - the timestamp must be within Tolerance of the clock (default 300 s).
+//
+// A verified endpoint.url_validation event
+// (https://developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint)
+// is a [Handshake]: 200 application/json {"plainToken": p, "encryptedToken":
+// hex(HMAC-SHA256(secret token, p))}.
+//
+// Zoom sends no delivery id, so the identity is a composite of immutable
+// fields: ID is JoinKey(event, payload.object.uuid (or payload.object.id),
+// event_ts) — JoinKey(event, event_ts) when the payload names no object;
+// Type is event, Scope is payload.account_id, ObjectID is the object uuid/id.
+type ZoomConfig struct {
+	// Secrets are the app secret tokens; several may be active during
+	// rotation. Required.
+	Secrets []string
+	// Tolerance is the replay window; zero means DefaultTolerance.
+	Tolerance time.Duration
+	// AllowedEventTypes restricts event (exact, "*" or a "prefix*" pattern);
+	// empty allows all.
+	AllowedEventTypes []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Type implements [Config].
+func (ZoomConfig) Type() Type { return TypeZoom }
+
+// WithDefaults returns a copy with Tolerance and Now defaulted.
+func (c ZoomConfig) WithDefaults() ZoomConfig {
+	c.Tolerance = defaultTolerance(c.Tolerance)
+	c.Now = defaultNow(c.Now)
+	return c
+}
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c ZoomConfig) Validate() error {
+	c = c.WithDefaults()
+	if err := validateSecrets(TypeZoom, "Secrets", c.Secrets); err != nil {
+		return err
+	}
+	if err := validateTolerance(TypeZoom, c.Tolerance); err != nil {
+		return err
+	}
+	return validateAllowed(TypeZoom, c.AllowedEventTypes)
+}
+
+func (c ZoomConfig) build() (Verifier, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &zoomVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+type zoomVerifier struct {
+	keys  [][]byte
+	tol   time.Duration
+	now   func() time.Time
+	types typeFilter
+}
+
+func (*zoomVerifier) Type() Type { return TypeZoom }
+
+func (v *zoomVerifier) Verify(r Request) (Result, error) {
+	sigRaw := header(r.Header, ZoomSignatureHeader)
+	if sigRaw == "" {
+		return Result{}, missingHeader(ZoomSignatureHeader)
+	}
+	tsRaw := header(r.Header, ZoomTimestampHeader)
+	if tsRaw == "" {
+		return Result{}, missingHeader(ZoomTimestampHeader)
+	}
+	n, ok := parseUnix(tsRaw)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, ZoomTimestampHeader, "must be a unix timestamp in seconds")
+	}
+	sig, ok := parseSlackSignature(sigRaw) // same "v0=<hex>" shape
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, ZoomSignatureHeader, "must be v0= followed by 64 hex digits")
+	}
+	var key []byte
+	for _, k := range v.keys {
+		if anyMACMatches(sha256.New, [][]byte{k}, [][]byte{sig}, []byte("v0:"), []byte(tsRaw), []byte{':'}, r.Body) {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		return Result{}, headerErr(CodeBadSignature, ZoomSignatureHeader, "signature does not match the payload under any configured secret")
+	}
+	ts := time.Unix(n, 0)
+	if now := v.now(); !within(now, ts, v.tol) {
+		return Result{}, windowErr(InHeader, ZoomTimestampHeader, now, ts, v.tol)
+	}
+	var b struct {
+		Event   string     `json:"event"`
+		EventTS flexString `json:"event_ts"`
+		Payload struct {
+			PlainToken string `json:"plainToken"`
+			AccountID  string `json:"account_id"`
+			Object     struct {
+				UUID string     `json:"uuid"`
+				ID   flexString `json:"id"`
+			} `json:"object"`
+		} `json:"payload"`
+	}
+	if e := unmarshalBody(r.Body, &b); e != nil {
+		return Result{}, authenticated(e)
+	}
+	if b.Event == "endpoint.url_validation" {
+		if b.Payload.PlainToken == "" {
+			return Result{}, authenticated(bodyErr(CodeMissingField, "/payload/plainToken", "url_validation has no plainToken"))
+		}
+		out, _ := json.Marshal(struct {
+			PlainToken     string `json:"plainToken"`
+			EncryptedToken string `json:"encryptedToken"`
+		}{b.Payload.PlainToken, hex.EncodeToString(macOf(sha256.New, key, []byte(b.Payload.PlainToken)))})
+		return Result{Handshake: &Handshake{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: out}}, nil
+	}
+	if b.Event == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/event", "the event has no name"))
+	}
+	if b.EventTS == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/event_ts", "the event has no event_ts"))
+	}
+	if err := v.types.check(b.Event, InBody, "/event"); err != nil {
+		return Result{}, err
+	}
+	obj := b.Payload.Object.UUID
+	if obj == "" {
+		obj = string(b.Payload.Object.ID)
+	}
+	id := JoinKey(b.Event, string(b.EventTS))
+	if obj != "" {
+		id = JoinKey(b.Event, obj, string(b.EventTS))
+	}
+	return Result{Events: []Event{{ID: id, Type: b.Event, Scope: b.Payload.AccountID, ObjectID: obj, Timestamp: ts}}}, nil
+}
