@@ -1,0 +1,389 @@
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeProperties,
+} from 'n8n-workflow';
+import { NodeApiError } from 'n8n-workflow';
+
+import { FieldError, parseFieldList, pickFields } from '../../helpers/fields';
+import { claimSidecar, withIdempotency } from '../../helpers/idempotency';
+import { sidecarRequest } from '../../transport';
+import { sidecarEntryError } from '../../transport/errors';
+import type { BatchResponse, ClaimRequest, SidecarErrorBody } from '../../transport/types';
+import { optionalText, positiveSeconds, requiredText, toNodeError, type ShowWhen } from '../common';
+import { claimOutputIndex } from '../outputs';
+import type { ItemResult } from '../types';
+
+const show: ShowWhen = { operation: ['claim'] };
+
+export const description: INodeProperties[] = [
+	{
+		displayName: 'Source',
+		name: 'source',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'e.g. stripe',
+		description:
+			'Provider and endpoint the event comes from, e.g. "stripe" or "github/orders". Part of the idempotency key.',
+		displayOptions: { show },
+	},
+	{
+		displayName: 'Key Mode',
+		name: 'keyMode',
+		type: 'options',
+		noDataExpression: true,
+		default: 'eventId',
+		description: 'How the event is identified',
+		options: [
+			{
+				name: 'Provider Event ID',
+				value: 'eventId',
+				description:
+					"The provider's own event or delivery ID (Stripe event ID, X-GitHub-Delivery, webhook-ID). Preferred.",
+			},
+			{
+				name: 'Composite of Fields',
+				value: 'composite',
+				description:
+					'Several immutable values (e.g. event type, object ID, object version), joined unambiguously by the sidecar',
+			},
+			{
+				name: 'Hash of Selected Fields',
+				value: 'hash',
+				description:
+					'SHA-256 of the canonical JSON of chosen item fields, computed by the sidecar. Last resort; keeps personal data out of the key.',
+			},
+		],
+		displayOptions: { show },
+	},
+	{
+		displayName: 'Event ID',
+		name: 'eventId',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'e.g. {{ $json.headers["x-github-delivery"] }}',
+		description:
+			'The event ID sent by the provider. Never use a random value, an arrival time or the execution ID.',
+		displayOptions: { show: { ...show, keyMode: ['eventId'] } },
+	},
+	{
+		displayName: 'Key Parts',
+		name: 'keyParts',
+		type: 'fixedCollection',
+		placeholder: 'Add Key Part',
+		typeOptions: { multipleValues: true, sortable: true },
+		default: {},
+		description: 'Values that together identify the event; order matters',
+		displayOptions: { show: { ...show, keyMode: ['composite'] } },
+		options: [
+			{
+				name: 'parts',
+				displayName: 'Part',
+				values: [
+					{
+						displayName: 'Value',
+						name: 'value',
+						type: 'string',
+						default: '',
+						placeholder: 'e.g. {{ $json.body.type }}',
+					},
+				],
+			},
+		],
+	},
+	{
+		displayName: 'Fields to Hash',
+		name: 'keyFields',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'e.g. body.type, body.data.object',
+		description:
+			'Comma-separated item fields (dot notation for nested fields) whose values form the key. An item missing one of them fails instead of sharing a key.',
+		displayOptions: { show: { ...show, keyMode: ['hash'] } },
+	},
+	{
+		displayName: 'Event Type',
+		name: 'eventType',
+		type: 'string',
+		default: '',
+		placeholder: 'e.g. {{ $json.body.type }}',
+		description: 'Type of the event, recorded with the claim (optional)',
+		displayOptions: { show },
+	},
+	{
+		displayName: 'Action Name',
+		name: 'actionName',
+		type: 'string',
+		default: '',
+		placeholder: 'e.g. create-invoice',
+		description:
+			'Claim one side effect of the event rather than the event itself: each (event, action) pair is claimed separately (optional)',
+		displayOptions: { show },
+	},
+	{
+		displayName: 'Payload for Conflict Detection',
+		name: 'payloadMode',
+		type: 'options',
+		noDataExpression: true,
+		default: 'fields',
+		description:
+			'What the sidecar hashes beside the key: the same key with a different payload hash is reported as a conflict, not as a duplicate',
+		options: [
+			{
+				name: 'Selected Fields',
+				value: 'fields',
+				description: 'Only the chosen fields, e.g. the webhook body without its changing headers',
+			},
+			{
+				name: 'Whole Item JSON',
+				value: 'item',
+				description:
+					'The whole item, except an "idempotency" field added by an earlier claim. Headers that change per delivery cause false conflicts.',
+			},
+			{
+				name: 'None',
+				value: 'none',
+				description: 'No conflict detection',
+			},
+		],
+		displayOptions: { show },
+	},
+	{
+		displayName: 'Payload Fields',
+		name: 'payloadFields',
+		type: 'string',
+		required: true,
+		default: 'body',
+		placeholder: 'e.g. body',
+		description:
+			'Comma-separated item fields (dot notation for nested fields) that form the payload. "body" is the request body of a Webhook node item.',
+		displayOptions: { show: { ...show, payloadMode: ['fields'] } },
+	},
+	{
+		displayName: 'Lease Seconds',
+		name: 'leaseSeconds',
+		type: 'number',
+		typeOptions: { minValue: 1 },
+		default: 300,
+		description:
+			'How long a won claim is held before it may be reclaimed or sent to review. Longer than the protected work takes.',
+		displayOptions: { show: { operation: ['claim', 'extendLease'] } },
+	},
+	{
+		displayName: 'Separate Conflict and In-Progress Outputs',
+		name: 'separateConflictOutputs',
+		type: 'boolean',
+		noDataExpression: true,
+		default: false,
+		description:
+			'Whether to add the outputs Conflict (same key, different payload) and In Progress (another holder has the claim, or a retry is not due yet). When off, both go to Duplicate.',
+		displayOptions: { show },
+	},
+	{
+		displayName: 'Options',
+		name: 'options',
+		type: 'collection',
+		placeholder: 'Add option',
+		default: {},
+		displayOptions: { show },
+		options: [
+			{
+				displayName: 'Object ID',
+				name: 'objectId',
+				type: 'string',
+				default: '',
+				description:
+					'ID of the object the event changes. With Object Version, an event not newer than the last completed one for this object is reported as stale.',
+			},
+			{
+				displayName: 'Object Version',
+				name: 'objectVersion',
+				type: 'number',
+				default: 0,
+				description: 'Version of the object in this event (whole number), used with Object ID',
+			},
+		],
+	},
+];
+
+function keyPart(value: unknown, position: number): string {
+	if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+	if (typeof value === 'boolean') return String(value);
+	if (typeof value !== 'string' || value === '') {
+		throw new FieldError(
+			`Key part ${position} is empty`,
+			'Every key part must resolve to text or a number for every item.',
+		);
+	}
+	return value;
+}
+
+function wholeItemPayload(json: IDataObject): IDataObject {
+	const payload: IDataObject = {};
+	for (const [name, value] of Object.entries(json)) {
+		if (name !== 'idempotency') payload[name] = value;
+	}
+	return payload;
+}
+
+/** Builds the claim request of one item from its parameters. */
+function buildClaim(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData,
+	executionId: string | undefined,
+): ClaimRequest {
+	const claim: ClaimRequest = {
+		source: requiredText(this.getNodeParameter('source', itemIndex), 'Source').trim(),
+	};
+
+	const keyMode = this.getNodeParameter('keyMode', itemIndex) as string;
+	if (keyMode === 'eventId') {
+		claim.event_id = requiredText(
+			this.getNodeParameter('eventId', itemIndex),
+			'Event ID',
+			'The Event ID expression resolved to an empty value for this item.',
+		);
+	} else if (keyMode === 'composite') {
+		const keyParts = this.getNodeParameter('keyParts', itemIndex, {}) as {
+			parts?: Array<{ value?: unknown }>;
+		};
+		const parts = keyParts.parts ?? [];
+		if (parts.length === 0) throw new FieldError('Key Parts has no part');
+		claim.key_parts = parts.map((part, index) => keyPart(part.value, index + 1));
+	} else if (keyMode === 'hash') {
+		const fields = parseFieldList(this.getNodeParameter('keyFields', itemIndex) as string);
+		if (fields.length === 0) throw new FieldError('Fields to Hash is empty');
+		claim.key_fields = pickFields(item.json, fields, 'Fields to Hash');
+	} else {
+		throw new FieldError(`Unknown Key Mode "${String(keyMode)}"`);
+	}
+
+	const eventType = optionalText(this.getNodeParameter('eventType', itemIndex, ''));
+	if (eventType !== undefined) claim.event_type = eventType;
+	const action = optionalText(this.getNodeParameter('actionName', itemIndex, ''));
+	if (action !== undefined) claim.action = action.trim();
+
+	const payloadMode = this.getNodeParameter('payloadMode', itemIndex) as string;
+	if (payloadMode === 'item') {
+		claim.payload = wholeItemPayload(item.json);
+	} else if (payloadMode === 'fields') {
+		const fields = parseFieldList(this.getNodeParameter('payloadFields', itemIndex) as string);
+		if (fields.length === 0) throw new FieldError('Payload Fields is empty');
+		claim.payload = pickFields(item.json, fields, 'Payload Fields');
+	} else if (payloadMode !== 'none') {
+		throw new FieldError(`Unknown Payload for Conflict Detection "${String(payloadMode)}"`);
+	}
+
+	claim.lease_seconds = positiveSeconds(
+		this.getNodeParameter('leaseSeconds', itemIndex),
+		'Lease Seconds',
+	);
+
+	const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
+	const objectId = optionalText(options.objectId);
+	if (objectId !== undefined) claim.object_id = objectId;
+	if (options.objectVersion !== undefined && options.objectVersion !== '') {
+		const version = Number(options.objectVersion);
+		if (!Number.isSafeInteger(version)) {
+			throw new FieldError('Object Version must be a whole number');
+		}
+		claim.object_version = version;
+	}
+
+	if (executionId) claim.execution_id = executionId;
+	return claim;
+}
+
+function isErrorEntry(entry: unknown): entry is { error: SidecarErrorBody } {
+	return (
+		typeof entry === 'object' &&
+		entry !== null &&
+		typeof (entry as { error?: unknown }).error === 'object' &&
+		(entry as { error?: unknown }).error !== null
+	);
+}
+
+/**
+ * Claims every item of the execution in one POST /v1/claims/batch and routes
+ * each result on its own: won → Won; conflict → Conflict and in_progress /
+ * retry_later → In Progress when separate outputs are on; everything else →
+ * Duplicate. Items whose parameters cannot be sent are not claimed.
+ */
+export async function execute(
+	this: IExecuteFunctions,
+	items: INodeExecutionData[],
+): Promise<ItemResult[]> {
+	const node = this.getNode();
+	const continueOnFail = this.continueOnFail();
+	const separate = this.getNodeParameter('separateConflictOutputs', 0, false) === true;
+	const executionId = optionalText(this.getExecutionId());
+
+	const results: ItemResult[] = new Array(items.length);
+	const claims: ClaimRequest[] = [];
+	const claimedItems: number[] = [];
+
+	// Build every request before sending any, so a bad item stops the node
+	// before claims are held for the others.
+	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
+		try {
+			claims.push(buildClaim.call(this, itemIndex, items[itemIndex], executionId));
+			claimedItems.push(itemIndex);
+		} catch (error) {
+			const nodeError = toNodeError(node, error, itemIndex);
+			if (!continueOnFail) throw nodeError;
+			results[itemIndex] = { error: nodeError };
+		}
+	}
+	if (claims.length === 0) return results;
+
+	let response: BatchResponse;
+	try {
+		response = (await sidecarRequest.call(this, {
+			method: 'POST',
+			path: '/v1/claims/batch',
+			body: { claims },
+		})) as BatchResponse;
+	} catch (error) {
+		const nodeError = toNodeError(node, error);
+		if (!continueOnFail) throw nodeError;
+		for (const itemIndex of claimedItems) results[itemIndex] = { error: nodeError };
+		return results;
+	}
+
+	const entries = response?.results;
+	if (!Array.isArray(entries) || entries.length !== claims.length) {
+		const nodeError = new NodeApiError(
+			node,
+			{},
+			{
+				message: 'Unexpected answer from the Idempotent Claim sidecar',
+				description: `Sent ${claims.length} claims, received ${
+					Array.isArray(entries) ? entries.length : 'no'
+				} results.`,
+			},
+		);
+		if (!continueOnFail) throw nodeError;
+		for (const itemIndex of claimedItems) results[itemIndex] = { error: nodeError };
+		return results;
+	}
+
+	entries.forEach((entry, position) => {
+		const itemIndex = claimedItems[position];
+		if (isErrorEntry(entry)) {
+			const nodeError = sidecarEntryError(node, entry.error, { itemIndex });
+			if (!continueOnFail) throw nodeError;
+			results[itemIndex] = { error: nodeError };
+			return;
+		}
+		results[itemIndex] = {
+			output: claimOutputIndex(entry.outcome, separate),
+			json: withIdempotency(items[itemIndex].json, claimSidecar(entry)),
+		};
+	});
+	return results;
+}

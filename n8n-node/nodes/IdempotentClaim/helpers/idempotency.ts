@@ -1,0 +1,86 @@
+import type { IDataObject } from 'n8n-workflow';
+
+import type { ClaimRecord, ClaimResult } from '../transport/types';
+
+function orNull<T>(value: T | undefined): T | null {
+	return value === undefined ? null : value;
+}
+
+function isObject(value: unknown): value is IDataObject {
+	return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The `idempotency` object a Claim adds to each item. Every key is present
+ * (null when the sidecar did not send it) so downstream expressions and
+ * Switch rules see one shape for every outcome.
+ */
+export function claimSidecar(result: ClaimResult): IDataObject {
+	return {
+		key: orNull(result.idempotency_key),
+		source: orNull(result.source),
+		event_id: orNull(result.event_id),
+		action: orNull(result.action),
+		claim_id: orNull(result.claim_id),
+		claim_token: orNull(result.claim_token),
+		attempt: orNull(result.attempt),
+		outcome: orNull(result.outcome),
+		state: orNull(result.state),
+		result_ref: orNull(result.result_ref),
+		retry_after_seconds: orNull(result.retry_after_seconds),
+		next_attempt_at: orNull(result.next_attempt_at),
+		lease_until: orNull(result.lease_until),
+	};
+}
+
+/** Keys of the `idempotency` object that every operation outputs, null when unknown. */
+const SIDECAR_KEYS = [
+	'key',
+	'source',
+	'event_id',
+	'action',
+	'claim_id',
+	'claim_token',
+	'attempt',
+	'outcome',
+	'state',
+	'result_ref',
+	'retry_after_seconds',
+	'next_attempt_at',
+	'lease_until',
+];
+
+/** Facts of the claim answer that a claim record does not repeat. */
+const CLAIM_ONLY_KEYS = ['claim_token', 'outcome'];
+
+/**
+ * The `idempotency` object after an operation that answers a claim record
+ * (Complete, Fail, Extend Lease, Lookup, Resolve): the record, with
+ * `idempotency_key` renamed `key` as in Claim's output and the keys of Claim's
+ * output present (null when the record omits them, e.g. lease_until once
+ * completed). When the item carries the sidecar of the same claim, its claim
+ * token and claim outcome are kept, so a later Complete can still use them.
+ */
+export function recordSidecar(previous: unknown, record: ClaimRecord): IDataObject {
+	const sidecar: IDataObject = {};
+	for (const name of SIDECAR_KEYS) sidecar[name] = null;
+	if (
+		isObject(previous) &&
+		previous.claim_id !== undefined &&
+		previous.claim_id !== null &&
+		previous.claim_id === record.claim_id
+	) {
+		for (const name of CLAIM_ONLY_KEYS) {
+			if (previous[name] !== undefined) sidecar[name] = previous[name];
+		}
+	}
+	for (const [name, value] of Object.entries(record)) {
+		sidecar[name === 'idempotency_key' ? 'key' : name] = value;
+	}
+	return sidecar;
+}
+
+/** A copy of the item's JSON with `idempotency` set; the input item is left untouched. */
+export function withIdempotency(json: IDataObject, idempotency: IDataObject): IDataObject {
+	return { ...json, idempotency };
+}

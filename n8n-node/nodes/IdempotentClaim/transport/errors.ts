@@ -1,0 +1,303 @@
+import type { INode, JsonObject } from 'n8n-workflow';
+import { NodeApiError } from 'n8n-workflow';
+
+import type { SidecarErrorBody } from './types';
+
+/** Context for turning a failure into a message the workflow author can act on. */
+export interface ErrorContext {
+	/** Base URL of the sidecar, shown when it cannot be reached. */
+	baseUrl?: string;
+	/** Item the failure belongs to; unset for a failure of a whole batch. */
+	itemIndex?: number;
+}
+
+/** Node.js socket codes meaning the request never reached the sidecar. */
+const NOT_REACHED_CODES = new Set([
+	'ECONNREFUSED',
+	'ENOTFOUND',
+	'EAI_AGAIN',
+	'EHOSTUNREACH',
+	'ENETUNREACH',
+	'EADDRNOTAVAIL',
+]);
+
+/** Node.js socket codes meaning the connection broke after the request may have arrived. */
+const BROKEN_CODES = new Set([
+	'ECONNRESET',
+	'ETIMEDOUT',
+	'ECONNABORTED',
+	'EPIPE',
+	'ESOCKETTIMEDOUT',
+]);
+
+/** HTTP status the sidecar answers for each error code of its contract. */
+const STATUS_BY_CODE: Record<string, number> = {
+	malformed: 400,
+	invalid: 422,
+	unauthorized: 401,
+	not_found: 404,
+	lease_lost: 409,
+	invalid_state: 409,
+	too_large: 413,
+	internal: 500,
+	unavailable: 503,
+};
+
+/** Node parameter names for the wire fields the sidecar may name in a validation error. */
+const FIELD_LABELS: Record<string, string> = {
+	source: 'Source',
+	event_id: 'Event ID',
+	key_parts: 'Key Parts',
+	key_fields: 'Fields to Hash',
+	event_type: 'Event Type',
+	action: 'Action Name',
+	payload: 'Payload for Conflict Detection',
+	payload_hash: 'Payload Hash',
+	lease_seconds: 'Lease Seconds',
+	object_id: 'Object ID',
+	object_version: 'Object Version',
+	execution_id: 'Execution ID',
+	claim_token: 'Claim Token',
+	claim_id: 'Claim ID',
+	result_ref: 'Result Reference',
+	error: 'Error Message',
+	retry: 'Retry Kind',
+	outcome: 'Outcome',
+	note: 'Note',
+	claims: 'Items',
+};
+
+interface Extracted {
+	status?: number;
+	body?: SidecarErrorBody;
+	socketCode?: string;
+	message?: string;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+	return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function toStatus(value: unknown): number | undefined {
+	const status = typeof value === 'string' ? Number(value) : value;
+	return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status < 600
+		? status
+		: undefined;
+}
+
+function toErrorBody(value: unknown): SidecarErrorBody | undefined {
+	if (!isObject(value) || !isObject(value.error)) return undefined;
+	const { code, message, field } = value.error;
+	return {
+		code: typeof code === 'string' ? code : undefined,
+		message: typeof message === 'string' ? message : undefined,
+		field: typeof field === 'string' && field !== '' ? field : undefined,
+	};
+}
+
+/**
+ * Collects status, sidecar error body and socket code from an error thrown by
+ * httpRequestWithAuthentication: a NodeApiError whose `cause` is the HTTP
+ * client's error (with `code` and `response`), possibly nested further.
+ */
+function extract(error: unknown): Extracted {
+	const found: Extracted = {};
+	let current: unknown = error;
+	for (let depth = 0; depth < 6 && isObject(current); depth++) {
+		const response = isObject(current.response) ? current.response : undefined;
+		const context = isObject(current.context) ? current.context : undefined;
+		found.status ??=
+			toStatus(response?.status) ??
+			toStatus(current.httpCode) ??
+			toStatus(current.statusCode) ??
+			toStatus(current.status);
+		found.body ??=
+			toErrorBody(response?.data) ??
+			toErrorBody(response?.body) ??
+			toErrorBody(context?.data) ??
+			toErrorBody(current.error === undefined ? undefined : { error: current.error });
+		if (typeof current.code === 'string' && /^E[A-Z_]+$/.test(current.code)) {
+			found.socketCode ??= current.code;
+		}
+		if (found.message === undefined && typeof current.message === 'string') {
+			found.message = current.message;
+		}
+		current = current.cause;
+	}
+	return found;
+}
+
+/** A batch names the field of one claim as "claims[3].source"; the item is known already. */
+function claimField(field: string): string {
+	return field.replace(/^claims\[\d+\]\./, '');
+}
+
+function fieldLabel(field: string): string {
+	const label = FIELD_LABELS[field];
+	return label ? `${label} (${field})` : field;
+}
+
+function errorCodeFor(status: number | undefined, code: string | undefined): string | undefined {
+	if (code) return code;
+	if (status === undefined) return undefined;
+	if (status === 400 || status === 422) return 'invalid';
+	if (status === 409) return 'lease_lost';
+	return Object.keys(STATUS_BY_CODE).find((key) => STATUS_BY_CODE[key] === status);
+}
+
+function invalidField(field: string, detail: string | undefined) {
+	const name = claimField(field);
+	return {
+		message: `Invalid ${fieldLabel(name)}: ${detail ?? 'rejected by the sidecar'}`,
+		description:
+			name === 'claims'
+				? "One execution sends all its items in one batch. Split the input (Loop Over Items) or raise the sidecar's CLAIMD_MAX_BATCH."
+				: `The sidecar rejected the value sent for "${name}". Fix the node parameter that supplies it.`,
+	};
+}
+
+function messagesFor(
+	code: string | undefined,
+	body: SidecarErrorBody | undefined,
+	status: number | undefined,
+): { message: string; description?: string } {
+	const detail = body?.message;
+	switch (code) {
+		case 'unauthorized':
+			return {
+				message: 'The Idempotent Claim sidecar rejected the API key',
+				description:
+					'Check the API Key of the Idempotent Claim API credential: it must be one of the keys configured in the sidecar, and it selects the tenant.',
+			};
+		case 'invalid':
+		case 'malformed':
+			return body?.field
+				? invalidField(body.field, detail)
+				: { message: `Invalid request: ${detail ?? 'rejected by the sidecar'}` };
+		case 'invalid_state':
+			return {
+				message: 'The claim is not in a state that allows this operation',
+				description: detail,
+			};
+		case 'lease_lost':
+			return {
+				message: 'Lease lost: this claim token is no longer current',
+				description: `${detail ? `${detail}. ` : ''}The lease expired and another execution reclaimed the event, or the claim was already finished. This execution no longer holds the claim; the request was not applied.`,
+			};
+		case 'not_found':
+			return {
+				message: 'Claim not found',
+				description: detail ?? 'No claim matches the given claim ID or key for this API key.',
+			};
+		case 'too_large':
+			return {
+				message: 'Request too large for the Idempotent Claim sidecar',
+				description:
+					'Send fewer items per execution, or choose Selected Fields or None for Payload for Conflict Detection.',
+			};
+		case 'unavailable':
+			return {
+				message: 'The Idempotent Claim sidecar is unavailable',
+				description: `${detail ? `${detail}. ` : ''}No claim was decided; deliver the event again later.`,
+			};
+		case 'internal':
+			return {
+				message: 'The Idempotent Claim sidecar failed to process the request',
+				description: detail,
+			};
+		default:
+			return {
+				message: `Idempotent Claim sidecar error${status ? ` (HTTP ${status})` : ''}${detail ? `: ${detail}` : ''}`,
+			};
+	}
+}
+
+function build(
+	node: INode,
+	parts: { message: string; description?: string },
+	status: number | undefined,
+	details: JsonObject,
+	itemIndex: number | undefined,
+): NodeApiError {
+	// A plain object (not the thrown error) so that NodeApiError keeps our message
+	// instead of returning the wrapped instance unchanged.
+	const apiError = new NodeApiError(node, { message: parts.message } as JsonObject, {
+		message: parts.message,
+		description: parts.description,
+		httpCode: status === undefined ? undefined : String(status),
+		itemIndex,
+	});
+	apiError.context.sidecar = details;
+	return apiError;
+}
+
+/** Builds the error for one entry of a batch answer that carries `{"error": {...}}`. */
+export function sidecarEntryError(
+	node: INode,
+	body: SidecarErrorBody,
+	ctx: ErrorContext = {},
+): NodeApiError {
+	const status = body.code ? STATUS_BY_CODE[body.code] : undefined;
+	return build(
+		node,
+		messagesFor(body.code, body, status),
+		status,
+		{ ...body } as JsonObject,
+		ctx.itemIndex,
+	);
+}
+
+/**
+ * Maps any failure of a sidecar request to a NodeApiError: unreachable sidecar,
+ * rejected API key, invalid field (named from the answer's `error.field`), lease
+ * lost, not found, too large, unavailable or internal failure.
+ */
+export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext = {}): NodeApiError {
+	const found = extract(error);
+	const where = ctx.baseUrl ? ` at ${ctx.baseUrl}` : '';
+
+	if (found.status === undefined && found.socketCode && NOT_REACHED_CODES.has(found.socketCode)) {
+		return build(
+			node,
+			{
+				message: `Cannot reach the Idempotent Claim sidecar${where}`,
+				description: `Connection failed (${found.socketCode}). Check the Base URL of the Idempotent Claim API credential and that the sidecar is running. No claim was made; deliver the event again later.`,
+			},
+			undefined,
+			{ code: 'unreachable', socket: found.socketCode },
+			ctx.itemIndex,
+		);
+	}
+	if (found.status === undefined && found.socketCode && BROKEN_CODES.has(found.socketCode)) {
+		return build(
+			node,
+			{
+				message: `Lost the connection to the Idempotent Claim sidecar${where}`,
+				description: `Connection broke (${found.socketCode}) before an answer arrived, so the outcome is unknown. Delivering the event again is safe: a claim made by this request is reported as in progress until its lease expires.`,
+			},
+			undefined,
+			{ code: 'unreachable', socket: found.socketCode },
+			ctx.itemIndex,
+		);
+	}
+
+	const code = errorCodeFor(found.status, found.body?.code);
+	if (code === undefined && found.status === undefined) {
+		return build(
+			node,
+			{
+				message: `Idempotent Claim request failed${found.message ? `: ${found.message}` : ''}`,
+			},
+			undefined,
+			{},
+			ctx.itemIndex,
+		);
+	}
+	return build(
+		node,
+		messagesFor(code, found.body, found.status),
+		found.status ?? (code ? STATUS_BY_CODE[code] : undefined),
+		{ ...(found.body ?? {}), code: code ?? null } as JsonObject,
+		ctx.itemIndex,
+	);
+}

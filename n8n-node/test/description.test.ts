@@ -1,0 +1,179 @@
+import type { INodeParameters, INodeProperties, INodeTypes } from 'n8n-workflow';
+import { NodeHelpers, Workflow } from 'n8n-workflow';
+import { describe, expect, it } from 'vitest';
+
+import { IdempotentClaimApi } from '../credentials/IdempotentClaimApi.credentials';
+import codex from '../nodes/IdempotentClaim/IdempotentClaim.node.json';
+import pkg from '../package.json';
+import { operationProperty, operations } from '../nodes/IdempotentClaim/actions/claim';
+import { outputLayout } from '../nodes/IdempotentClaim/actions/outputs';
+import { IdempotentClaim } from '../nodes/IdempotentClaim/IdempotentClaim.node';
+import { BASE_URL, NODE, createContext, requests, run } from './helpers';
+
+const nodeType = new IdempotentClaim();
+const { properties } = nodeType.description;
+const operationNames = (operationProperty.options ?? []).map((option) =>
+	String((option as { value: string }).value),
+);
+
+function shownFor(property: INodeProperties): string[] {
+	return (property.displayOptions?.show?.operation ?? []).map(String);
+}
+
+/** Parameters n8n stores for a node: visible ones with their defaults, then `values`. */
+function resolvedParameters(values: INodeParameters): INodeParameters {
+	const node = { ...NODE, parameters: values };
+	return (
+		NodeHelpers.getNodeParameters(properties, values, true, false, node, nodeType.description) ?? {}
+	);
+}
+
+/** Evaluates the node's outputs the way n8n does, for the given parameters. */
+function outputsFor(values: INodeParameters) {
+	const nodeTypes = {
+		getByName: () => nodeType,
+		getByNameAndVersion: () => nodeType,
+		getKnownTypes: () => ({}),
+	} as unknown as INodeTypes;
+	const workflow = new Workflow({
+		nodes: [{ ...NODE, parameters: values }],
+		connections: {},
+		active: false,
+		nodeTypes,
+	});
+	const node = workflow.getNode(NODE.name);
+	if (node === null) throw new Error('node missing');
+	return NodeHelpers.getNodeOutputs(workflow, node, nodeType.description);
+}
+
+describe('node description', () => {
+	it('routes every described operation and describes every routed one', () => {
+		expect(operationNames.sort()).toEqual(Object.keys(operations).sort());
+	});
+
+	it('scopes every parameter but Operation to known operations, and each module to its own', () => {
+		for (const property of properties) {
+			if (property.name === 'operation') continue;
+			const shown = shownFor(property);
+			expect(shown.length, property.name).toBeGreaterThan(0);
+			for (const name of shown) expect(operationNames, property.name).toContain(name);
+		}
+		for (const [name, operation] of Object.entries(operations)) {
+			for (const property of operation.description) {
+				expect(shownFor(property), `${name}: ${property.name}`).toContain(name);
+			}
+		}
+	});
+
+	it('declares outputs that follow the operation and the separate-outputs toggle', () => {
+		const names = (values: INodeParameters) =>
+			outputsFor(values).map((output) =>
+				typeof output === 'string' ? output : output.displayName,
+			);
+		expect(names({ operation: 'claim' })).toEqual(['Won', 'Duplicate']);
+		expect(names({ operation: 'claim', separateConflictOutputs: true })).toEqual([
+			'Won',
+			'Duplicate',
+			'Conflict',
+			'In Progress',
+		]);
+		expect(names({})).toEqual(['Won', 'Duplicate']);
+		for (const name of operationNames) {
+			for (const separate of [false, true]) {
+				const outputs = outputsFor({ operation: name, separateConflictOutputs: separate });
+				expect(outputs.length, `${name} ${separate}`).toBe(outputLayout(name, separate).count);
+				for (const output of outputs) {
+					expect(typeof output === 'string' ? output : output.type).toBe('main');
+				}
+			}
+		}
+	});
+
+	describe('each operation reads only parameters it shows and calls its endpoint', () => {
+		const cases: Array<[string, INodeParameters, string, string]> = [
+			['claim', { source: 'stripe', eventId: 'evt_1' }, 'POST', '/v1/claims/batch'],
+			['complete', {}, 'POST', '/v1/claims/c1/complete'],
+			['extendLease', {}, 'POST', '/v1/claims/c1/extend'],
+			['fail', { errorMessage: 'boom' }, 'POST', '/v1/claims/c1/fail'],
+			['lookup', {}, 'GET', '/v1/claims/c1'],
+			['resolve', { note: 'checked' }, 'POST', '/v1/claims/c1/resolve'],
+		];
+		it.each(cases)('%s', async (operation, overrides, method, path) => {
+			const params = resolvedParameters({ operation, ...overrides });
+			// Stand-ins for the default expressions that read $json.idempotency.
+			if (params.claimId !== undefined) params.claimId = 'c1';
+			if (params.claimToken !== undefined) params.claimToken = 't1';
+			const items = [{ json: { body: { id: 'evt_1' } } }];
+			const ctx = createContext({ items, params });
+			ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+				operation === 'claim'
+					? { results: [{ outcome: 'won', claim_id: 'c1', claim_token: 't1' }] }
+					: { claim_id: 'c1', state: 'completed' },
+			);
+
+			const outputs = await run(ctx);
+
+			expect(requests(ctx)).toHaveLength(1);
+			expect(requests(ctx)[0]).toMatchObject({ method, url: `${BASE_URL}${path}` });
+			expect(outputs[0]).toHaveLength(1);
+		});
+	});
+});
+
+describe('credential', () => {
+	const credential = new IdempotentClaimApi();
+
+	it('sends the API key as a Bearer token', () => {
+		expect(credential.name).toBe('idempotentClaimApi');
+		expect(credential.displayName).toBe('Idempotent Claim API');
+		expect(credential.authenticate).toEqual({
+			type: 'generic',
+			properties: { headers: { Authorization: '=Bearer {{$credentials.apiKey}}' } },
+		});
+	});
+
+	it('tests against GET /v1/whoami on the base URL', () => {
+		expect(credential.test.request).toEqual({
+			baseURL: '={{$credentials.baseUrl}}',
+			url: '/v1/whoami',
+			method: 'GET',
+		});
+	});
+
+	it('has a base URL with the local default and a password-type API key', () => {
+		const byName = Object.fromEntries(credential.properties.map((p) => [p.name, p]));
+		expect(byName.baseUrl.default).toBe('http://127.0.0.1:8080');
+		expect(byName.apiKey.typeOptions).toEqual({ password: true });
+	});
+
+	it('is the credential the node asks for', () => {
+		expect(nodeType.description.credentials).toEqual([{ name: credential.name, required: true }]);
+	});
+});
+
+describe('package', () => {
+	it('registers built files whose sources export the node and the credential', async () => {
+		expect(pkg.n8n.strict).toBe(true);
+		const registered: string[] = [];
+		for (const built of [...pkg.n8n.nodes, ...pkg.n8n.credentials]) {
+			const source = built.replace(/^dist\//, '').replace(/\.js$/, '');
+			const module = (await import(`../${source}`)) as Record<string, new () => object>;
+			for (const Exported of Object.values(module)) {
+				const instance = new Exported() as { name?: string; description?: { name: string } };
+				registered.push(instance.description?.name ?? instance.name ?? '');
+			}
+		}
+		expect(registered.sort()).toEqual(['idempotentClaim', 'idempotentClaimApi']);
+	});
+
+	it('is a community node package with n8n-workflow as its only peer and no runtime dependency', () => {
+		expect(pkg.keywords).toContain('n8n-community-node-package');
+		expect((pkg as { dependencies?: object }).dependencies ?? {}).toEqual({});
+		expect(pkg.peerDependencies).toEqual({ 'n8n-workflow': '*' });
+	});
+
+	it('has a codex file with resources, named after the node type', () => {
+		expect(codex.node).toBe(`${pkg.name}.${nodeType.description.name}`);
+		expect(codex.resources).toBeTypeOf('object');
+	});
+});
