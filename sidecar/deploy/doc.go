@@ -1,0 +1,12 @@
+// Package deploy holds the files of the container deployment: the example
+// sources file mounted into claimd (sources.example.yaml), the PostgreSQL
+// init script that creates n8n's database (postgres/), and the entrypoint of
+// the n8n image that installs the Idempotent Claim node (n8n-entrypoint.sh).
+// The repository root's docker-compose.yml, sidecar/Dockerfile and
+// n8n-node/Dockerfile use them.
+//
+// The package has no Go API. Its tests load docker-compose.yml with the
+// compose-spec parser (github.com/compose-spec/compose-go/v2), read both
+// Dockerfiles, and run the two shell scripts for real (the init script
+// against the test PostgreSQL server), since no Docker engine is needed.
+package deploy
