@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 )
@@ -596,7 +597,7 @@ func dbError(err error) error {
 		return fmt.Errorf("database: %w", err)
 	}
 	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) {
+	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) || errors.Is(err, puddle.ErrClosedPool) {
 		return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unreachable", Err: err}
 	}
 	return fmt.Errorf("database: %w", err)

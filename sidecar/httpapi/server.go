@@ -15,6 +15,7 @@ import (
 	"github.com/go-playground/validator/v10"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
@@ -87,6 +88,7 @@ func New(cfg Config) *Server {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           120 * time.Second,
 	})
+	s.app.Use(recover.New())
 	s.app.Use(requestid.New())
 	s.app.Use(s.observe)
 
@@ -264,7 +266,11 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	status := errorStatus[e.Code]
 	if e.Code == apperr.Unavailable {
 		c.Set(fiber.HeaderRetryAfter, "1")
-		s.cfg.Logger.Warn().Err(err).Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Msg("dependency unavailable")
+		ev := s.cfg.Logger.Warn().Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("route", c.Route().Path)
+		if e.Err != nil {
+			ev = ev.AnErr("cause", e.Err)
+		}
+		ev.Str("reason", e.Message).Msg("dependency unavailable")
 	}
 	return c.Status(status).JSON(ErrorBody{ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field}})
 }
