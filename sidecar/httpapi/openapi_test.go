@@ -3,8 +3,11 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -13,16 +16,24 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/gofiber/fiber/v2"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
 // loadDoc parses and validates openapi.yaml as served by the package.
@@ -97,6 +108,20 @@ func (c *coverage) record(op string, r reply) {
 	defer c.mu.Unlock()
 	c.seen["op "+op+" "+strconv.Itoa(r.status)] = true
 	c.seen["status "+strconv.Itoa(r.status)] = true
+	var in struct {
+		Received []struct {
+			Status string `json:"status"`
+		} `json:"received"`
+		Ignored *string `json:"ignored"`
+	}
+	if json.Unmarshal(r.body, &in) == nil {
+		for _, x := range in.Received {
+			c.seen["receipt "+x.Status] = true
+		}
+		if in.Ignored != nil {
+			c.seen["ingest ignored"] = true
+		}
+	}
 	var a answer
 	if json.Unmarshal(r.body, &a) != nil {
 		return
@@ -143,7 +168,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupWithInbox(t)
 	registered := map[string]bool{}
 	for _, r := range b.server.App().GetRoutes(true) {
 		if r.Method == fiber.MethodHead {
@@ -174,7 +199,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 // document promises was produced at least once.
 func TestOpenAPIResponsesConform(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupWithInbox(t)
 	claims := func(body map[string]any) answer { return b.claim(t, keyA, body) }
 	post := func(path string, body any) answer {
 		return b.ok(t, call{method: "POST", path: path, key: keyA, body: body})
@@ -273,6 +298,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		body: `{"source":"stripe","event_id":"big","payload":"` + strings.Repeat("x", 70<<10) + `"}`},
 		http.StatusRequestEntityTooLarge, "too_large", "")
 
+	// Ingest: provider deliveries, handshakes, rejections and the inbox.
+	conformIngest(t, b)
+
 	// 500: the delivery log table is gone. 503: the database is closed, so a
 	// database API key cannot be checked, and readiness fails.
 	dbKey, _, err := auth.Create(b.ctx, b.pool, tenantA, "conformance")
@@ -287,6 +315,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		http.StatusServiceUnavailable, "unavailable", "")
 	rr := b.do(t, call{method: "GET", path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, rr.status, "%s", rr)
+	// An authentic delivery that cannot be stored is 503, so the provider retries.
+	b.fails(t, hookDelivery(t, "msg_503", time.Now().Unix(), `{"type":"invoice.paid"}`, hooksSecret),
+		http.StatusServiceUnavailable, "unavailable", "")
 
 	// Everything the document promises was produced.
 	doc := loadDoc(t)
@@ -309,7 +340,290 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 			want(prefix + fmt.Sprint(v))
 		}
 	}
+	for _, v := range doc.Components.Schemas["ReceiptStatus"].Value.Enum {
+		want("receipt " + fmt.Sprint(v))
+	}
 	want("batch item error")
+	want("ingest ignored")
 	slices.Sort(missing)
 	require.Empty(t, slices.Compact(missing), "documented but never produced by this test")
+}
+
+// Secrets of the conformance bundle's ingest sources (test values only).
+var (
+	hooksSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("conformance-hooks-key-0123456789"))
+	otherSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("conformance-other-key-0123456789"))
+)
+
+const (
+	ghSecret    = "conformance-github-secret"
+	graphState  = "conformance-graph-client-state"
+	slackSecret = "conformance-slack-secret"
+	zoomSecret  = "conformance-zoom-secret"
+)
+
+// conformanceSources are the ingest sources of setupWithInbox, one per
+// documented ingest behaviour: hooks (Standard Webhooks, an event type
+// filter and a small body limit), gh (GitHub; bad signatures 403), graph
+// (Microsoft Graph; 202 and the validationToken handshake), slack
+// (url_verification; bad signatures 400) and zoom (url_validation; bad
+// signatures answered silently with 200). Nothing is dispatched: the
+// forward URLs are never contacted.
+var conformanceSources = strings.NewReplacer("TENANT", tenantA, "HOOKS", hooksSecret).Replace(`
+sources:
+  hooks:
+    tenant: TENANT
+    provider: standard-webhooks
+    secrets: ["HOOKS"]
+    allowed_event_types: ["invoice.*"]
+    max_body_bytes: 4096
+    forward: {url: "http://n8n.invalid/webhook/hooks"}
+  gh:
+    tenant: TENANT
+    provider: github
+    secrets: ["${GH_SECRET}"]
+    unauthenticated_status: 403
+    forward: {url: "http://n8n.invalid/webhook/gh"}
+  graph:
+    tenant: TENANT
+    provider: msgraph
+    secrets: ["` + graphState + `"]
+    forward: {url: "http://n8n.invalid/webhook/graph"}
+  slack:
+    tenant: TENANT
+    provider: slack
+    secrets: ["` + slackSecret + `"]
+    unauthenticated_status: 400
+    forward: {url: "http://n8n.invalid/webhook/slack"}
+  zoom:
+    tenant: TENANT
+    provider: zoom
+    secrets: ["` + zoomSecret + `"]
+    unauthenticated_status: 200
+    forward: {url: "http://n8n.invalid/webhook/zoom"}
+`)
+
+// setupWithInbox is setup with the ingest routes: an inbox over
+// conformanceSources (parsed by ingest.Parse, as in production), without
+// dispatch workers.
+func setupWithInbox(t *testing.T) *bundle {
+	t.Helper()
+	const bodyLimit = 64 << 10
+	cfg, err := ingest.Parse([]byte(conformanceSources), func(k string) string {
+		return map[string]string{"GH_SECRET": ghSecret}[k]
+	})
+	require.NoError(t, err)
+	pool := pgtest.NewPool(t)
+	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies}})
+	require.NoError(t, err)
+	m := metrics.New(l.Stats)
+	logs := &lockedBuffer{}
+	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: l, Config: cfg, Logger: zerolog.New(logs), Observer: m})
+	require.NoError(t, err)
+	srv := httpapi.New(httpapi.Config{
+		Ledger: l,
+		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: tenantA, Key: keyA}, {Tenant: tenantB, Key: keyB},
+			{Tenant: "*", Key: keyAdmin, Admin: true}}, 0),
+		Metrics: m,
+		Ready: func(ctx context.Context) error {
+			if err := pool.Ping(ctx); err != nil {
+				return errors.New("database unreachable")
+			}
+			return nil
+		},
+		Logger:    zerolog.New(logs),
+		BodyLimit: bodyLimit,
+		MaxBatch:  8,
+		Inbox:     inbox,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.App().Listener(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.App().Shutdown()
+		_ = ln.Close()
+		<-served
+	})
+	return &bundle{ctx: context.Background(), pool: pool, ledger: l, server: srv, logs: logs, cov: newCoverage(),
+		addr: ln.Addr().String(), bodyLimit: bodyLimit}
+}
+
+// deliveryReply is the JSON answer of POST /ingest/{source}.
+type deliveryReply struct {
+	Received []struct {
+		EventID string `json:"event_id"`
+		ClaimID string `json:"claim_id"`
+		Status  string `json:"status"`
+	} `json:"received"`
+	RejectedItems int     `json:"rejected_items"`
+	Ignored       *string `json:"ignored"`
+}
+
+// inboxReply is an InboxEvent.
+type inboxReply struct {
+	ClaimID           string `json:"claim_id"`
+	Source            string `json:"source"`
+	EventID           string `json:"event_id"`
+	ClaimState        string `json:"claim_state"`
+	DispatchState     string `json:"dispatch_state"`
+	DispatchAttempts  int    `json:"dispatch_attempts"`
+	LastDispatchError string `json:"last_dispatch_error"`
+}
+
+func decodeAs[T any](t *testing.T, r reply) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal(r.body, &v), "%s", r)
+	return v
+}
+
+// hookDelivery is a Standard Webhooks delivery to source hooks, signed with secret.
+func hookDelivery(t *testing.T, id string, ts int64, body, secret string) call {
+	t.Helper()
+	sig, err := verifytest.StandardWebhooks(secret, id, ts, []byte(body))
+	require.NoError(t, err)
+	return call{method: "POST", path: "/ingest/hooks", body: body, header: map[string]string{
+		verify.StandardWebhookIDHeader:        id,
+		verify.StandardWebhookTimestampHeader: strconv.FormatInt(ts, 10),
+		verify.StandardWebhookSignatureHeader: sig,
+	}}
+}
+
+// signedV0 is a Slack- or Zoom-style delivery (v0 HMAC over "v0:ts:body").
+func signedV0(path, sigHeader, tsHeader, secret, body string) call {
+	ts := time.Now().Unix()
+	return call{method: "POST", path: path, body: body, header: map[string]string{
+		sigHeader: verifytest.Slack(secret, ts, []byte(body)),
+		tsHeader:  strconv.FormatInt(ts, 10),
+	}}
+}
+
+// conformIngest drives every documented answer of the ingest routes
+// through b; do validates each against openapi.yaml.
+func conformIngest(t *testing.T, b *bundle) {
+	t.Helper()
+	now := time.Now().Unix()
+	send := func(c call, status int) deliveryReply {
+		t.Helper()
+		r := b.do(t, c)
+		require.Equal(t, status, r.status, "%s %s: %s", c.method, c.path, r)
+		return decodeAs[deliveryReply](t, r)
+	}
+
+	// accepted → duplicate (same payload) → conflict (another payload).
+	paid := `{"type":"invoice.paid","data":{"id":"in_1","amount":100}}`
+	acc := send(hookDelivery(t, "msg_1", now, paid, hooksSecret), http.StatusOK)
+	require.Len(t, acc.Received, 1)
+	require.Equal(t, "accepted", acc.Received[0].Status)
+	require.Equal(t, "msg_1", acc.Received[0].EventID)
+	id := acc.Received[0].ClaimID
+	dup := send(hookDelivery(t, "msg_1", now, `{ "data": {"amount": 100, "id": "in_1"}, "type": "invoice.paid" }`, hooksSecret), http.StatusOK)
+	require.Equal(t, "duplicate", dup.Received[0].Status, "the same JSON payload, keys reordered")
+	require.Equal(t, id, dup.Received[0].ClaimID)
+	con := send(hookDelivery(t, "msg_1", now, `{"type":"invoice.paid","data":{"id":"in_1","amount":999}}`, hooksSecret), http.StatusOK)
+	require.Equal(t, "conflict", con.Received[0].Status)
+	require.Equal(t, id, con.Received[0].ClaimID)
+
+	// Another provider's scheme: GitHub.
+	ghBody := `{"action":"opened","number":1}`
+	ghCall := func(secret string) call {
+		return call{method: "POST", path: "/ingest/gh", body: ghBody, header: map[string]string{
+			verify.GitHubDeliveryHeader:  "0f9a5c1e-0000-4000-8000-000000000001",
+			verify.GitHubEventHeader:     "pull_request",
+			verify.GitHubSignatureHeader: verifytest.GitHub(secret, []byte(ghBody)),
+		}}
+	}
+	require.Equal(t, "accepted", send(ghCall(ghSecret), http.StatusOK).Received[0].Status)
+
+	// Authentic but not allowed: acknowledged, nothing stored.
+	inboxRows := b.count(t, "inbox_events")
+	ign := send(hookDelivery(t, "msg_2", now, `{"type":"customer.created"}`, hooksSecret), http.StatusOK)
+	require.Empty(t, ign.Received)
+	require.NotNil(t, ign.Ignored)
+
+	// Failed verification: 401, or the source's configured status.
+	b.fails(t, hookDelivery(t, "msg_3", now, paid, otherSecret), http.StatusUnauthorized, "unauthorized",
+		verify.StandardWebhookSignatureHeader)
+	b.fails(t, ghCall("not-the-secret"), http.StatusForbidden, "unauthorized", verify.GitHubSignatureHeader)
+	b.fails(t, signedV0("/ingest/slack", verify.SlackSignatureHeader, verify.SlackTimestampHeader, "not-the-secret",
+		`{"type":"url_verification","challenge":"c"}`), http.StatusBadRequest, "unauthorized", verify.SlackSignatureHeader)
+	silent := b.do(t, signedV0("/ingest/zoom", verify.ZoomSignatureHeader, verify.ZoomTimestampHeader, "not-the-secret",
+		`{"event":"meeting.started","event_ts":1}`))
+	require.Equal(t, http.StatusOK, silent.status, "%s", silent)
+	require.Equal(t, "OK", string(silent.body))
+	require.Equal(t, inboxRows, b.count(t, "inbox_events"), "ignored and unauthenticated deliveries store nothing")
+
+	// Unknown source, body over the source's limit.
+	b.fails(t, call{method: "POST", path: "/ingest/nope", body: paid}, http.StatusNotFound, "not_found", "")
+	big := `{"type":"invoice.paid","pad":"` + strings.Repeat("x", 4096) + `"}`
+	b.fails(t, hookDelivery(t, "msg_big", now, big, hooksSecret), http.StatusRequestEntityTooLarge, "too_large", "")
+
+	// Handshakes: Microsoft Graph (text/plain echo), Slack and Zoom (JSON).
+	hs := b.do(t, call{method: "POST", path: "/ingest/graph?validationToken=Validation%3A+token+1"})
+	require.Equal(t, http.StatusOK, hs.status, "%s", hs)
+	require.Equal(t, "Validation: token 1", string(hs.body))
+	require.Equal(t, "nosniff", hs.header.Get("X-Content-Type-Options"))
+	sc := b.do(t, signedV0("/ingest/slack", verify.SlackSignatureHeader, verify.SlackTimestampHeader, slackSecret,
+		`{"token":"t","challenge":"challenge_1","type":"url_verification"}`))
+	require.Equal(t, http.StatusOK, sc.status, "%s", sc)
+	require.JSONEq(t, `{"challenge":"challenge_1"}`, string(sc.body))
+	zv := b.do(t, signedV0("/ingest/zoom", verify.ZoomSignatureHeader, verify.ZoomTimestampHeader, zoomSecret,
+		`{"event":"endpoint.url_validation","payload":{"plainToken":"plain_1"},"event_ts":1700000000000}`))
+	require.Equal(t, http.StatusOK, zv.status, "%s", zv)
+	require.JSONEq(t, `{"plainToken":"plain_1","encryptedToken":"`+verifytest.HexHMACSHA256(zoomSecret, []byte("plain_1"))+`"}`,
+		string(zv.body))
+
+	// Microsoft Graph notifications: 202, one item rejected on its clientState.
+	graph := send(call{method: "POST", path: "/ingest/graph", body: map[string]any{"value": []any{
+		map[string]any{"subscriptionId": "sub_1", "id": "n_1", "clientState": graphState, "changeType": "created",
+			"resource": "users/u_1", "tenantId": "t_1", "resourceData": map[string]any{"id": "u_1"}},
+		map[string]any{"subscriptionId": "sub_1", "id": "n_2", "clientState": "forged", "changeType": "created",
+			"resource": "users/u_2", "tenantId": "t_1"},
+	}}}, http.StatusAccepted)
+	require.Len(t, graph.Received, 1)
+	require.Equal(t, "accepted", graph.Received[0].Status)
+	require.Equal(t, 1, graph.RejectedItems)
+
+	// The inbox: get, tenant isolation, replay only when dead-lettered.
+	inbox := "/v1/inbox/" + id
+	ev := decodeAs[inboxReply](t, b.do(t, call{method: "GET", path: inbox, key: keyA}))
+	require.Equal(t, inboxReply{ClaimID: id, Source: "hooks", EventID: "msg_1", ClaimState: "received", DispatchState: "pending"}, ev)
+	b.fails(t, call{method: "GET", path: inbox, key: keyB}, http.StatusNotFound, "not_found", "")
+	b.fails(t, call{method: "GET", path: "/v1/inbox/not-a-uuid", key: keyA}, http.StatusNotFound, "not_found", "")
+	b.fails(t, call{method: "POST", path: inbox + "/replay", key: keyB}, http.StatusNotFound, "not_found", "")
+	b.fails(t, call{method: "POST", path: inbox + "/replay", key: keyA}, http.StatusConflict, "invalid_state", "")
+
+	// A dead letter as the dispatcher leaves it after its attempt cap.
+	_, err := b.pool.Exec(b.ctx, `UPDATE inbox_events SET dispatch_state = 'dead_lettered', dispatch_attempts = 10,
+		last_dispatch_status = 503, last_dispatch_error = 'target answered HTTP 503 (attempt cap 10 reached)'
+		WHERE claim_id = $1`, id)
+	require.NoError(t, err)
+	dead := decodeAs[inboxReply](t, b.do(t, call{method: "GET", path: inbox, key: keyA}))
+	require.Equal(t, "dead_lettered", dead.DispatchState)
+	require.Equal(t, 10, dead.DispatchAttempts)
+	jobs := func() int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM river_job WHERE args->>'claim_id' = $1`, id).Scan(&n))
+		return n
+	}
+	before := jobs()
+	rep := b.do(t, call{method: "POST", path: inbox + "/replay", key: keyA})
+	require.Equal(t, http.StatusOK, rep.status, "%s", rep)
+	replayed := decodeAs[inboxReply](t, rep)
+	require.Equal(t, inboxReply{ClaimID: id, Source: "hooks", EventID: "msg_1", ClaimState: "received", DispatchState: "pending"}, replayed)
+	require.Equal(t, before+1, jobs(), "the replay queues one new dispatch job")
+	b.fails(t, call{method: "POST", path: inbox + "/replay", key: keyA}, http.StatusConflict, "invalid_state", "")
+
+	// The claim record of the inbox event, with the ingest entries of its delivery log.
+	rec := b.ok(t, call{method: "GET", path: "/v1/claims/" + id, key: keyA})
+	require.Equal(t, "received", rec.State)
+	var log []string
+	for _, d := range rec.Deliveries {
+		log = append(log, d.Outcome)
+	}
+	require.Equal(t, []string{"received", "ingest_duplicate", "ingest_conflict", "dispatch_replayed"}, log)
 }
