@@ -47,7 +47,7 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	}
 	headers := ingest.ForwardableHeaders(func(f func(name, value string)) {
 		c.Request().Header.VisitAll(func(k, v []byte) { f(string(k), string(v)) })
-	})
+	}, src.CredentialHeaders...)
 	ctx, cancel := s.ctx(c)
 	defer cancel()
 	kept := append([]byte(nil), body...) // fasthttp reuses the buffer after the handler

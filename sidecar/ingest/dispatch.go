@@ -3,6 +3,8 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -88,9 +92,10 @@ func New(o Options) (*Inbox, error) {
 		Workers:     workers,
 		RetryPolicy: &retryPolicy{in: in},
 		Logger:      slog.New(slog.DiscardHandler),
-		// A dispatch is bounded by its source's timeout (Timeout below); a
-		// job still running well after that belongs to a crashed process.
-		RescueStuckJobsAfter: 5 * time.Minute,
+		// A dispatch is bounded by its source's timeout (Timeout below, at
+		// most MaxForwardTimeout); a job still running well after that
+		// belongs to a crashed process.
+		RescueStuckJobsAfter: RescueStuckAfter,
 		FetchPollInterval:    o.PollInterval,
 	}
 	if rc.FetchPollInterval == 0 {
@@ -146,9 +151,33 @@ func (in *Inbox) Reload(cfg Config) error {
 	return nil
 }
 
-// queueName is the River queue of a source's dispatch jobs.
+// riverQueueName is what River accepts as a queue name (besides at most 64
+// characters): letters and digits separated by single '_' or '-'.
+var riverQueueName = regexp.MustCompile(`^[a-z0-9]+(?:[_-][a-z0-9]+)*$`)
+
+// queueName is the River queue of a source's dispatch jobs:
+// "dispatch_<source>" with dots as underscores, or, for a source name that
+// would not make a valid River queue name (too long, or with doubled or
+// trailing separators), "dispatch_h" and 24 hex digits of the name's
+// SHA-256. Parse refuses sources whose queue names coincide.
 func queueName(source string) string {
-	return "dispatch_" + strings.NewReplacer(".", "_").Replace(source)
+	q := "dispatch_" + strings.ReplaceAll(source, ".", "_")
+	if len(q) <= 64 && riverQueueName.MatchString(q) {
+		return q
+	}
+	sum := sha256.Sum256([]byte(source))
+	return "dispatch_h" + hex.EncodeToString(sum[:12])
+}
+
+// transportError describes a failed POST without the target URL: the URL
+// may carry a token (an n8n webhook path, ?token=…), and the description is
+// logged and stored as last_dispatch_error.
+func transportError(err error) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return err.Error()
 }
 
 // backoff is full jitter: uniform in [0, min(cap, base·2^(attempt-1))].
@@ -242,7 +271,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 	reason := fmt.Sprintf("target answered HTTP %d", status)
 	if derr != nil {
-		reason = "target unreachable: " + derr.Error()
+		reason = "target unreachable: " + transportError(derr)
 	}
 	if attempt >= src.Forward.MaxAttempts {
 		return in.deadLetter(ctx, job.Args, st, status, reason+fmt.Sprintf(" (attempt cap %d reached)", src.Forward.MaxAttempts))
@@ -284,6 +313,11 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 	}
 	for k, v := range st.headers {
 		req.Header.Set(k, v)
+	}
+	// The idempotency headers are the dispatcher's own: a provider header
+	// of the same name (the event type is optional) never passes through.
+	for _, h := range []string{HeaderIdempotencyKey, HeaderInboxID, HeaderSource, HeaderEventID, HeaderEventType, HeaderAttempt} {
+		req.Header.Del(h)
 	}
 	if st.contentType != "" {
 		req.Header.Set("Content-Type", st.contentType)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -111,9 +112,9 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
 		receipts = receipts[:0]
 		for _, ev := range events {
-			payload := body
+			payload, ct := body, contentType
 			if ev.Payload != nil {
-				payload = ev.Payload
+				payload, ct = ev.Payload, itemContentType(contentType)
 			}
 			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: ev.ID},
 				EventType: ev.Type, PayloadHash: payloadHash(payload)}
@@ -129,7 +130,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 			case rc.Inserted:
 				rcpt.Status = Accepted
 				if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
-					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, src.Tenant, src.Name, payload, contentType, hdrJSON); err != nil {
+					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, src.Tenant, src.Name, payload, ct, hdrJSON); err != nil {
 					return err
 				}
 				if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: rc.ID, Source: src.Name},
@@ -159,6 +160,18 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 	return receipts, nil
 }
 
+// itemContentType is the content type of one item of a batch body: a
+// CloudEvents batch (application/cloudevents-batch+json) holds structured
+// events (application/cloudevents+json, same parameters); the items of
+// other batches (Microsoft Graph's value array) keep the body's type.
+func itemContentType(contentType string) string {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != verify.CloudEventsBatchMediaType {
+		return contentType
+	}
+	return mime.FormatMediaType(verify.CloudEventsJSONMediaType, params)
+}
+
 // payloadHash is the RFC 8785 canonical-JSON SHA-256 of a JSON payload, or
 // the SHA-256 of the raw bytes for other content (form bodies).
 func payloadHash(b []byte) string {
@@ -171,10 +184,18 @@ func payloadHash(b []byte) string {
 
 // ForwardableHeaders picks the request headers worth passing on to n8n:
 // every header except credentials, signatures and hop-by-hop headers.
-func ForwardableHeaders(visit func(func(name, value string))) map[string]string {
+// credential names further headers to drop (case-insensitive), normally the
+// source's CredentialHeaders: a generic scheme's signature or token header
+// can be named anything.
+func ForwardableHeaders(visit func(func(name, value string)), credential ...string) map[string]string {
 	out := map[string]string{}
 	visit(func(name, value string) {
 		n := strings.ToLower(name)
+		for _, c := range credential {
+			if strings.EqualFold(n, c) {
+				return
+			}
+		}
 		for _, bad := range []string{"signature", "hmac", "authorization", "cookie", "token", "secret", "x-hub-"} {
 			if strings.Contains(n, bad) {
 				return

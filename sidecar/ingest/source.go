@@ -41,7 +41,7 @@ import (
 //	    forward:
 //	      url: http://n8n:5678/webhook/stripe
 //	      headers: {Authorization: "Bearer ${N8N_HOOK_TOKEN}"}
-//	      timeout_seconds: 30
+//	      timeout_seconds: 30         # per attempt; at most 240
 //	      concurrency: 4
 //	      max_attempts: 10
 //	      backoff_base_seconds: 5
@@ -96,6 +96,12 @@ const (
 	DefaultDispatchCap    = 10 * time.Minute
 	// MaxBodyBytesLimit is the largest per-source body limit accepted (GitHub caps payloads at 25 MB).
 	MaxBodyBytesLimit = 32 << 20
+	// MaxForwardTimeout is the longest forward.timeout_seconds accepted: a
+	// dispatch still running after RescueStuckAfter is taken for one of a
+	// crashed process and run again, so an attempt must end well before.
+	MaxForwardTimeout = RescueStuckAfter - time.Minute
+	// RescueStuckAfter is when a running dispatch job is presumed lost.
+	RescueStuckAfter = 5 * time.Minute
 )
 
 // Source is a validated, ready source.
@@ -108,7 +114,11 @@ type Source struct {
 	MaxBodyBytes int
 	// UnauthenticatedStatus answers deliveries that fail verification.
 	UnauthenticatedStatus int
-	Forward               Forward
+	// CredentialHeaders are the lower-case names of the headers that carry
+	// this source's signature or shared token (a configured generic header
+	// such as X-Api-Key included). They are never stored or forwarded.
+	CredentialHeaders []string
+	Forward           Forward
 }
 
 // Forward is a source's dispatch target.
@@ -154,6 +164,7 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	queues := map[string]string{}
 	for _, name := range names {
 		spec := f.Sources[name]
 		cfg.Policies[name] = spec.policy()
@@ -164,6 +175,11 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("source %q: %w", name, err)
 		}
+		q := queueName(name)
+		if other, dup := queues[q]; dup {
+			return Config{}, fmt.Errorf("source %q: its dispatch queue %q is also that of source %q (names differing only in '.' and '_'); rename one", name, q, other)
+		}
+		queues[q] = name
 		cfg.Sources[name] = src
 	}
 	return cfg, nil
@@ -209,7 +225,8 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		return nil, err
 	}
 	src := &Source{Name: name, Tenant: s.Tenant, Provider: t, Verifier: v,
-		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus}
+		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
+		CredentialHeaders: credentialHeaders(vcfg)}
 	if src.MaxBodyBytes == 0 {
 		src.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -258,6 +275,9 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	switch {
 	case fw.Timeout < time.Second:
 		return nil, errors.New("forward.timeout_seconds must be at least 1")
+	case fw.Timeout > MaxForwardTimeout:
+		return nil, fmt.Errorf("forward.timeout_seconds must be at most %d: a dispatch running longer is presumed lost and run again",
+			int(MaxForwardTimeout/time.Second))
 	case fw.Concurrency < 1 || fw.Concurrency > 1000:
 		return nil, errors.New("forward.concurrency must be between 1 and 1000")
 	case fw.MaxAttempts < 1 || fw.MaxAttempts > 1000:
@@ -266,6 +286,50 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		return nil, errors.New("forward.backoff_cap_seconds cannot be shorter than forward.backoff_base_seconds")
 	}
 	return src, nil
+}
+
+// credentialHeaders names the headers of cfg's scheme that carry a
+// signature or a shared token, lower-case. The fixed names of the provider
+// schemes are listed too, although ForwardableHeaders' generic filter
+// already catches them; the configurable ones (hmac, token, cloudevents)
+// can be named anything.
+func credentialHeaders(cfg verify.Config) []string {
+	var hs []string
+	switch c := cfg.(type) {
+	case *verify.StripeConfig:
+		hs = []string{verify.StripeSignatureHeader}
+	case *verify.GitHubConfig:
+		hs = []string{verify.GitHubSignatureHeader, verify.GitHubLegacySignatureHeader}
+	case *verify.StandardWebhooksConfig:
+		hs = []string{verify.StandardWebhookSignatureHeader, verify.SvixSignatureHeader}
+	case *verify.ShopifyConfig:
+		hs = []string{verify.ShopifyHMACHeader}
+	case *verify.SlackConfig:
+		hs = []string{verify.SlackSignatureHeader}
+	case *verify.ZoomConfig:
+		hs = []string{verify.ZoomSignatureHeader}
+	case *verify.PaddleConfig:
+		hs = []string{verify.PaddleSignatureHeader}
+	case *verify.TwilioConfig:
+		hs = []string{verify.TwilioSignatureHeader}
+	case *verify.HMACConfig:
+		hs = []string{c.Signature.Header}
+	case *verify.TokenConfig:
+		hs = []string{c.WithDefaults().Header}
+	case *verify.CloudEventsConfig:
+		if d := c.WithDefaults(); d.Auth == verify.CloudEventsAuthHMAC {
+			hs = []string{d.Signature.Header}
+		} else {
+			hs = []string{"Authorization"}
+		}
+	}
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		if h != "" {
+			out = append(out, strings.ToLower(h))
+		}
+	}
+	return out
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

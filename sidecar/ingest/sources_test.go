@@ -1,0 +1,247 @@
+package ingest_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+)
+
+// envOf returns a getenv over m.
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+const fwd = `forward: {url: "http://n8n.internal:5678/webhook/x"}`
+
+func TestSourcesFileExpandsEnvironment(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  stripe:
+    tenant: acme
+    provider: stripe
+    secrets: ["${STRIPE_OLD}", "prefix-${STRIPE_NEW}-suffix"]
+    forward:
+      url: "${N8N_URL}/webhook/stripe"
+      headers: {Authorization: "Bearer ${N8N_TOKEN}"}
+`), envOf(map[string]string{
+		"STRIPE_OLD": "whsec_old", "STRIPE_NEW": "new", "N8N_URL": "http://n8n:5678", "N8N_TOKEN": "tok-1",
+	}))
+	require.NoError(t, err)
+	src := cfg.Sources["stripe"]
+	require.NotNil(t, src)
+	require.Equal(t, "http://n8n:5678/webhook/stripe", src.Forward.URL)
+	require.Equal(t, map[string]string{"Authorization": "Bearer tok-1"}, src.Forward.Headers)
+	require.Equal(t, verify.TypeStripe, src.Provider)
+	require.Equal(t, "acme", src.Tenant)
+}
+
+func TestSourcesFileMissingEnvNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, field string }{
+		{`secrets: ["${GH_SECRET}"], ` + fwd, "secrets[0]"},
+		{`secrets: ["s"], forward: {url: "${HOOK_URL}"}`, "forward.url"},
+		{`secrets: ["s"], forward: {url: "http://n8n/x", headers: {Authorization: "Bearer ${HOOK_TOKEN}"}}`, "forward.headers.Authorization"},
+	} {
+		_, err := ingest.Parse([]byte("sources:\n  gh: {tenant: acme, provider: github, "+tc.yaml+"}\n"),
+			envOf(map[string]string{"UNRELATED": "x"}))
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), `source "gh"`)
+		require.Contains(t, err.Error(), tc.field)
+		require.Regexp(t, `environment variable (GH_SECRET|HOOK_URL|HOOK_TOKEN) is not set`, err.Error())
+	}
+	// An empty variable counts as missing: an empty secret must never load.
+	_, err := ingest.Parse([]byte("sources:\n  gh: {tenant: acme, provider: github, secrets: [\"${EMPTY}\"], "+fwd+"}\n"),
+		envOf(map[string]string{"EMPTY": ""}))
+	require.ErrorContains(t, err, "environment variable EMPTY is not set")
+}
+
+func TestSourcesFileRejectsUnknownFields(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], secret: s, " + fwd + "}\n", "secret"},
+		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], forward: {url: \"http://n8n/x\", retries: 3}}\n", "retries"},
+		{"source:\n  gh: {tenant: acme}\n", "source"},
+		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], options: {client_state: x}, " + fwd + "}\n", "ClientState"},
+		{"sources:\n  gh: {tenant: acme, provider: msgraph, secrets: [s], tolerance_seconds: 60, " + fwd + "}\n", "tolerance does not apply to provider msgraph"},
+	} {
+		_, err := ingest.Parse([]byte(tc.yaml), envOf(nil))
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), tc.want, tc.yaml)
+	}
+}
+
+func TestSourcesFileBadProviderNamesTheSource(t *testing.T) {
+	t.Parallel()
+	_, err := ingest.Parse([]byte(`
+sources:
+  good: {tenant: acme, provider: github, secrets: [s], `+fwd+`}
+  orders: {tenant: acme, provider: stripey, secrets: [s], `+fwd+`}
+`), envOf(nil))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `source "orders"`)
+	require.Contains(t, err.Error(), `"stripey"`)
+	require.ErrorIs(t, err, verify.ErrUnknownType)
+
+	for _, tc := range []struct{ spec, want string }{
+		{`{provider: github, secrets: [s], ` + fwd + `}`, "tenant is required"},
+		{`{tenant: acme, provider: github, ` + fwd + `}`, "at least one secret"},
+		{`{tenant: acme, provider: github, secrets: [s]}`, "forward.url must be an absolute http(s) URL"},
+		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "ftp://x/y"}}`, "forward.url"},
+		{`{tenant: acme, provider: github, secrets: [s], max_body_bytes: 99999999999, ` + fwd + `}`, "max_body_bytes"},
+		{`{tenant: acme, provider: github, secrets: [s], unauthenticated_status: 302, ` + fwd + `}`, "unauthenticated_status"},
+		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "http://n8n/x", backoff_base_seconds: 10, backoff_cap_seconds: 5}}`, "backoff_cap_seconds"},
+		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "http://n8n/x", timeout_seconds: 600}}`, "timeout_seconds must be at most 240"},
+		{`{tenant: acme, provider: hmac, secrets: [s], options: {signature: {algorithm: md5}}, ` + fwd + `}`, "Signature.Header"},
+	} {
+		_, err := ingest.Parse([]byte("sources:\n  bad: "+tc.spec+"\n"), envOf(nil))
+		require.Error(t, err, tc.spec)
+		require.Contains(t, err.Error(), `source "bad"`, tc.spec)
+		require.Contains(t, err.Error(), tc.want, tc.spec)
+	}
+	_, err = ingest.Parse([]byte("sources:\n  Bad_Name: {tenant: acme, provider: github, secrets: [s], "+fwd+"}\n"), envOf(nil))
+	require.ErrorContains(t, err, `source "Bad_Name": name must match`)
+}
+
+func TestSourcesFileDefaultsAndPolicies(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  gh: {tenant: acme, provider: github, secrets: [s], lease_policy: review, max_attempts: 7, retention_days: 90, `+fwd+`}
+  claims-only: {lease_seconds: 60}
+`), envOf(nil))
+	require.NoError(t, err)
+	require.Len(t, cfg.Sources, 1, "a source without provider is claim-only")
+	src := cfg.Sources["gh"]
+	require.Equal(t, ingest.DefaultMaxBodyBytes, src.MaxBodyBytes)
+	require.Equal(t, 401, src.UnauthenticatedStatus)
+	require.Equal(t, ingest.Forward{URL: "http://n8n.internal:5678/webhook/x", Headers: map[string]string{},
+		Timeout: ingest.DefaultForwardTimeout, Concurrency: ingest.DefaultConcurrency, MaxAttempts: ingest.DefaultDispatchMax,
+		BackoffBase: ingest.DefaultDispatchBase, BackoffCap: ingest.DefaultDispatchCap}, src.Forward)
+	require.Equal(t, claim.LeasePolicy("review"), cfg.Policies["gh"].LeasePolicy)
+	require.Equal(t, 7, cfg.Policies["gh"].MaxAttempts)
+	require.Equal(t, 90*24*time.Hour, cfg.Policies["gh"].Retention)
+	require.Equal(t, time.Minute, cfg.Policies["claims-only"].DefaultLease)
+
+	// JSON is YAML too; ReadFile reads a file.
+	path := filepath.Join(t.TempDir(), "sources.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"sources": {"gh": {"tenant": "acme", "provider": "github", "secrets": ["${S}"], "forward": {"url": "http://n8n/x", "max_attempts": 3}}}}`), 0o600))
+	cfg, err = ingest.ReadFile(path, envOf(map[string]string{"S": "secret"}))
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.Sources["gh"].Forward.MaxAttempts)
+	_, err = ingest.ReadFile(filepath.Join(t.TempDir(), "missing.yaml"), envOf(nil))
+	require.ErrorContains(t, err, "sources file")
+}
+
+// TestSourceCredentialHeaders: the headers that carry a source's signature
+// or token, whatever a generic scheme calls them, are known to the source
+// and dropped from what is stored and forwarded.
+func TestSourceCredentialHeaders(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  tok: {tenant: acme, provider: token, secrets: [s], options: {header: X-Api-Key, key: {id_header: X-Id}}, `+fwd+`}
+  tok-default: {tenant: acme, provider: token, secrets: [s], options: {key: {id_header: X-Id}}, `+fwd+`}
+  mac: {tenant: acme, provider: hmac, secrets: [s], options: {signature: {header: X-Payload-Digest}, key: {id_header: X-Id}}, `+fwd+`}
+  ce: {tenant: acme, provider: cloudevents, secrets: [s], options: {auth: hmac, signature: {header: X-CE-Sig}}, `+fwd+`}
+  ce-bearer: {tenant: acme, provider: cloudevents, secrets: [s], `+fwd+`}
+  stripe: {tenant: acme, provider: stripe, secrets: [s], `+fwd+`}
+`), envOf(nil))
+	require.NoError(t, err)
+	want := map[string][]string{
+		"tok": {"x-api-key"}, "tok-default": {"authorization"}, "mac": {"x-payload-digest"},
+		"ce": {"x-ce-sig"}, "ce-bearer": {"authorization"}, "stripe": {"stripe-signature"},
+	}
+	for name, hs := range want {
+		require.Equal(t, hs, cfg.Sources[name].CredentialHeaders, name)
+	}
+	in := map[string]string{
+		"X-Api-Key": "secret", "X-Payload-Digest": "sig", "X-Hub-Signature-256": "sig", "Authorization": "Bearer x",
+		"Cookie": "c", "Content-Length": "3", "X-Id": "42", "Content-Type": "application/json", "User-Agent": "ua",
+	}
+	visit := func(f func(name, value string)) {
+		for k, v := range in {
+			f(k, v)
+		}
+	}
+	require.Equal(t, map[string]string{"x-id": "42", "content-type": "application/json", "user-agent": "ua", "x-payload-digest": "sig"},
+		ingest.ForwardableHeaders(visit, cfg.Sources["tok"].CredentialHeaders...), "the token source's header is dropped")
+	require.Equal(t, map[string]string{"x-id": "42", "content-type": "application/json", "user-agent": "ua", "x-api-key": "secret"},
+		ingest.ForwardableHeaders(visit, cfg.Sources["mac"].CredentialHeaders...), "the hmac source's header is dropped")
+	require.Equal(t, map[string]string{"x-id": "42", "content-type": "application/json", "user-agent": "ua", "x-api-key": "secret", "x-payload-digest": "sig"},
+		ingest.ForwardableHeaders(visit), "without them only the generic filter applies")
+}
+
+// TestSourceNamesMakeValidDispatchQueues: every name Parse accepts gets a
+// dispatch queue River accepts (names with doubled or trailing separators,
+// or too long for River's 64-character queue names, used to make New or
+// every enqueue fail), and two names that would share a queue are refused.
+func TestSourceNamesMakeValidDispatchQueues(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 100)
+	names := []string{"stripe", "github.orders", "a--b", "trailing-", "x._y", long}
+	var b strings.Builder
+	b.WriteString("sources:\n")
+	for _, n := range names {
+		b.WriteString("  " + n + `: {tenant: acme, provider: token, secrets: [tok], options: {key: {id_header: X-Id}}, forward: {url: "${TARGET}"}}` + "\n")
+	}
+	var posts atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { posts.Add(1) }))
+	t.Cleanup(target.Close)
+	cfg, err := ingest.Parse([]byte(b.String()), envOf(map[string]string{"TARGET": target.URL}))
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 6 })
+	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
+	require.NoError(t, err)
+	in, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: zerolog.Nop(),
+		Dispatch: true, PollInterval: 100 * time.Millisecond})
+	require.NoError(t, err, "every source's queue is valid")
+	require.NoError(t, in.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, in.Stop(sctx))
+	})
+	var ids []string
+	for _, n := range names {
+		rs, err := in.Receive(ctx, cfg.Sources[n], []verify.Event{{ID: "e1"}}, []byte(`{"n":1}`), "application/json", nil)
+		require.NoError(t, err, n)
+		require.Equal(t, ingest.Accepted, rs[0].Status, n)
+		ids = append(ids, rs[0].ClaimID)
+	}
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var pending int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM inbox_events WHERE dispatch_state <> 'dispatched'`).Scan(&pending))
+		if pending == 0 {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "%d events not dispatched", pending)
+		<-tick.C
+	}
+	require.EqualValues(t, len(names), posts.Load())
+
+	_, err = ingest.Parse([]byte(`
+sources:
+  a.b: {tenant: acme, provider: github, secrets: [s], `+fwd+`}
+  a_b: {tenant: acme, provider: github, secrets: [s], `+fwd+`}
+`), envOf(nil))
+	require.ErrorContains(t, err, "dispatch queue")
+}
