@@ -182,5 +182,21 @@ func (v *msgraphVerifier) item(i int, raw json.RawMessage) (Event, error) {
 	if obj == "" {
 		obj = n.Resource
 	}
-	return Event{ID: id, Type: typ, Scope: n.TenantID, ObjectID: obj, Payload: []byte(raw)}, nil
+	return Event{ID: id, Type: typ, Scope: n.TenantID, ObjectID: obj, Payload: withoutClientState(raw)}, nil
+}
+
+// withoutClientState returns the notification JSON without its clientState:
+// the value is the subscription's shared secret, proven above, and must not
+// be stored or forwarded with the event.
+func withoutClientState(raw []byte) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return []byte(raw)
+	}
+	delete(m, "clientState")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return []byte(raw)
+	}
+	return out
 }

@@ -480,7 +480,9 @@ func TestMSGraph(t *testing.T) {
 	require.Equal(t, JoinKey("s1", "reauthorizationRequired", "2026-01-01T00:00:00Z"), res.Events[1].ID)
 	require.Equal(t, "reauthorizationRequired", res.Events[1].Type)
 	require.Equal(t, "t1", res.Events[1].Scope)
-	require.JSONEq(t, `{"subscriptionId":"s1","clientState":"SecretClientState","lifecycleEvent":"reauthorizationRequired","subscriptionExpirationDateTime":"2026-01-01T00:00:00Z","tenantId":"t1"}`, string(res.Events[1].Payload))
+	// The payload keeps the notification but never the clientState secret.
+	require.JSONEq(t, `{"subscriptionId":"s1","lifecycleEvent":"reauthorizationRequired","subscriptionExpirationDateTime":"2026-01-01T00:00:00Z","tenantId":"t1"}`, string(res.Events[1].Payload))
+	require.NotContains(t, string(res.Events[0].Payload), "SecretClientState")
 
 	want := []struct {
 		index int

@@ -47,7 +47,9 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		cmd, args = "help", args[1:]
+	} else if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -234,15 +236,6 @@ func newLogger(cfg config.Config, w io.Writer) zerolog.Logger {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("service", "claimd").Logger()
-}
-
-func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	pc.ConnConfig.RuntimeParams["application_name"] = "claimd"
-	return pgxpool.NewWithConfig(ctx, pc)
 }
 
 // Main is the running sidecar: used by main() and by end-to-end tests.

@@ -1,0 +1,323 @@
+// Command claimbench measures the claim path of the sidecar against the raw
+// database statement, and prints figures only (no pass/fail).
+//
+//	go run ./sidecar/cmd/claimbench [flags]     (make bench)
+//
+// It connects to the PostgreSQL server of DATABASE_URL (or
+// TEST_DATABASE_URL), creates a fresh database there (dropped at the end),
+// builds and starts the claimd binary on it, and then, at each concurrency
+// (default 1, 16 and 64), runs for a fixed duration per cell:
+//
+//   - fresh: POST /v1/claims with a new key every time (outcome won);
+//   - duplicate: POST /v1/claims of keys already completed (duplicate);
+//   - batch: POST /v1/claims/batch with -batch new keys per request;
+//
+// over HTTP/1.1 with keep-alive, one connection per client, next to a
+// pgbench run (-M prepared, same client count) of the very statement and
+// parameters the ledger sends for that claim. The statement is captured
+// from the ledger itself (a pgx query tracer around one claim), so the
+// pgbench script cannot drift from the code. The batch pgbench script
+// sends BEGIN, -batch claims and COMMIT in one pipeline, as the ledger does.
+//
+// Throughput is claims per second (items per second for batches); latency
+// is per request (per pgbench transaction), p50 and p99. ratio is the
+// sidecar's throughput divided by pgbench's.
+//
+// The sidecar runs with default settings plus any CLAIMD_* variables of
+// the environment (their names are printed). Its pool size comes from the
+// URL as in production (e.g. DATABASE_URL=…?pool_max_conns=32); pgx-only
+// parameters are removed from the URL pgbench gets. pgbench needs
+// max_connections room for the largest concurrency.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// settings are the command-line flags.
+type settings struct {
+	duration    time.Duration
+	concurrency []int
+	batch       int
+	dupKeys     int
+	claimd      string
+	keepDB      bool
+	showScript  bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "claimbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (settings, error) {
+	fs := flag.NewFlagSet("claimbench", flag.ContinueOnError)
+	var s settings
+	var conc string
+	fs.DurationVar(&s.duration, "duration", 5*time.Second, "measured time of each cell (sidecar and pgbench alike)")
+	fs.StringVar(&conc, "concurrency", "1,16,64", "comma-separated client counts")
+	fs.IntVar(&s.batch, "batch", 50, "claims per batch request")
+	fs.IntVar(&s.dupKeys, "dup-keys", 2000, "completed keys the duplicate workload picks from at random")
+	fs.StringVar(&s.claimd, "claimd", "", "prebuilt claimd binary (default: go build ./sidecar/cmd/claimd)")
+	fs.BoolVar(&s.keepDB, "keep-db", false, "keep the benchmark database instead of dropping it")
+	fs.BoolVar(&s.showScript, "show-script", false, "print the generated pgbench script of a single claim")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	for _, f := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return s, fmt.Errorf("-concurrency: %q is not a positive integer", f)
+		}
+		s.concurrency = append(s.concurrency, n)
+	}
+	if s.duration < time.Second {
+		return s, errors.New("-duration must be at least 1s (pgbench -T counts whole seconds)")
+	}
+	if s.batch < 1 || s.dupKeys < 1 {
+		return s, errors.New("-batch and -dup-keys must be positive")
+	}
+	return s, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	s, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	serverURL := os.Getenv("DATABASE_URL")
+	if serverURL == "" {
+		serverURL = os.Getenv("TEST_DATABASE_URL")
+	}
+	if serverURL == "" {
+		return errors.New("set DATABASE_URL or TEST_DATABASE_URL (a postgres:// URL; the benchmark creates and drops its own database on that server)")
+	}
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		return errors.New("pgbench not found on PATH (it ships with the PostgreSQL client tools, e.g. the postgresql-client package)")
+	}
+
+	db, err := createDatabase(ctx, serverURL)
+	if err != nil {
+		return err
+	}
+	if s.keepDB {
+		fmt.Fprintf(os.Stderr, "claimbench: keeping database %s\n", db.name)
+	} else {
+		defer db.drop()
+	}
+
+	tmp, err := os.MkdirTemp("", "claimbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	env, err := describeEnvironment(ctx, db.url)
+	if err != nil {
+		return err
+	}
+	stmt, err := captureClaimStatement(ctx, db.url)
+	if err != nil {
+		return fmt.Errorf("capture the ledger's claim statement: %w", err)
+	}
+
+	sc, err := startClaimd(ctx, s.claimd, tmp, db.url)
+	if err != nil {
+		return err
+	}
+	defer sc.stop()
+
+	env.print(os.Stdout, s)
+	script, defs, err := stmt.pgbenchScript(1, freshKeyMax)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "statement:   the ledger's claim statement, captured from one claim (%d parameters);\n"+
+		"             pgbench: key :k random, -D %s,\n"+
+		"             NULL and '' arguments as literals (pgbench variables cannot be NULL or empty)\n",
+		len(stmt.args), strings.Join(defs, " -D "))
+	if s.showScript {
+		fmt.Fprintf(os.Stdout, "\n%s\n", script)
+	}
+	fmt.Fprintf(os.Stdout, "load avg:    %s (before)\n", loadAvg())
+	b := &bench{s: s, sidecar: sc, stmt: stmt, dir: tmp, dbURL: libpqURL(db.url)}
+	if err := b.run(ctx, os.Stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "load avg:    %s (after; other work on the machine skews every figure)\n", loadAvg())
+	return nil
+}
+
+// database is the fresh benchmark database.
+type database struct {
+	name, url, serverURL string
+}
+
+func createDatabase(ctx context.Context, serverURL string) (*database, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, errors.New("DATABASE_URL must be a postgres:// URL")
+	}
+	conn, err := pgx.Connect(ctx, libpqURL(serverURL))
+	if err != nil {
+		return nil, fmt.Errorf("connect to the database server: %w", err)
+	}
+	defer conn.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "claimbench_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return nil, fmt.Errorf("create the benchmark database (the role needs CREATEDB): %w", err)
+	}
+	u.Path = "/" + name
+	return &database{name: name, url: u.String(), serverURL: serverURL}, nil
+}
+
+// drop removes the database and its connections; it runs after ctx ended
+// too (Ctrl-C), so it has its own context.
+func (d *database) drop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, libpqURL(d.serverURL))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "claimbench: drop %s: %v\n", d.name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+d.name+" WITH (FORCE)"); err != nil {
+		fmt.Fprintf(os.Stderr, "claimbench: drop %s: %v\n", d.name, err)
+	}
+}
+
+// pgxOnlyParams are connection-string parameters that pgx understands and
+// libpq (pgbench) rejects.
+var pgxOnlyParams = []string{"pool_max_conns", "pool_min_conns", "pool_min_idle_conns", "pool_max_conn_lifetime",
+	"pool_max_conn_lifetime_jitter", "pool_max_conn_idle_time", "pool_health_check_period",
+	"statement_cache_capacity", "description_cache_capacity", "default_query_exec_mode"}
+
+// libpqURL returns dbURL without pgx-only parameters.
+func libpqURL(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	q := u.Query()
+	for _, p := range pgxOnlyParams {
+		q.Del(p)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// environment describes the machine and the server.
+type environment struct {
+	cores           int
+	cpuModel        string
+	serverVersion   string
+	maxConnections  string
+	pgbenchVersion  string
+	poolMaxConns    string
+	synchronousCmts string
+	// connsInUse counts client connections on the server at the start.
+	connsInUse int
+}
+
+func describeEnvironment(ctx context.Context, dbURL string) (environment, error) {
+	e := environment{cores: runtime.NumCPU(), cpuModel: cpuModel()}
+	conn, err := pgx.Connect(ctx, libpqURL(dbURL))
+	if err != nil {
+		return e, err
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT version(), current_setting('max_connections'),
+		current_setting('synchronous_commit'), (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`,
+	).Scan(&e.serverVersion, &e.maxConnections, &e.synchronousCmts, &e.connsInUse); err != nil {
+		return e, err
+	}
+	out, err := exec.CommandContext(ctx, "pgbench", "--version").Output()
+	if err != nil {
+		return e, fmt.Errorf("pgbench --version: %w", err)
+	}
+	e.pgbenchVersion = strings.TrimSpace(string(out))
+	e.poolMaxConns = fmt.Sprintf("%d (pgxpool default max(4, cores))", max(4, runtime.NumCPU()))
+	if u, err := url.Parse(dbURL); err == nil && u.Query().Get("pool_max_conns") != "" {
+		e.poolMaxConns = u.Query().Get("pool_max_conns") + " (pool_max_conns in DATABASE_URL)"
+	}
+	return e, nil
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, if known.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func (e environment) print(w io.Writer, s settings) {
+	fmt.Fprintln(w, "claimbench: sidecar claim path vs raw pgbench of the same statement")
+	fmt.Fprintf(w, "machine:     %d cores (%s), %s/%s, %s\n", e.cores, e.cpuModel, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(w, "postgresql:  %s\n", e.serverVersion)
+	fmt.Fprintf(w, "             max_connections %s (%d in use at start), synchronous_commit %s\n",
+		e.maxConnections, e.connsInUse, e.synchronousCmts)
+	fmt.Fprintf(w, "pgbench:     %s, -M prepared, -j min(clients, cores)\n", e.pgbenchVersion)
+	settings := "default settings"
+	if names := claimdEnvNames(); len(names) > 0 {
+		settings += " and " + strings.Join(names, ", ") + " from the environment"
+	}
+	fmt.Fprintf(w, "sidecar:     claimd subprocess, %s, pool max conns %s\n", settings, e.poolMaxConns)
+	fmt.Fprintf(w, "client:      Go net/http, keep-alive, one connection per client; payload_hash given (no payload to hash)\n")
+	fmt.Fprintf(w, "cells:       %s each; concurrency %v; duplicate keys 1..%d (completed); batch %d claims\n",
+		s.duration, s.concurrency, s.dupKeys, s.batch)
+}
+
+// claimdEnvNames lists the CLAIMD_* variables the sidecar inherits (names
+// only: values may be secrets).
+func claimdEnvNames() []string {
+	var names []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CLAIMD_") {
+			names = append(names, k)
+		}
+	}
+	return names
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+)
+
+// SIGTERM stops the listener at once, lets the in-flight claim finish with
+// its answer, and exits 0. The claim is held in flight by a row lock that
+// the test owns, so nothing depends on timing.
+func TestSIGTERMDrainsInFlightClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDatabase(t)
+	const key = "t1-shutdown-key-0123456789"
+	p := startServe(t, map[string]string{
+		"DATABASE_URL":    db,
+		"CLAIMD_API_KEYS": "t1:" + key,
+		// Long budgets: the drain must end because the request ended,
+		// never because a timer fired.
+		"CLAIMD_SHUTDOWN_TIMEOUT_SECONDS": "600",
+		"CLAIMD_REQUEST_TIMEOUT_SECONDS":  "600",
+	})
+	c := newAPI(t, p.url, key)
+
+	// A completed record whose row the test will lock.
+	const claimBody = `{"source":"shutdown","event_id":"evt-1","payload_hash":"` + zeroHash + `"}`
+	won := c.must(http.StatusOK, "POST", "/v1/claims", claimBody)
+	require.Equal(t, "won", won["outcome"])
+	c.must(http.StatusOK, "POST", "/v1/claims/"+str(won, "claim_id")+"/complete",
+		`{"claim_token":"`+str(won, "claim_token")+`","result_ref":"r-1"}`)
+
+	locker, err := pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	defer locker.Close(ctx)
+	var lockerPID int
+	require.NoError(t, locker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
+	tx, err := locker.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT id FROM claims WHERE tenant = 't1' AND source = 'shutdown' AND event_id = 'evt-1' FOR UPDATE`)
+	require.NoError(t, err)
+
+	type answer struct {
+		status int
+		body   map[string]any
+		err    error
+	}
+	inFlight := make(chan answer, 1)
+	go func() {
+		s, b, err := c.do("POST", "/v1/claims", claimBody)
+		inFlight <- answer{s, b, err}
+	}()
+
+	// The claim is in flight once a claimd backend waits for our lock.
+	watcher, err := pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	defer watcher.Close(ctx)
+	waitFor(t, "the claim to wait for the test's row lock", func() bool {
+		var blocked bool
+		err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'claimd'
+			  AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked)
+		require.NoError(t, err)
+		return blocked
+	})
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	p.stderr.waitMessage(t, "shutting down: draining in-flight requests", p.done)
+
+	// The listener closes: new connections are refused. (Shutdown closes
+	// it right after the log line above, so poll the kernel's answer.)
+	addr := p.url[len("http://"):]
+	waitFor(t, "the listener to close", func() bool {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		require.ErrorIs(t, err, syscall.ECONNREFUSED)
+		return true
+	})
+	fresh := newAPI(t, p.url, key)
+	fresh.client.Transport.(*http.Transport).DisableKeepAlives = true
+	_, _, err = fresh.do("GET", "/healthz", "")
+	require.Error(t, err, "a new request must fail once shutdown began")
+	var opErr *net.OpError
+	require.True(t, errors.As(err, &opErr) && opErr.Op == "dial", "want a dial error, got %v", err)
+
+	// Still draining: the claim waits for our lock and the process lives.
+	select {
+	case a := <-inFlight:
+		t.Fatalf("in-flight claim answered while its row was locked: %+v", a)
+	case <-p.done:
+		t.Fatalf("claimd exited with a request in flight:\n%s", p.stderr.String())
+	default:
+	}
+
+	require.NoError(t, tx.Rollback(ctx))
+	a := <-inFlight
+	require.NoError(t, a.err)
+	require.Equal(t, http.StatusOK, a.status, "%v", a.body)
+	require.Equal(t, "duplicate", a.body["outcome"])
+	require.Equal(t, "r-1", a.body["result_ref"])
+
+	require.Equal(t, 0, p.exitCode(t), "stderr:\n%s", p.stderr.String())
+	p.stderr.waitMessage(t, "stopped", p.done)
+}
+
+// zeroHash is a valid payload hash (64 lowercase hex digits).
+const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
