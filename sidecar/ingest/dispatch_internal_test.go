@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 )
 
 func TestDispatchBackoffIsFullJitterUnderTheCap(t *testing.T) {
@@ -55,4 +57,16 @@ func TestDispatchTransportErrorHidesTheURL(t *testing.T) {
 	err := &url.Error{Op: "Post", URL: "http://n8n/webhook/abc?token=s3cr3t", Err: errors.New("dial tcp 10.0.0.1:5678: connect: connection refused")}
 	require.Equal(t, "dial tcp 10.0.0.1:5678: connect: connection refused", transportError(err))
 	require.Equal(t, "plain", transportError(errors.New("plain")))
+}
+
+func TestEventIDHashesOverlongProviderIDs(t *testing.T) {
+	t.Parallel()
+	short := strings.Repeat("a", claim.MaxEventIDLen)
+	require.Equal(t, short, eventID(short))
+	long := short + "b"
+	got := eventID(long)
+	require.True(t, strings.HasPrefix(got, "sha256:"))
+	require.LessOrEqual(t, len(got), claim.MaxEventIDLen)
+	require.Equal(t, got, eventID(long), "stable, so redeliveries stay duplicates")
+	require.NotEqual(t, got, eventID(short+"c"))
 }

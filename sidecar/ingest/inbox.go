@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -108,16 +109,23 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 	if err != nil {
 		return nil, err
 	}
-	receipts := make([]Receipt, 0, len(events))
+	// Rows are locked in key order, so two concurrent batches sharing keys
+	// cannot deadlock; receipts keep the delivery's order.
+	order := make([]int, len(events))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return events[order[a]].ID < events[order[b]].ID })
+	receipts := make([]Receipt, len(events))
 	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
-		receipts = receipts[:0]
-		for _, ev := range events {
+		for _, i := range order {
+			ev := events[i]
 			payload, ct := body, contentType
 			if ev.Payload != nil {
 				payload, ct = ev.Payload, itemContentType(contentType)
 			}
-			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: ev.ID},
-				EventType: ev.Type, PayloadHash: payloadHash(payload)}
+			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: eventID(ev.ID)},
+				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(payload)}
 			if ev.ObjectID != "" && ev.ObjectVersion != nil {
 				r.ObjectID, r.ObjectVersion = ev.ObjectID, ev.ObjectVersion
 			}
@@ -125,7 +133,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 			if err != nil {
 				return err
 			}
-			rcpt := Receipt{EventID: ev.ID, ClaimID: rc.ID, Status: Duplicate}
+			rcpt := Receipt{EventID: r.EventID, ClaimID: rc.ID, Status: Duplicate}
 			switch {
 			case rc.Inserted:
 				rcpt.Status = Accepted
@@ -144,7 +152,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 					return err
 				}
 			}
-			receipts = append(receipts, rcpt)
+			receipts[i] = rcpt
 		}
 		return nil
 	})
@@ -170,6 +178,25 @@ func itemContentType(contentType string) string {
 		return contentType
 	}
 	return mime.FormatMediaType(verify.CloudEventsJSONMediaType, params)
+}
+
+// eventID keeps a provider id as the event id, unless it is longer than the
+// ledger accepts: then its SHA-256 stands for it ("sha256:" + hex), so an
+// authentic event is never refused (a 4xx would make the provider retry
+// forever).
+func eventID(id string) string {
+	if len(id) <= claim.MaxEventIDLen {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // payloadHash is the RFC 8785 canonical-JSON SHA-256 of a JSON payload, or
