@@ -69,3 +69,4 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+ignore ./n8n-node/node_modules

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -102,8 +103,18 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 	served := make(chan error, 1)
 	go func() { served <- srv.App().Listener(ln) }()
 	t.Cleanup(func() {
+		// Close the listener too: a Shutdown that lands before the server
+		// started serving would otherwise leave Listener running forever.
 		require.NoError(t, srv.App().ShutdownWithTimeout(10*time.Second))
-		require.NoError(t, <-served)
+		_ = ln.Close()
+		select {
+		case err := <-served:
+			if err != nil && !errors.Is(err, net.ErrClosed) {
+				t.Errorf("server: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("the test server did not stop")
+		}
 	})
 	return &ingestEnv{ctx: ctx, pool: pool, inbox: inbox, base: "http://" + ln.Addr().String(), logs: logs,
 		client: &http.Client{Timeout: ingestWait}}
@@ -393,10 +404,11 @@ func loadIngestCases(t *testing.T) ([]ingestCase, []string) {
 	t.Helper()
 	d := &ingestCasesData
 	d.once.Do(func() {
-		dirs := []string{filepath.Join("..", "..", "..", "shared", "cases")}
+		var dirs []string
 		if env := os.Getenv("IC_CASES_DIR"); env != "" {
 			dirs = append(dirs, env)
 		}
+		dirs = append(dirs, filepath.Join("..", "..", "..", "shared", "cases"), filepath.Join("..", "verify", "testdata", "cases"))
 		for _, dir := range dirs {
 			b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
 			if err != nil {

@@ -21,9 +21,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// The provider cases live in the steering repository's shared/cases beside
-// the clone (../../../shared/cases from this package); CI may point
-// IC_CASES_DIR elsewhere.
+// The provider cases: IC_CASES_DIR when set, else the shared/cases folder
+// beside the checkout (../../../shared/cases from this package), else the
+// copy in testdata/cases.
 const casesEnv = "IC_CASES_DIR"
 
 type caseStep struct {
@@ -59,10 +59,11 @@ var (
 // casesDir returns the first of rel and the directory named by env that
 // holds cases.json, or an error naming every place it looked.
 func casesDir(rel, env string) (string, error) {
-	tried := []string{rel}
+	var tried []string
 	if env != "" {
 		tried = append(tried, env)
 	}
+	tried = append(tried, rel, filepath.Join("testdata", "cases"))
 	for _, dir := range tried {
 		if st, err := os.Stat(filepath.Join(dir, "cases.json")); err == nil && st.Mode().IsRegular() {
 			return dir, nil
@@ -92,19 +93,17 @@ func loadCases(t testing.TB) []providerCase {
 	return casesList
 }
 
-func TestCasesDirFallsBackToEnv(t *testing.T) {
+func TestCasesDirOrder(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "nope")
 	env := t.TempDir()
-	_, err := casesDir(missing, env)
-	require.ErrorContains(t, err, casesEnv)
-	require.ErrorContains(t, err, missing)
 	require.NoError(t, os.WriteFile(filepath.Join(env, "cases.json"), []byte("[]"), 0o600))
 	dir, err := casesDir(missing, env)
 	require.NoError(t, err)
-	require.Equal(t, env, dir)
-	_, err = casesDir(missing, "")
-	require.Error(t, err)
+	require.Equal(t, env, dir, "IC_CASES_DIR wins")
+	dir, err = casesDir(missing, "")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join("testdata", "cases"), dir, "the checked-in copy is the last resort")
 }
 
 // stepBody returns the exact body bytes of a step and checks body_sha256.
