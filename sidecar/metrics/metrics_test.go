@@ -1,0 +1,97 @@
+package metrics_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+)
+
+// The counters and gauges follow real ledger activity.
+func TestMetricsFollowLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var l *claim.Ledger
+	m := metrics.New(func(ctx context.Context) (claim.Stats, error) { return l.Stats(ctx) })
+	l, err := claim.New(pool, claim.Config{Observer: m, Jitter: func() float64 { return 1 }})
+	require.NoError(t, err)
+
+	req := func(ev, hash string) claim.Request {
+		return claim.Request{Tenant: "t", Key: claim.Key{Source: "s", EventID: ev}, PayloadHash: hash}
+	}
+	h1, h2 := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	w, err := l.Claim(ctx, req("e1", h1))
+	require.NoError(t, err)
+	_, err = l.Claim(ctx, req("e1", h1)) // in_progress
+	require.NoError(t, err)
+	_, err = l.Complete(ctx, "t", w.ID, w.Token, "ref")
+	require.NoError(t, err)
+	_, err = l.Claim(ctx, req("e1", h1)) // duplicate
+	require.NoError(t, err)
+	_, err = l.Claim(ctx, req("e1", h2)) // conflict
+	require.NoError(t, err)
+	u, err := l.Claim(ctx, req("e2", ""))
+	require.NoError(t, err)
+	_, err = l.Fail(ctx, "t", u.ID, u.Token, claim.UnknownOutcome, "timeout")
+	require.NoError(t, err)
+	r, err := l.Claim(ctx, req("e3", ""))
+	require.NoError(t, err)
+	_, err = l.Fail(ctx, "t", r.ID, r.Token, claim.Retryable, "503")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE claims SET next_attempt_at = now() - interval '1 second' WHERE id = $1`, r.ID)
+	require.NoError(t, err)
+	_, err = l.Claim(ctx, req("e3", "")) // won again: a retry
+	require.NoError(t, err)
+	m.Received("stripe", ingest.Accepted)
+	m.Dispatched("stripe", "dispatched", 20*time.Millisecond)
+
+	expect := `
+# HELP claimd_claims_total Claim attempts by outcome.
+# TYPE claimd_claims_total counter
+claimd_claims_total{outcome="conflict"} 1
+claimd_claims_total{outcome="dead_lettered"} 0
+claimd_claims_total{outcome="duplicate"} 1
+claimd_claims_total{outcome="in_progress"} 1
+claimd_claims_total{outcome="retry_later"} 0
+claimd_claims_total{outcome="stale"} 0
+claimd_claims_total{outcome="unknown"} 0
+claimd_claims_total{outcome="won"} 4
+# HELP claimd_conflicts_total Claims of a known key with a different payload hash.
+# TYPE claimd_conflicts_total counter
+claimd_conflicts_total 1
+# HELP claimd_retries_total Won claims that were not the first attempt (retry after failure, reclaimed lease or operator retry).
+# TYPE claimd_retries_total counter
+claimd_retries_total 1
+# HELP claimd_failures_total Failed attempts reported by kind (retryable, permanent, unknown).
+# TYPE claimd_failures_total counter
+claimd_failures_total{kind="permanent"} 0
+claimd_failures_total{kind="retryable"} 1
+claimd_failures_total{kind="unknown"} 1
+# HELP claimd_records_open Records not in a terminal state, by state (all tenants).
+# TYPE claimd_records_open gauge
+claimd_records_open{state="dead_lettered"} 0
+claimd_records_open{state="processing"} 1
+claimd_records_open{state="received"} 0
+claimd_records_open{state="retryable_failed"} 0
+claimd_records_open{state="unknown"} 1
+# HELP claimd_ingest_deliveries_total Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).
+# TYPE claimd_ingest_deliveries_total counter
+claimd_ingest_deliveries_total{result="accepted",source="stripe"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(expect),
+		"claimd_claims_total", "claimd_conflicts_total", "claimd_retries_total", "claimd_failures_total",
+		"claimd_records_open", "claimd_ingest_deliveries_total"))
+	require.Equal(t, 1, testutil.CollectAndCount(m.Registry, "claimd_claim_to_complete_seconds"))
+	n, err := testutil.GatherAndCount(m.Registry, "claimd_oldest_processing_seconds", "claimd_dispatch_latency_seconds")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}
