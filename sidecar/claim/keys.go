@@ -3,10 +3,10 @@ package claim
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
-	"strings"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
 // Canonical returns the RFC 8785 (JSON Canonicalization Scheme) form of the
@@ -47,16 +47,7 @@ func HashedEventID(fields []byte) (string, error) {
 // ("a:b", "c") and ("a", "b:c") give "3:a:b|1:c" and "1:a|3:b:c", which can
 // never collide, whatever the parts contain.
 func CompositeEventID(parts ...string) string {
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString(strconv.Itoa(len(p)))
-		b.WriteByte(':')
-		b.WriteString(p)
-	}
-	return b.String()
+	return verify.JoinKey(parts...) // one encoding for ingest and claims
 }
 
 // IdempotencyKey returns the stable string form of a record's identity, to

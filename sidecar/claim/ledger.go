@@ -322,11 +322,7 @@ func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKi
 	}
 	rec, err := scanRecord(l.pool.QueryRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := l.get(ctx, tenant, id)
-		if gerr != nil {
-			return Record{}, gerr
-		}
-		return Record{}, leaseLost(cur)
+		return Record{}, l.guardMissed(ctx, tenant, id)
 	}
 	if err != nil {
 		return Record{}, dbError(err)
@@ -354,11 +350,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant, id, token string, lease tim
 	}
 	rec, err := scanRecord(l.pool.QueryRow(ctx, extendSQL, id, tenant, token, lease.Seconds()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := l.get(ctx, tenant, id)
-		if gerr != nil {
-			return Record{}, gerr
-		}
-		return Record{}, leaseLost(cur)
+		return Record{}, l.guardMissed(ctx, tenant, id)
 	}
 	if err != nil {
 		return Record{}, dbError(err)
@@ -543,6 +535,17 @@ func checkTokenArgs(id, token string) error {
 		return apperr.Field("claim_token", "is not a claim token")
 	}
 	return nil
+}
+
+// guardMissed explains why a token-guarded update matched no row: the
+// record does not exist for tenant (NotFound) or the token is no longer
+// current (LeaseLost).
+func (l *Ledger) guardMissed(ctx context.Context, tenant, id string) error {
+	cur, err := l.get(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	return leaseLost(cur)
 }
 
 func leaseLost(cur Record) error {
