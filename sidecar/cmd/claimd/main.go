@@ -294,6 +294,10 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
 	m.Addr = ln.Addr().String()
+	// Take SIGHUP before announcing readiness: its default action ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
 	m.Log.Info().Str("addr", m.Addr).Int("static_keys", len(m.Config.APIKeys)).
@@ -303,7 +307,7 @@ func (m *Main) Run(ctx context.Context) error {
 	maintDone := make(chan struct{})
 	mctx, stopMaint := context.WithCancel(ctx)
 	go func() { defer close(maintDone); m.maintain(mctx, ledger) }()
-	go m.watchSources(mctx, ledger, inbox)
+	go m.watchSources(mctx, hup, ledger, inbox)
 
 	select {
 	case err := <-serveErr:
@@ -393,14 +397,11 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 // watchSources reloads the sources file on SIGHUP and when its
 // modification time changes (checked every ReloadInterval). A file that
 // fails to parse is logged and the running configuration kept.
-func (m *Main) watchSources(ctx context.Context, l *claim.Ledger, in *ingest.Inbox) {
+func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox) {
 	path := m.Config.SourcesFile
 	if path == "" {
-		return
+		return // SIGHUP is still taken (and ignored), never fatal
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	var tick <-chan time.Time
 	if m.Config.ReloadInterval > 0 {
 		t := time.NewTicker(m.Config.ReloadInterval)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+)
+
+// The sources file is reloaded without a restart: a source added to the
+// file serves at once after SIGHUP, and a broken file keeps the running
+// configuration.
+func TestSourcesFileReloadsOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sources.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	write(`sources:
+  first:
+    tenant: t1
+    provider: github
+    secrets: ["first-secret-0123456789"]
+    forward: {url: "http://127.0.0.1:9/hook"}
+`)
+	p := startServe(t, map[string]string{
+		"DATABASE_URL": pgtest.NewDatabase(t), "CLAIMD_API_KEYS": "t1:t1-reload-key-0123456789",
+		"CLAIMD_SOURCES_FILE": path, "CLAIMD_RELOAD_INTERVAL_SECONDS": "0", "CLAIMD_DISPATCH": "false",
+	})
+	post := func(source string) int {
+		resp, err := http.Post(p.url+"/ingest/"+source, "application/json", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, post("first"), "configured source, unsigned delivery")
+	require.Equal(t, http.StatusNotFound, post("second"))
+
+	write(`sources:
+  first:
+    tenant: t1
+    provider: github
+    secrets: ["first-secret-0123456789"]
+    forward: {url: "http://127.0.0.1:9/hook"}
+  second:
+    tenant: t1
+    provider: stripe
+    secrets: ["whsec_second-0123456789"]
+    forward: {url: "http://127.0.0.1:9/hook"}
+`)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	p.stderr.waitMessage(t, "sources file reloaded", p.done)
+	require.Equal(t, http.StatusUnauthorized, post("second"), "the new source serves without a restart")
+
+	write("sources:\n  broken:\n    provider: nope\n")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	p.stderr.waitMessage(t, "sources file not reloaded; keeping the running configuration", p.done)
+	require.Equal(t, http.StatusUnauthorized, post("second"), "the running configuration is kept")
+	require.NotContains(t, p.stderr.String(), "whsec_second", "secrets never reach the log")
+}
