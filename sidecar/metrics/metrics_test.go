@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
 
