@@ -41,12 +41,12 @@ E2E_PREREQ := n8n
 endif
 
 .PHONY: help run build build-go build-node test test-go test-node test-e2e lint \
-	bench compare n8n node-deps db-start db-stop db-status db-url db-reset clean
+	bench compare screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
 
 help:
 	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
 	@echo
-	@echo 'targets: run build test test-go test-node test-e2e lint bench compare n8n'
+	@echo 'targets: run build test test-go test-node test-e2e lint bench compare screenshot n8n'
 	@echo '         db-start db-stop db-status db-url db-reset clean'
 
 ## run: build bin/claimd and start it (see sidecar/scripts/run.sh)
@@ -104,6 +104,15 @@ bench: build-go
 ## compare: the remove-duplicates comparison against a real n8n
 compare: n8n
 	IC_COMPARE=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestCompareRemoveDuplicates -v -count=1
+
+## screenshot: README screenshot of the inline example -> n8n-node/examples/inline-claim.png
+## (needs Chromium: apt-get install chromium, or CHROMIUM_PATH)
+screenshot: n8n build-node
+	@t="$(IC_CACHE_DIR)/screenshot-tools"; \
+	if [ ! -f "$$t/node_modules/playwright-core/package.json" ]; then \
+		$(with_node24) $(NPM) install --prefix "$$t" --no-audit --no-fund playwright-core@1.65.1; \
+	fi
+	IC_SCREENSHOT=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestScreenshotExampleWorkflow -count=1 -v
 
 ## n8n: install the pinned Node 24 and n8n into $(IC_CACHE_DIR) (cached)
 n8n:

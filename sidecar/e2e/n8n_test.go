@@ -66,6 +66,10 @@ type N8NConfig struct {
 	// Env adds or overrides environment variables of every n8n process
 	// (and the import/publish commands); "" removes a variable.
 	Env map[string]string
+	// Port is the main process's port; 0 picks a free one. Set it (from
+	// FreePort) when something started before n8n must know n8n's URL, such
+	// as a sidecar whose sources file forwards to an n8n webhook.
+	Port int
 }
 
 // N8N is a running n8n deployment with its own PostgreSQL database, user
@@ -115,7 +119,10 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 		install:     in,
 		client:      &http.Client{Timeout: 2 * time.Minute},
 	}
-	port := FreePort(t)
+	port := cfg.Port
+	if port == 0 {
+		port = FreePort(t)
+	}
 	n.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
 
 	pg := parsePG(t, n.DatabaseURL)
