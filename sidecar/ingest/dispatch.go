@@ -97,6 +97,11 @@ func New(o Options) (*Inbox, error) {
 		// belongs to a crashed process.
 		RescueStuckJobsAfter: RescueStuckAfter,
 		FetchPollInterval:    o.PollInterval,
+		// River fetches at most once per cooldown and at most MaxWorkers
+		// jobs per fetch, so its 100 ms default caps a source at
+		// 10 × forward.concurrency dispatches per second. 5 ms lifts that
+		// to 200 × concurrency while LISTEN/NOTIFY keeps idle fetches rare.
+		FetchCooldown: 5 * time.Millisecond,
 	}
 	if rc.FetchPollInterval == 0 {
 		rc.FetchPollInterval = time.Second

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -63,4 +65,33 @@ func TestLibpqURLDropsPgxOnlyParameters(t *testing.T) {
 	got := libpqURL("postgres://u:p@h:5432/db?sslmode=disable&pool_max_conns=32&statement_cache_capacity=10")
 	require.Equal(t, "postgres://u:p@h:5432/db?sslmode=disable", got)
 	require.False(t, strings.Contains(libpqURL("postgres://h/db"), "?"))
+}
+
+// A redelivery must carry the very bytes of the first delivery (else the
+// sidecar records a conflict, not a duplicate), and the body must be the
+// JSON object of the stated size the header line promises.
+func TestEventBodyIsStableJSONOfTheGivenSize(t *testing.T) {
+	t.Parallel()
+	a, b := eventBody(dupEventID(7), ingestBodyBytes), eventBody(dupEventID(7), ingestBodyBytes)
+	require.Equal(t, a, b)
+	require.Len(t, a, ingestBodyBytes)
+	var v struct{ Type, ID string }
+	require.NoError(t, json.Unmarshal(a, &v))
+	require.Equal(t, "bench.event.created", v.Type)
+	require.Equal(t, dupEventID(7), v.ID)
+	require.NotEqual(t, a, eventBody(dupEventID(8), ingestBodyBytes))
+}
+
+func TestGoalLineJudgesTheWorstModerateCell(t *testing.T) {
+	t.Parallel()
+	cell := func(w string, conc int, p99 time.Duration) ingestCell {
+		return ingestCell{workload: w, conc: conc, r: result{lat: []time.Duration{time.Millisecond, p99}}}
+	}
+	met := goalLine([]ingestCell{cell("fresh", 1, 10*time.Millisecond), cell("duplicate", 16, 49*time.Millisecond),
+		cell("fresh", 64, time.Second)}) // above moderate load: not judged
+	require.Contains(t, met, "met in this run (worst p99 49.00 ms: duplicate c=16)")
+	require.NotContains(t, met, "NOT")
+	notMet := goalLine([]ingestCell{cell("fresh", 4, 50*time.Millisecond)})
+	require.Contains(t, notMet, "NOT met in this run (worst p99 50.00 ms: fresh c=4)")
+	require.Contains(t, goalLine(nil), "not measured")
 }

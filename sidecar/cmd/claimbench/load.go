@@ -62,12 +62,11 @@ type bench struct {
 const freshKeyMax = 9_000_000_000_000_000
 
 func (b *bench) run(ctx context.Context, out io.Writer) error {
-	maxConc := 1
-	for _, c := range b.s.concurrency {
-		maxConc = max(maxConc, c)
-	}
+	maxConc := maxOf(b.s.concurrency)
 	b.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true,
+		// The ingest section's clients reuse this transport.
+		MaxIdleConns:        max(maxConc, maxOf(b.s.ingestConc)) * 2,
+		MaxIdleConnsPerHost: max(maxConc, maxOf(b.s.ingestConc)) * 2, DisableCompression: true,
 	}}
 	workloads := []workload{
 		{name: "fresh", source: "bench-fresh", pgbenchSource: "pgbench-fresh", items: 1, keyMax: freshKeyMax, expect: "won"},

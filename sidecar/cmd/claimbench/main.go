@@ -23,6 +23,20 @@
 // is per request (per pgbench transaction), p50 and p99. ratio is the
 // sidecar's throughput divided by pgbench's.
 //
+// Then the ingest section (unless -ingest=false): the first claimd is
+// stopped and a second one started on the same database with a sources
+// file holding one standard-webhooks source, whose dispatcher (on)
+// forwards to an in-process target answering 200. At each
+// -ingest-concurrency (default 1, 4 and 16) it measures POST
+// /ingest/{source} for fresh events (a new webhook-id each) and for
+// redeliveries of stored events (duplicates): deliveries per second and
+// the acknowledgement latency (p50, p95, p99), with the dispatcher's
+// progress per cell and at the end (-ingest-dup-events stored events are
+// redelivered; -forward-concurrency sets the source's forward.concurrency,
+// default the source default). A closing line states the DESIGN goal
+// (p99 acknowledgement under 50 ms at moderate load) and whether the run
+// met it; it never changes the exit status.
+//
 // The sidecar runs with default settings plus any CLAIMD_* variables of
 // the environment (their names are printed). Its pool size comes from the
 // URL as in production (e.g. DATABASE_URL=…?pool_max_conns=32); pgx-only
@@ -55,6 +69,10 @@ import (
 type settings struct {
 	duration    time.Duration
 	concurrency []int
+	ingestConc  []int
+	ingestDups  int
+	forwardConc int
+	ingest      bool
 	batch       int
 	dupKeys     int
 	claimd      string
@@ -74,9 +92,13 @@ func main() {
 func parseFlags(args []string) (settings, error) {
 	fs := flag.NewFlagSet("claimbench", flag.ContinueOnError)
 	var s settings
-	var conc string
+	var conc, ingestConc string
 	fs.DurationVar(&s.duration, "duration", 5*time.Second, "measured time of each cell (sidecar and pgbench alike)")
 	fs.StringVar(&conc, "concurrency", "1,16,64", "comma-separated client counts")
+	fs.StringVar(&ingestConc, "ingest-concurrency", "1,4,16", "comma-separated client counts of the ingest section")
+	fs.IntVar(&s.ingestDups, "ingest-dup-events", 200, "stored events the ingest duplicate workload redelivers at random")
+	fs.IntVar(&s.forwardConc, "forward-concurrency", 0, "forward.concurrency of the ingest source (0: the source default)")
+	fs.BoolVar(&s.ingest, "ingest", true, "run the ingest section (POST /ingest/{source} with dispatch)")
 	fs.IntVar(&s.batch, "batch", 50, "claims per batch request")
 	fs.IntVar(&s.dupKeys, "dup-keys", 2000, "completed keys the duplicate workload picks from at random")
 	fs.StringVar(&s.claimd, "claimd", "", "prebuilt claimd binary (default: go build ./sidecar/cmd/claimd)")
@@ -85,20 +107,36 @@ func parseFlags(args []string) (settings, error) {
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
-	for _, f := range strings.Split(conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return s, fmt.Errorf("-concurrency: %q is not a positive integer", f)
-		}
-		s.concurrency = append(s.concurrency, n)
+	var err error
+	if s.concurrency, err = parseCounts("-concurrency", conc); err != nil {
+		return s, err
+	}
+	if s.ingestConc, err = parseCounts("-ingest-concurrency", ingestConc); err != nil {
+		return s, err
 	}
 	if s.duration < time.Second {
 		return s, errors.New("-duration must be at least 1s (pgbench -T counts whole seconds)")
 	}
-	if s.batch < 1 || s.dupKeys < 1 {
-		return s, errors.New("-batch and -dup-keys must be positive")
+	if s.batch < 1 || s.dupKeys < 1 || s.ingestDups < 1 {
+		return s, errors.New("-batch, -dup-keys and -ingest-dup-events must be positive")
+	}
+	if s.forwardConc < 0 || s.forwardConc > 1000 {
+		return s, errors.New("-forward-concurrency must be between 0 and 1000")
 	}
 	return s, nil
+}
+
+// parseCounts parses a comma-separated list of positive integers.
+func parseCounts(flagName, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive integer", flagName, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func run(ctx context.Context, args []string) error {
@@ -164,6 +202,12 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{s: s, sidecar: sc, stmt: stmt, dir: tmp, dbURL: libpqURL(db.url)}
 	if err := b.run(ctx, os.Stdout); err != nil {
 		return err
+	}
+	if s.ingest {
+		sc.stop() // the ingest section measures a claimd of its own
+		if err := b.runIngest(ctx, os.Stdout, sc.bin, db.url); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(os.Stdout, "load avg:    %s (after; other work on the machine skews every figure)\n", loadAvg())
 	return nil
@@ -260,7 +304,7 @@ func describeEnvironment(ctx context.Context, dbURL string) (environment, error)
 		return e, fmt.Errorf("pgbench --version: %w", err)
 	}
 	e.pgbenchVersion = strings.TrimSpace(string(out))
-	e.poolMaxConns = fmt.Sprintf("%d (pgxpool default max(4, cores))", max(4, runtime.NumCPU()))
+	e.poolMaxConns = fmt.Sprintf("%d (claimd default max(16, 4×cores))", max(16, 4*runtime.NumCPU()))
 	if u, err := url.Parse(dbURL); err == nil && u.Query().Get("pool_max_conns") != "" {
 		e.poolMaxConns = u.Query().Get("pool_max_conns") + " (pool_max_conns in DATABASE_URL)"
 	}
@@ -308,6 +352,9 @@ func (e environment) print(w io.Writer, s settings) {
 	fmt.Fprintf(w, "client:      Go net/http, keep-alive, one connection per client; payload_hash given (no payload to hash)\n")
 	fmt.Fprintf(w, "cells:       %s each; concurrency %v; duplicate keys 1..%d (completed); batch %d claims\n",
 		s.duration, s.concurrency, s.dupKeys, s.batch)
+	if s.ingest {
+		fmt.Fprintf(w, "             ingest section: concurrency %v, %d stored events to redeliver\n", s.ingestConc, s.ingestDups)
+	}
 }
 
 // claimdEnvNames lists the CLAIMD_* variables the sidecar inherits (names

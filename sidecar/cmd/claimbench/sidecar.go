@@ -31,7 +31,9 @@ const benchTenant = "bench"
 
 // sidecar is the claimd process under measurement.
 type sidecar struct {
-	cmd  *exec.Cmd
+	cmd *exec.Cmd
+	// bin is the claimd binary, for starting another instance.
+	bin  string
 	url  string
 	key  string
 	done chan struct{}
@@ -40,8 +42,9 @@ type sidecar struct {
 }
 
 // startClaimd builds claimd (unless bin is given), starts it on a
-// kernel-chosen port with default settings and waits until it listens.
-func startClaimd(ctx context.Context, bin, dir, dbURL string) (*sidecar, error) {
+// kernel-chosen port with default settings plus extraEnv ("NAME=value",
+// winning over the inherited environment) and waits until it listens.
+func startClaimd(ctx context.Context, bin, dir, dbURL string, extraEnv ...string) (*sidecar, error) {
 	if bin == "" {
 		bin = filepath.Join(dir, "claimd")
 		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, claimdPackage).CombinedOutput()
@@ -51,7 +54,7 @@ func startClaimd(ctx context.Context, bin, dir, dbURL string) (*sidecar, error) 
 	}
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
-	s := &sidecar{key: "bench-" + hex.EncodeToString(b), done: make(chan struct{}), tail: &tailBuffer{max: 40}}
+	s := &sidecar{bin: bin, key: "bench-" + hex.EncodeToString(b), done: make(chan struct{}), tail: &tailBuffer{max: 40}}
 	s.cmd = exec.Command(bin)
 	s.cmd.Env = append(os.Environ(), // later entries win
 		"DATABASE_URL="+dbURL,
@@ -59,6 +62,7 @@ func startClaimd(ctx context.Context, bin, dir, dbURL string) (*sidecar, error) 
 		"CLAIMD_API_KEYS="+benchTenant+":"+s.key,
 		"CLAIMD_LOG_FORMAT=json",
 	)
+	s.cmd.Env = append(s.cmd.Env, extraEnv...)
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

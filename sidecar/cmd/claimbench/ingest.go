@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
+)
+
+// The ingest section: a standard-webhooks source of a second claimd
+// process, whose dispatcher forwards to an in-process target.
+const (
+	ingestSourceName = "bench-sw"
+	// ingestBodyBytes is the size of every delivery body (a typical
+	// webhook event is a few hundred bytes to a few KiB).
+	ingestBodyBytes = 1024
+	// ingestSecretEnv passes the signing secret to claimd, so the sources
+	// file holds a ${VAR} reference instead of the secret.
+	ingestSecretEnv = "CLAIMBENCH_WEBHOOK_SECRET"
+	// ackGoal is the DESIGN goal of issue 4 (Flow, item 3): p99
+	// acknowledgement under 50 ms at moderate load.
+	ackGoal = 50 * time.Millisecond
+	// moderateMaxConc is the largest concurrency the goal speaks of.
+	moderateMaxConc = 16
+)
+
+// ingestCell is one measured ingest cell.
+type ingestCell struct {
+	workload string
+	conc     int
+	r        result
+	// dispatchRate is events first delivered to the target per second
+	// during the cell; backlog is events acknowledged but not yet
+	// delivered to the target when the cell ended.
+	dispatchRate float64
+	backlog      int64
+}
+
+// target is the dispatch target: it answers 200 to every POST and counts
+// the posts and the distinct inbox records (X-Inbox-Id) they carried.
+type target struct {
+	srv      *httptest.Server
+	posts    atomic.Int64
+	distinct atomic.Int64
+	seen     sync.Map
+}
+
+func newTarget() *target {
+	t := &target{}
+	t.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		t.posts.Add(1)
+		if _, dup := t.seen.LoadOrStore(r.Header.Get(ingest.HeaderInboxID), struct{}{}); !dup {
+			t.distinct.Add(1)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	return t
+}
+
+// ingestBench holds the ingest section's state.
+type ingestBench struct {
+	b      *bench
+	sc     *sidecar
+	target *target
+	secret string
+	url    string
+	// accepted counts deliveries answered "accepted" (stored and queued).
+	accepted atomic.Int64
+}
+
+// eventBody returns the delivery body of event id: a JSON object of
+// exactly size bytes (when size allows) with a top-level "type", the same
+// bytes for the same id, so a redelivery is a duplicate and not a conflict.
+func eventBody(id string, size int) []byte {
+	b := []byte(`{"type":"bench.event.created","id":"` + id + `","data":{"pad":"`)
+	const tail = `"}}`
+	for i := 0; len(b)+len(tail) < size; i++ {
+		b = append(b, "abcdefghijklmnopqrstuvwxyz"[i%26])
+	}
+	return append(b, tail...)
+}
+
+// dupEventID is the webhook-id of the i-th stored event of the duplicate
+// workload.
+func dupEventID(i int) string { return fmt.Sprintf("msg_bench_dup_%06d", i) }
+
+// newSecret returns a whsec_ secret of 32 random bytes.
+func newSecret() string {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return verify.StandardWebhooksSecretPrefix + base64.StdEncoding.EncodeToString(k)
+}
+
+// sourcesFile is the YAML sources file of the ingest sidecar; forward
+// concurrency 0 leaves the source's default.
+func sourcesFile(targetURL string, forwardConc int) string {
+	conc := ""
+	if forwardConc > 0 {
+		conc = "      concurrency: " + strconv.Itoa(forwardConc) + "\n"
+	}
+	return "sources:\n" +
+		"  " + ingestSourceName + ":\n" +
+		"    tenant: " + benchTenant + "\n" +
+		"    provider: " + string(verify.TypeStandardWebhooks) + "\n" +
+		"    secrets: [\"${" + ingestSecretEnv + "}\"]\n" +
+		"    forward:\n" +
+		"      url: " + targetURL + "/hook\n" + conc
+}
+
+// runIngest starts claimd with the standard-webhooks source and measures
+// POST /ingest/{source} at each -ingest-concurrency, fresh events and
+// redeliveries, then reports the dispatcher's progress.
+func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string) error {
+	ib := &ingestBench{b: b, target: newTarget(), secret: newSecret()}
+	defer ib.target.srv.Close()
+	path := filepath.Join(b.dir, "sources.yaml")
+	if err := os.WriteFile(path, []byte(sourcesFile(ib.target.srv.URL, b.s.forwardConc)), 0o600); err != nil {
+		return err
+	}
+	sc, err := startClaimd(ctx, bin, b.dir, dbURL,
+		"CLAIMD_SOURCES_FILE="+path, "CLAIMD_DISPATCH=true", ingestSecretEnv+"="+ib.secret)
+	if err != nil {
+		return fmt.Errorf("start claimd with the ingest source: %w", err)
+	}
+	defer sc.stop()
+	ib.sc, ib.url = sc, sc.url+"/ingest/"+ingestSourceName
+
+	fwd := fmt.Sprintf("%d, the default", ingest.DefaultConcurrency)
+	if b.s.forwardConc > 0 {
+		fwd = strconv.Itoa(b.s.forwardConc)
+	}
+	fmt.Fprintf(out, "\ningest:      POST /ingest/%s (standard-webhooks, v1 HMAC-SHA256 signed by the client before the\n"+
+		"             timer starts), %d-byte JSON bodies; a new claimd process with a sources file, dispatch on\n"+
+		"             (forward concurrency %s) to an in-process target answering 200\n",
+		ingestSourceName, ingestBodyBytes, fwd)
+
+	// The duplicate workload redelivers the events stored here (16
+	// clients; this also warms the sidecar up).
+	if err := ib.store(ctx, b.s.ingestDups); err != nil {
+		return fmt.Errorf("store the events to redeliver: %w", err)
+	}
+	sectionStart, dispatched0 := time.Now(), ib.target.distinct.Load()
+
+	fmt.Fprintf(out, "\n%-11s %5s | %10s %8s %8s %8s %8s %4s | %10s %8s\n",
+		"ingest", "conc", "deliv/s", "p50 ms", "p95 ms", "p99 ms", "reqs", "err", "dispatch/s", "backlog")
+	var cells []ingestCell
+	var notes []string
+	for _, w := range []string{"fresh", "duplicate"} {
+		for _, c := range b.s.ingestConc {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			d0, t0 := ib.target.distinct.Load(), time.Now()
+			r := ib.cell(ctx, w, c, b.s.duration)
+			d1, el := ib.target.distinct.Load(), time.Since(t0)
+			cell := ingestCell{workload: w, conc: c, r: r,
+				dispatchRate: float64(d1-d0) / el.Seconds(), backlog: max(0, ib.accepted.Load()-d1)}
+			cells = append(cells, cell)
+			fmt.Fprintf(out, "%-11s %5d | %10.0f %8.2f %8.2f %8.2f %8d %4d | %10.0f %8d\n",
+				w, c, r.throughput, ms(r.pct(0.50)), ms(r.pct(0.95)), ms(r.pct(0.99)), r.requests, r.errors,
+				cell.dispatchRate, cell.backlog)
+			if r.firstErr != "" {
+				notes = append(notes, fmt.Sprintf("ingest %s c=%d: first error: %s", w, c, r.firstErr))
+			}
+		}
+	}
+	sectionRate := float64(ib.target.distinct.Load()-dispatched0) / time.Since(sectionStart).Seconds()
+
+	fmt.Fprintf(out, "\ndeliv/s counts deliveries acknowledged 2xx (fresh: \"accepted\", duplicate: \"duplicate\", a\n"+
+		"redelivery of one of %d stored events); latency is request sent to 2xx read (the acknowledgement).\n"+
+		"dispatch/s: events first delivered to the target during the cell; backlog: acknowledged, not yet\n"+
+		"delivered when the cell ended. %s per cell; figures only.\n", b.s.ingestDups, b.s.duration)
+	for _, n := range notes {
+		fmt.Fprintln(out, n)
+	}
+	if err := ib.reportDispatch(ctx, out, sectionRate); err != nil {
+		fmt.Fprintf(out, "dispatch:    cannot read the inbox: %v\n", err)
+	}
+	fmt.Fprintln(out, goalLine(cells))
+	return nil
+}
+
+func maxOf(xs []int) int {
+	m := 1
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// reportDispatch prints, as of the end of the last cell, the inbox's
+// dispatch states and the target's counts; rate is the target's distinct
+// events per second over the cells.
+func (ib *ingestBench) reportDispatch(ctx context.Context, out io.Writer, rate float64) error {
+	conn, err := pgx.Connect(ctx, ib.b.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT dispatch_state, count(*) FROM inbox_events WHERE source = $1 GROUP BY 1 ORDER BY 1`,
+		ingestSourceName)
+	if err != nil {
+		return err
+	}
+	var total, pending int64
+	var parts []string
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return err
+		}
+		total += n
+		if st == "pending" {
+			pending = n
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", st, n))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "dispatch:    by the end of the last cell: inbox %d events (%s);\n"+
+		"             target received %d POSTs for %d distinct events; %.0f events/s over the cells",
+		total, strings.Join(parts, ", "), ib.target.posts.Load(), ib.target.distinct.Load(), rate)
+	if pending > 0 && rate > 0 {
+		fmt.Fprintf(out, "\n             (the %d pending need about %.0f s more at that rate)", pending, float64(pending)/rate)
+	}
+	fmt.Fprintln(out)
+	return nil
+}
+
+// goalLine states the DESIGN goal and whether this run's cells at
+// moderate load (concurrency ≤ 16) met it. Informational only.
+func goalLine(cells []ingestCell) string {
+	var worst *ingestCell
+	for i := range cells {
+		c := &cells[i]
+		if c.conc > moderateMaxConc || len(c.r.lat) == 0 {
+			continue
+		}
+		if worst == nil || c.r.pct(0.99) > worst.r.pct(0.99) {
+			worst = c
+		}
+	}
+	head := fmt.Sprintf("DESIGN goal: p99 ack < %d ms at moderate load (concurrency ≤ %d): ", ackGoal.Milliseconds(), moderateMaxConc)
+	if worst == nil {
+		return head + "not measured in this run (no cell at concurrency ≤ 16 with acknowledged deliveries)"
+	}
+	p99 := worst.r.pct(0.99)
+	verdict := "met in this run"
+	if p99 >= ackGoal {
+		verdict = "NOT met in this run"
+	}
+	return fmt.Sprintf("%s%s (worst p99 %.2f ms: %s c=%d); informational, not an exit status", head, verdict,
+		ms(p99), worst.workload, worst.conc)
+}
+
+// store delivers events dupEventID(1..n) with 16 clients, each must be
+// accepted.
+func (ib *ingestBench) store(ctx context.Context, n int) error {
+	ids := make(chan int)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range moderateMaxConc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				if _, err := ib.deliver(ctx, dupEventID(i), "accepted"); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := 1; i <= n; i++ {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// deliver signs and posts event id and checks that the answer is 200 with
+// receipt status want; it returns the acknowledgement latency (signing
+// excluded).
+func (ib *ingestBench) deliver(ctx context.Context, id, want string) (time.Duration, error) {
+	body := eventBody(id, ingestBodyBytes)
+	ts := time.Now().Unix()
+	sig, err := verifytest.StandardWebhooks(ib.secret, id, ts, body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ib.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(verify.StandardWebhookIDHeader, id)
+	req.Header.Set(verify.StandardWebhookTimestampHeader, strconv.FormatInt(ts, 10))
+	req.Header.Set(verify.StandardWebhookSignatureHeader, sig)
+	t0 := time.Now()
+	resp, err := ib.b.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	lat := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"status":"`+want+`"`)) {
+		return 0, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, out)
+	}
+	if want == "accepted" {
+		ib.accepted.Add(1)
+	}
+	return lat, nil
+}
+
+// cell runs conc clients for d: fresh delivers a new webhook-id every
+// time, duplicate redelivers a random stored event.
+func (ib *ingestBench) cell(ctx context.Context, workload string, conc int, d time.Duration) result {
+	want := "accepted"
+	if workload == "duplicate" {
+		want = "duplicate"
+	}
+	type workerResult struct {
+		n, errors int
+		firstErr  string
+		lat       []time.Duration
+	}
+	results := make([]workerResult, conc)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+			wr := &results[i]
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				id := fmt.Sprintf("msg_%016x%016x", rng.Uint64(), rng.Uint64())
+				if workload == "duplicate" {
+					id = dupEventID(rng.IntN(ib.b.s.ingestDups) + 1)
+				}
+				lat, err := ib.deliver(ctx, id, want)
+				if err != nil {
+					wr.errors++
+					if wr.firstErr == "" {
+						wr.firstErr = err.Error()
+					}
+					continue
+				}
+				wr.n++
+				wr.lat = append(wr.lat, lat)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var r result
+	for _, wr := range results {
+		r.requests += wr.n
+		r.errors += wr.errors
+		if r.firstErr == "" {
+			r.firstErr = wr.firstErr
+		}
+		r.lat = append(r.lat, wr.lat...)
+	}
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	r.throughput = float64(r.requests) / elapsed.Seconds()
+	return r
+}
