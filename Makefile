@@ -37,7 +37,7 @@ with_node24 = d=$$(ls -d "$(IC_CACHE_DIR)"/node-24.*/node_modules/node-*/bin 2>/
 ifeq ($(IC_E2E),0)
 E2E_PREREQ :=
 else
-E2E_PREREQ := n8n
+E2E_PREREQ := n8n build-node
 endif
 
 .PHONY: help run build build-go build-node test test-go test-node test-e2e lint \
@@ -79,7 +79,7 @@ test-go: $(E2E_PREREQ)
 test-node: node-deps
 	@echo "npm --prefix n8n-node test"; $(with_node24) $(NPM) --prefix n8n-node test
 
-test-e2e: n8n
+test-e2e: n8n build-node
 	$(TESTENV) $(GO) test -race -count=1 -v ./sidecar/e2e
 
 ## lint: gofmt, go vet, shell syntax, n8n node lint
@@ -102,7 +102,7 @@ bench: build-go
 	DATABASE_URL=$$BENCH_DATABASE_URL $(GO) run ./sidecar/cmd/claimbench -claimd $(CURDIR)/bin/claimd $(BENCH_ARGS)
 
 ## compare: the remove-duplicates comparison against a real n8n
-compare: n8n
+compare: n8n build-node
 	IC_COMPARE=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestCompareRemoveDuplicates -v -count=1
 
 ## screenshot: README screenshot of the inline example -> n8n-node/examples/inline-claim.png
