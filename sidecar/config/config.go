@@ -58,7 +58,7 @@ type Var struct{ Env, Flag, Default, Help string }
 var Vars = []Var{
 	{"DATABASE_URL", "database-url", "", "PostgreSQL connection string (pool knobs such as pool_max_conns=20 go in it). Required."},
 	{"CLAIMD_ADDR", "addr", "127.0.0.1:8080", "Listen address."},
-	{"CLAIMD_API_KEYS", "api-keys", "", "Static keys, tenant:key,tenant:key (keys ≥ 16 chars). Tenant * makes an admin key, which acts for the tenant named in the X-Tenant header. Database keys: `claimd keys create`."},
+	{"CLAIMD_API_KEYS", "api-keys", "", "Static keys, tenant:key,tenant:key (keys ≥ 16 chars). Tenant * makes an admin key, which acts for the tenant named in the X-Tenant header. Database keys: claimd keys create."},
 	{"CLAIMD_MIGRATE", "migrate", "true", "Apply pending migrations on start."},
 	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
 	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},

@@ -651,6 +651,7 @@ sources:
     provider: token
     secrets: ["documenso-shared-secret-FAKE"]
     options: {header: X-Documenso-Secret, key: {id_pointers: ["/event", "/payload/id", "/payload/status"], type_pointer: "/event"}}
+    volatile_fields: ["/createdAt"]
     FWD
   c25: {tenant: acme, provider: standard-webhooks, secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], max_body_bytes: 16777216, FWD}
   c27-paddle: {tenant: acme, provider: paddle, secrets: ["pdl_ntfset_FAKE_0000000000000000000000000000_secret"], FWD}
@@ -766,7 +767,7 @@ var ingestCaseTable = map[string]ingestCaseWant{
 	"C20/1": {source: "c20", outcome: wantNew},
 	"C20/2": {source: "c20", outcome: wantConflict},
 	"C20/3": {source: "c20-documenso", outcome: wantNew},
-	"C20/4": {source: "c20-documenso", outcome: wantConflict, why: "composite key matches step 3, but createdAt changed the payload hash: kept as a conflict, not dispatched (reported)"},
+	"C20/4": {source: "c20-documenso", outcome: wantDuplicate, why: "composite key matches step 3; createdAt is a volatile field, left out of the payload hash"},
 
 	"C23/1": {outcome: wantSkip, why: "canonical-JSON keys are the claim API's key_fields, not an ingest source"},
 	"C23/2": {outcome: wantSkip, why: "canonical-JSON keys are the claim API's key_fields, not an ingest source"},
@@ -1513,6 +1514,56 @@ func TestDispatchDeadLetterThenReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, e.do(t, req).status, "the inbox API needs an API key")
 	require.Len(t, target.requests(), 2)
+}
+
+// TestProviderRedeliveryRearmsDeadLetteredDispatch is C05 step 3: once a
+// dispatch is dead-lettered, the provider's next retry of the event re-arms
+// it; 20 concurrent copies of that retry produce exactly one more dispatch.
+func TestProviderRedeliveryRearmsDeadLetteredDispatch(t *testing.T) {
+	t.Parallel()
+	target := newIngestTarget(t, func(n int) (int, http.Header) {
+		if n == 1 {
+			return http.StatusBadRequest, nil
+		}
+		return http.StatusOK, nil
+	})
+	e := setupIngest(t, dispatchSources(""), ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL}})
+	const delivery = "rearm-1"
+	body := []byte(`{"ref":"refs/heads/main","id":"` + delivery + `"}`)
+	id := e.receiveOne(t, delivery)
+	e.waitDispatchState(t, id, "dead_lettered")
+
+	statuses := make([]string, 20)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ans := e.send(t, "hooks", githubDelivery(dispatchSecret, delivery, body))
+			if ans.status != http.StatusOK {
+				t.Errorf("retry %d: %d %s", i, ans.status, ans.body)
+				return
+			}
+			rs, _ := ans.receipts(t)
+			statuses[i] = rs[0].Status
+		}()
+	}
+	wg.Wait()
+	accepted := 0
+	for _, st := range statuses {
+		if st == "accepted" {
+			accepted++
+		} else {
+			require.Equal(t, "duplicate", st)
+		}
+	}
+	require.Equal(t, 1, accepted, "exactly one retry re-arms the dispatch")
+	e.waitDispatchState(t, id, "dispatched")
+	reqs := target.requests()
+	require.Len(t, reqs, 2, "one failed dispatch, one more after the provider's retry")
+	require.Equal(t, 1, successes(reqs))
+	require.Equal(t, 1, e.inboxGet(t, id).DispatchAttempts)
+	require.Equal(t, "2", e.scalar(t, `SELECT count(*)::text FROM river_job WHERE args->>'claim_id' = $1`, id), "the cancelled job and the re-armed one")
 }
 
 // TestDispatchAttemptCapDeadLetters: a target that keeps failing gets

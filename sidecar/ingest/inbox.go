@@ -125,7 +125,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 				payload, ct = ev.Payload, itemContentType(contentType)
 			}
 			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: eventID(ev.ID)},
-				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(payload)}
+				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(src.volatile.strip(payload))}
 			if ev.ObjectID != "" && ev.ObjectVersion != nil {
 				r.ObjectID, r.ObjectVersion = ev.ObjectID, ev.ObjectVersion
 			}
@@ -150,6 +150,14 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 				if _, err := tx.Exec(ctx, `INSERT INTO inbox_conflicts (claim_id, body, payload_hash) VALUES ($1, $2, $3)`,
 					rc.ID, payload, r.PayloadHash); err != nil {
 					return err
+				}
+			default:
+				rearmed, err := in.rearm(ctx, tx, rc.ID, src, "provider redelivery after a dead-lettered dispatch")
+				if err != nil {
+					return err
+				}
+				if rearmed {
+					rcpt.Status = Accepted
 				}
 			}
 			receipts[i] = rcpt
@@ -197,6 +205,29 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "")
+}
+
+// rearm puts a dead-lettered dispatch back to pending with a fresh attempt
+// budget and queues a new dispatch job, in tx. The conditional UPDATE
+// arbitrates concurrent callers: exactly one re-arms. It reports whether
+// this call did. A provider's redelivery of an event whose dispatch was
+// dead-lettered re-arms it (the provider says the event still matters);
+// so does an operator's replay.
+func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, id string, src *Source, why string) (bool, error) {
+	tag, err := tx.Exec(ctx, `UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
+		last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered'`, id)
+	if err != nil || tag.RowsAffected() == 0 {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+		SELECT id, 'dispatch_replayed', attempt, $2 FROM claims WHERE id = $1`, id, why); err != nil {
+		return false, err
+	}
+	if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
+		&river.InsertOpts{Queue: queueName(src.Name), MaxAttempts: riverMaxAttempts}); err != nil {
+		return false, fmt.Errorf("enqueue dispatch: %w", err)
+	}
+	return true, nil
 }
 
 // payloadHash is the RFC 8785 canonical-JSON SHA-256 of a JSON payload, or
@@ -291,20 +322,12 @@ func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, err
 		return InboxEvent{}, &apperr.Error{Code: apperr.InvalidState, Message: fmt.Sprintf("source %q is no longer configured", cur.Source)}
 	}
 	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
-			last_dispatch_error = NULL WHERE claim_id = $1 AND tenant = $2 AND dispatch_state = 'dead_lettered'`, id, tenant)
-		if err != nil {
-			return err
+		// cur is the caller's tenant's record (Get above), so id is in scope.
+		rearmed, err := in.rearm(ctx, tx, id, src, "operator replay")
+		if err == nil && !rearmed {
+			err = &apperr.Error{Code: apperr.InvalidState,
+				Message: "only dead-lettered inbox events can be replayed; this one is pending or dispatched (or was replayed just now)"}
 		}
-		if tag.RowsAffected() == 0 {
-			return &apperr.Error{Code: apperr.InvalidState, Message: "only dead-lettered inbox events can be replayed; this one is " + cur.DispatchState}
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-			SELECT id, 'dispatch_replayed', attempt, 'operator replay' FROM claims WHERE id = $1`, id); err != nil {
-			return err
-		}
-		_, err = in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
-			&river.InsertOpts{Queue: queueName(src.Name), MaxAttempts: riverMaxAttempts})
 		return err
 	})
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 //	    allowed_event_types: ["invoice.*"]
 //	    max_body_bytes: 1048576
 //	    unauthenticated_status: 401  # or a 2xx to answer bad signatures silently
+//	    volatile_fields: ["/createdAt"]  # JSON pointers left out of the payload hash
 //	    options: {}                  # provider-specific verify.*Config fields, snake_case
 //	    forward:
 //	      url: http://n8n:5678/webhook/stripe
@@ -64,6 +65,7 @@ type SourceSpec struct {
 	MaxBodyBytes          int            `yaml:"max_body_bytes"`
 	UnauthenticatedStatus int            `yaml:"unauthenticated_status"`
 	Options               map[string]any `yaml:"options"`
+	VolatileFields        []string       `yaml:"volatile_fields"`
 	Forward               ForwardSpec    `yaml:"forward"`
 
 	LeasePolicy        string `yaml:"lease_policy"`
@@ -114,6 +116,8 @@ type Source struct {
 	MaxBodyBytes int
 	// UnauthenticatedStatus answers deliveries that fail verification.
 	UnauthenticatedStatus int
+	// volatile are left out of the payload hash (volatile_fields).
+	volatile volatileFields
 	// CredentialHeaders are the lower-case names of the headers that carry
 	// this source's signature or shared token (a configured generic header
 	// such as X-Api-Key included). They are never stored or forwarded.
@@ -222,9 +226,13 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	v, err := verify.New(vcfg)
 	if err != nil {
+		return nil, fileError(err)
+	}
+	volatile, err := parseVolatile(s.VolatileFields)
+	if err != nil {
 		return nil, err
 	}
-	src := &Source{Name: name, Tenant: s.Tenant, Provider: t, Verifier: v,
+	src := &Source{Name: name, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
 		CredentialHeaders: credentialHeaders(vcfg)}
 	if src.MaxBodyBytes == 0 {
@@ -421,6 +429,35 @@ func verifierConfig(t verify.Type, s SourceSpec, secrets []string) (verify.Confi
 	return cfg, nil
 }
 
+// fileError names a verifier configuration error's field as it is written in
+// the sources file ("options.key.id_header", "secrets[1]"), not as the Go
+// field it maps to.
+func fileError(err error) error {
+	var ce *verify.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	parts := strings.Split(ce.Field, ".")
+	for i, p := range parts {
+		name, index, _ := strings.Cut(p, "[")
+		if index != "" {
+			index = "[" + index
+		}
+		parts[i] = snake(name) + index
+	}
+	field := strings.Join(parts, ".")
+	switch parts[0] {
+	case "tolerance":
+		field = "tolerance_seconds"
+	case "allowed_event_types":
+	default:
+		if !strings.HasPrefix(parts[0], "secrets") {
+			field = "options." + field
+		}
+	}
+	return fmt.Errorf("%s: %s", field, ce.Reason)
+}
+
 func camelKeys(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -448,15 +485,22 @@ func camel(s string) string {
 }
 
 func snake(s string) string {
+	r := []rune(s)
 	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 {
+	for i, c := range r {
+		upper := c >= 'A' && c <= 'Z'
+		if upper && i > 0 {
+			prevLower := r[i-1] >= 'a' && r[i-1] <= 'z'
+			nextLower := i+1 < len(r) && r[i+1] >= 'a' && r[i+1] <= 'z'
+			prevUpper := r[i-1] >= 'A' && r[i-1] <= 'Z'
+			if prevLower || (prevUpper && nextLower) {
 				b.WriteByte('_')
 			}
-			r += 'a' - 'A'
 		}
-		b.WriteRune(r)
+		if upper {
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
 	}
 	return b.String()
 }

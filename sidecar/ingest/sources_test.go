@@ -105,7 +105,7 @@ sources:
 		{`{tenant: acme, provider: github, secrets: [s], unauthenticated_status: 302, ` + fwd + `}`, "unauthenticated_status"},
 		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "http://n8n/x", backoff_base_seconds: 10, backoff_cap_seconds: 5}}`, "backoff_cap_seconds"},
 		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "http://n8n/x", timeout_seconds: 600}}`, "timeout_seconds must be at most 240"},
-		{`{tenant: acme, provider: hmac, secrets: [s], options: {signature: {algorithm: md5}}, ` + fwd + `}`, "Signature.Header"},
+		{`{tenant: acme, provider: hmac, secrets: [s], options: {signature: {algorithm: md5}}, ` + fwd + `}`, "options.signature.header"},
 	} {
 		_, err := ingest.Parse([]byte("sources:\n  bad: "+tc.spec+"\n"), envOf(nil))
 		require.Error(t, err, tc.spec)

@@ -40,7 +40,7 @@ func New(stats StatsFunc) *Metrics {
 			Name: "claimd_claims_total", Help: "Claim attempts by outcome.",
 		}, []string{"outcome"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "claimd_conflicts_total", Help: "Claims of a known key with a different payload hash.",
+			Name: "claimd_conflicts_total", Help: "Claims and ingested deliveries of a known key with a different payload hash.",
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "claimd_retries_total", Help: "Won claims that were not the first attempt (retry after failure, reclaimed lease or operator retry).",
@@ -141,6 +141,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 // label stays bounded.
 func (m *Metrics) Received(source string, s ingest.Status) {
 	m.ingest.WithLabelValues(source, string(s)).Inc()
+	if s == ingest.Conflict {
+		m.conflicts.Inc() // one conflict counter for claims and ingest
+	}
 }
 
 // Rejected implements ingest.Observer.

@@ -52,6 +52,7 @@ func TestMetricsFollowLedger(t *testing.T) {
 	_, err = l.Claim(ctx, req("e3", "")) // won again: a retry
 	require.NoError(t, err)
 	m.Received("stripe", ingest.Accepted)
+	m.Received("stripe", ingest.Conflict)
 	m.Dispatched("stripe", "dispatched", 20*time.Millisecond)
 
 	expect := `
@@ -65,9 +66,9 @@ claimd_claims_total{outcome="retry_later"} 0
 claimd_claims_total{outcome="stale"} 0
 claimd_claims_total{outcome="unknown"} 0
 claimd_claims_total{outcome="won"} 4
-# HELP claimd_conflicts_total Claims of a known key with a different payload hash.
+# HELP claimd_conflicts_total Claims and ingested deliveries of a known key with a different payload hash.
 # TYPE claimd_conflicts_total counter
-claimd_conflicts_total 1
+claimd_conflicts_total 2
 # HELP claimd_retries_total Won claims that were not the first attempt (retry after failure, reclaimed lease or operator retry).
 # TYPE claimd_retries_total counter
 claimd_retries_total 1
@@ -86,6 +87,7 @@ claimd_records_open{state="unknown"} 1
 # HELP claimd_ingest_deliveries_total Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).
 # TYPE claimd_ingest_deliveries_total counter
 claimd_ingest_deliveries_total{result="accepted",source="stripe"} 1
+claimd_ingest_deliveries_total{result="conflict",source="stripe"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(expect),
 		"claimd_claims_total", "claimd_conflicts_total", "claimd_retries_total", "claimd_failures_total",

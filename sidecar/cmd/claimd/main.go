@@ -316,7 +316,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	m.Log.Info().Dur("timeout", m.Config.ShutdownTimeout).Msg("shutting down: draining in-flight requests")
+	m.Log.Info().Str("timeout", m.Config.ShutdownTimeout.String()).Msg("shutting down: draining in-flight requests")
 	stopMaint()
 	err = app.ShutdownWithTimeout(m.Config.ShutdownTimeout)
 	<-maintDone
