@@ -755,10 +755,10 @@ var ingestCaseTable = map[string]ingestCaseWant{
 	"C17/4": {source: "c17", outcome: wantNew},
 
 	"C18/1": {source: "c18", outcome: wantNew},
-	"C18/2": {source: "c18", outcome: wantConflict, why: "same key as step 1, but the stored payload is the data in binary mode and the whole event in structured mode, so the payload hashes differ (reported)"},
+	"C18/2": {source: "c18", outcome: wantDuplicate, why: "same (source, id) as step 1; the payload hash covers the event's data in both modes"},
 	"C18/3": {source: "c18", outcome: wantNew},
 	"C18/4": {source: "c18", outcome: wantNew},
-	"C18/5": {source: "c18", outcome: wantConflict, why: "as C18/2, binary after structured"},
+	"C18/5": {source: "c18", outcome: wantDuplicate, why: "as C18/2, binary after structured, percent-decoded source"},
 
 	"C19/1": {source: "c19", outcome: wantHandshake},
 	"C19/2": {source: "c19", outcome: wantNew},

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -125,7 +126,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 				payload, ct = ev.Payload, itemContentType(contentType)
 			}
 			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: eventID(ev.ID)},
-				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(src.volatile.strip(payload))}
+				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(src.volatile.strip(hashedContent(src, ct, payload)))}
 			if ev.ObjectID != "" && ev.ObjectVersion != nil {
 				r.ObjectID, r.ObjectVersion = ev.ObjectID, ev.ObjectVersion
 			}
@@ -228,6 +229,32 @@ func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, id string, src *Source, w
 		return false, fmt.Errorf("enqueue dispatch: %w", err)
 	}
 	return true, nil
+}
+
+// hashedContent is the part of an event's payload that its payload hash
+// covers. For CloudEvents it is the event's data, so the same event sent in
+// binary mode (the body is the data) and in structured mode (the body is
+// the whole event, data inside) is a duplicate, not a conflict: (source,
+// id) identify the event and data is its content (CloudEvents spec §3.1).
+func hashedContent(src *Source, contentType string, payload []byte) []byte {
+	structured := strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "application/cloudevents")
+	if src.Provider != verify.TypeCloudEvents || !structured {
+		return payload // binary mode: the body is the data
+	}
+	var e struct {
+		Data       json.RawMessage `json:"data"`
+		DataBase64 string          `json:"data_base64"`
+	}
+	if json.Unmarshal(payload, &e) != nil {
+		return payload
+	}
+	if len(e.Data) > 0 {
+		return e.Data
+	}
+	if b, err := base64.StdEncoding.DecodeString(e.DataBase64); err == nil && e.DataBase64 != "" {
+		return b
+	}
+	return payload
 }
 
 // payloadHash is the RFC 8785 canonical-JSON SHA-256 of a JSON payload, or

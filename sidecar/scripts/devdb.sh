@@ -273,15 +273,29 @@ EOF
 		log "already running on 127.0.0.1:$(stored_port)"
 		return 0
 	fi
-	local port
-	port=$(choose_port)
-	echo "$port" >"$PORT_FILE"
+	local port tries=0
 	touch "$dr/postgres.log"
 	[ -z "$RUN_AS" ] || chown "$RUN_AS" "$dr/postgres.log"
-	if ! as_runner "$dr" "$BIN/pg_ctl" start -D "$data" -l "$dr/postgres.log" -w -t 120 -o "-p $port" >/dev/null; then
+	while :; do
+		port=$(choose_port)
+		echo "$port" >"$PORT_FILE"
+		local mark
+		mark=$(wc -l <"$dr/postgres.log")
+		if as_runner "$dr" "$BIN/pg_ctl" start -D "$data" -l "$dr/postgres.log" -w -t 120 -o "-p $port" >/dev/null; then
+			break
+		fi
+		# A port can be taken in ways a connect probe does not see (another
+		# server bound to it but not accepting yet): move on to the next one.
+		tries=$((tries + 1))
+		if [ "$tries" -lt 5 ] && tail -n +"$((mark + 1))" "$dr/postgres.log" | grep -q "Address already in use"; then
+			log "port $port is taken; trying the next one"
+			PREFERRED_PORT=$((port + 1))
+			rm -f "$PORT_FILE"
+			continue
+		fi
 		tail -n 20 "$dr/postgres.log" >&2 || true
-		die "pg_ctl start failed; see $dr/postgres.log"
-	fi
+		die "pg_ctl start failed; see $dr/postgres.log (DEVDB_PORT picks another port)"
+	done
 	wait_ready "$port"
 	log "running on 127.0.0.1:$port (log: $dr/postgres.log)"
 }
