@@ -69,14 +69,16 @@ CREATE TABLE claim_deliveries (
 );
 CREATE INDEX claim_deliveries_claim_idx ON claim_deliveries (claim_id, id);
 
--- Out-of-order protection: the newest completed version per object.
+-- Out-of-order protection: the newest completed version per object, per
+-- action (each action of the action ledger is its own stream of effects).
 CREATE TABLE object_versions (
     tenant        text NOT NULL,
     source        text NOT NULL,
+    action        text NOT NULL DEFAULT '',
     object_id     text NOT NULL,
     last_version  bigint NOT NULL,
     updated_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (tenant, source, object_id)
+    PRIMARY KEY (tenant, source, action, object_id)
 );
 
 -- claim_outcome decides what a claim of an EXISTING record means. It is used
@@ -88,7 +90,10 @@ CREATE FUNCTION claim_outcome(
     cur_lease_policy text, req_hash text, req_stale boolean, at timestamptz)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE
-        WHEN cur_hash IS NOT NULL AND req_hash IS NOT NULL AND cur_hash <> req_hash THEN 'conflict'
+        -- A received (ingested) record's hash is the provider payload's, already
+        -- judged at ingest; the workflow's claim may hash a different view of it.
+        WHEN cur_state <> 'received' AND cur_hash IS NOT NULL AND req_hash IS NOT NULL
+             AND cur_hash <> req_hash THEN 'conflict'
         WHEN cur_state = 'completed' THEN 'duplicate'
         WHEN cur_state = 'stale' THEN 'stale'
         WHEN cur_state = 'dead_lettered' THEN 'dead_lettered'

@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -166,7 +168,38 @@ func (l *Ledger) Validate(r Request) error {
 	case len(r.ExecutionID) > MaxExecIDLen:
 		return apperr.Field("execution_id", "must be at most %d bytes", MaxExecIDLen)
 	}
+	return textFields(map[string]string{"source": r.Source, "event_id": r.EventID, "action": r.Action,
+		"event_type": r.EventType, "object_id": r.ObjectID, "execution_id": r.ExecutionID})
+}
+
+// storable reports whether s can be stored in a PostgreSQL text column:
+// valid UTF-8 without NUL bytes.
+func storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// textFields returns an Invalid error naming the first field (in name
+// order) that PostgreSQL text cannot hold.
+func textFields(fields map[string]string) error {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !storable(fields[n]) {
+			return apperr.Field(n, "must be valid UTF-8 without NUL characters")
+		}
+	}
 	return nil
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // Claim decides one claim attempt in its own transaction. See ClaimTx.
@@ -284,6 +317,9 @@ func (l *Ledger) Complete(ctx context.Context, tenant, id, token, resultRef stri
 	if len(resultRef) > MaxResultRefLen {
 		return Record{}, apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
 	}
+	if err := textFields(map[string]string{"result_ref": resultRef}); err != nil {
+		return Record{}, err
+	}
 	rec, err := scanRecord(l.pool.QueryRow(ctx, completeSQL, id, tenant, token, nullable(resultRef), nil))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
@@ -317,9 +353,7 @@ func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKi
 	default:
 		return Record{}, apperr.Field("retry", "must be one of retryable, permanent, unknown")
 	}
-	if len(msg) > MaxErrorLen {
-		msg = msg[:MaxErrorLen]
-	}
+	msg = strings.ToValidUTF8(strings.ReplaceAll(truncate(msg, MaxErrorLen), "\x00", ""), "\uFFFD")
 	rec, err := scanRecord(l.pool.QueryRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, l.guardMissed(ctx, tenant, id)
@@ -375,6 +409,9 @@ func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome Resolve
 	}
 	if len(note) > MaxNoteLen {
 		return Record{}, apperr.Field("note", "must be at most %d bytes", MaxNoteLen)
+	}
+	if err := textFields(map[string]string{"result_ref": resultRef, "note": note}); err != nil {
+		return Record{}, err
 	}
 	rec, err := scanRecord(l.pool.QueryRow(ctx, resolveSQL, id, tenant, string(outcome), nullable(resultRef), note))
 	if errors.Is(err, pgx.ErrNoRows) {

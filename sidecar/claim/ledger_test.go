@@ -3,6 +3,7 @@ package claim_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -530,4 +531,101 @@ func TestValidationNamesField(t *testing.T) {
 	var rows int
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM claims`).Scan(&rows))
 	require.Zero(t, rows, "nothing written for invalid input")
+}
+
+// Out-of-order protection is per action: completing one effect of an event
+// never makes the event's other effects stale.
+func TestStaleIsPerAction(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	v5 := int64(5)
+	withAction := func(action string) claim.Request {
+		r := req("a", "evt_obj")
+		r.Action, r.ObjectID, r.ObjectVersion = action, "cus_1", &v5
+		return r
+	}
+	inv, err := b.ledger.Claim(b.ctx, withAction("create-invoice"))
+	require.NoError(t, err)
+	_, err = b.ledger.Complete(b.ctx, "a", inv.ID, inv.Token, "inv_1")
+	require.NoError(t, err)
+	for _, action := range []string{"send-email", ""} {
+		got, err := b.ledger.Claim(b.ctx, withAction(action))
+		require.NoError(t, err)
+		require.Equal(t, claim.Won, got.Outcome, "action %q", action)
+	}
+	older := withAction("create-invoice")
+	older.EventID = "evt_obj_old"
+	v4 := int64(4)
+	older.ObjectVersion = &v4
+	got, err := b.ledger.Claim(b.ctx, older)
+	require.NoError(t, err)
+	require.Equal(t, claim.Stale, got.Outcome, "the same action of an older version is still stale")
+}
+
+// An ingested (received) record is claimed by the workflow even when the
+// workflow hashes another view of the payload: conflicts were judged at
+// ingest. Its stored object version guards it against staleness.
+func TestClaimOfIngestedRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	v := func(n int64) *int64 { return &n }
+	rcv := func(event string, version int64) claim.Receipt {
+		r := req("a", event)
+		r.PayloadHash = strings.Repeat("a", 64)
+		r.ObjectID, r.ObjectVersion = "cus_9", v(version)
+		rc, err := b.ledger.ReceiveTx(b.ctx, b.pool, r)
+		require.NoError(t, err)
+		require.True(t, rc.Inserted)
+		require.Equal(t, claim.StateReceived, rc.State)
+		return rc
+	}
+	rcv("evt_new", 5)
+	rcv("evt_old", 3)
+
+	r := req("a", "evt_new")
+	r.PayloadHash = strings.Repeat("b", 64) // the workflow's view of the body
+	won, err := b.ledger.Claim(b.ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, won.Outcome)
+	require.Equal(t, strings.Repeat("a", 64), won.PayloadHash, "the ingest hash is kept")
+	_, err = b.ledger.Complete(b.ctx, "a", won.ID, won.Token, "")
+	require.NoError(t, err)
+
+	old, err := b.ledger.Claim(b.ctx, req("a", "evt_old")) // no object in the request
+	require.NoError(t, err)
+	require.Equal(t, claim.Stale, old.Outcome, "the object version stored at ingest is checked")
+
+	r.PayloadHash = strings.Repeat("c", 64)
+	c, err := b.ledger.Claim(b.ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, claim.Conflict, c.Outcome, "once claimed, a different payload is a conflict again")
+}
+
+// Text PostgreSQL cannot store is a 422 naming the field, never a 500; a
+// failure message is cut on a UTF-8 boundary.
+func TestUnstorableTextIsInvalidNotInternal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	for field, mut := range map[string]func(*claim.Request){
+		"event_id":     func(r *claim.Request) { r.EventID = "a\x00b" },
+		"action":       func(r *claim.Request) { r.Action = "\xff" },
+		"event_type":   func(r *claim.Request) { r.EventType = "x\x00" },
+		"execution_id": func(r *claim.Request) { r.ExecutionID = "\x00" },
+	} {
+		r := req("a", "e_text")
+		mut(&r)
+		_, err := b.ledger.Claim(b.ctx, r)
+		e := apperr.As(err)
+		require.NotNil(t, e, field)
+		require.Equal(t, apperr.Invalid, e.Code, field)
+		require.Equal(t, field, e.Field)
+	}
+	w, err := b.ledger.Claim(b.ctx, req("a", "e_text"))
+	require.NoError(t, err)
+	_, err = b.ledger.Complete(b.ctx, "a", w.ID, w.Token, "ref\x00")
+	require.Equal(t, "result_ref", apperr.As(err).Field)
+	rec, err := b.ledger.Fail(b.ctx, "a", w.ID, w.Token, claim.Retryable, strings.Repeat("€", 1334)+"\x00")
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(rec.LastError), claim.MaxErrorLen)
+	require.True(t, strings.HasPrefix(rec.LastError, "€€"))
 }

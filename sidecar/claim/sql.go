@@ -31,11 +31,20 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // version, $11 max attempts, $12 lease policy, $13 execution id,
 // $14 backoff base seconds, $15 backoff cap seconds.
 var claimSQL = strings.NewReplacer("{O}", outcomeExpr, "{S}", strings.ReplaceAll(newStateExpr, "{O}", outcomeExpr)).Replace(`
-WITH req AS (
-	SELECT ($9::text IS NOT NULL AND $10::bigint IS NOT NULL AND EXISTS (
+WITH obj AS (
+	-- The object of the claim: the request's, else the one stored with the
+	-- record at ingest (immutable once set).
+	SELECT COALESCE($9::text, cur.object_id) AS id,
+	       CASE WHEN $9::text IS NOT NULL THEN $10::bigint ELSE cur.object_version END AS version
+	FROM (SELECT 1) one
+	LEFT JOIN claims cur ON cur.tenant = $1 AND cur.source = $2 AND cur.event_id = $3 AND cur.action = $4
+), req AS (
+	SELECT (obj.id IS NOT NULL AND obj.version IS NOT NULL AND EXISTS (
 		SELECT 1 FROM object_versions v
-		WHERE v.tenant = $1 AND v.source = $2 AND v.object_id = $9 AND v.last_version >= $10
+		WHERE v.tenant = $1 AND v.source = $2 AND v.action = $4 AND v.object_id = obj.id
+		  AND v.last_version >= obj.version
 	)) AS stale
+	FROM obj
 ), c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
 		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
@@ -84,10 +93,10 @@ WITH c AS (
 	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND state IN ('processing', 'unknown')
 	RETURNING *
 ), v AS (
-	INSERT INTO object_versions AS ov (tenant, source, object_id, last_version)
-	SELECT tenant, source, object_id, object_version FROM c
+	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
+	SELECT tenant, source, action, object_id, object_version FROM c
 	WHERE object_id IS NOT NULL AND object_version IS NOT NULL
-	ON CONFLICT (tenant, source, object_id) DO UPDATE
+	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
 	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
@@ -144,10 +153,10 @@ WITH c AS (
 	WHERE id = $1 AND tenant = $2 AND state IN ('unknown', 'dead_lettered')
 	RETURNING *
 ), v AS (
-	INSERT INTO object_versions AS ov (tenant, source, object_id, last_version)
-	SELECT tenant, source, object_id, object_version FROM c
+	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
+	SELECT tenant, source, action, object_id, object_version FROM c
 	WHERE state = 'completed' AND object_id IS NOT NULL AND object_version IS NOT NULL
-	ON CONFLICT (tenant, source, object_id) DO UPDATE
+	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
 	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)

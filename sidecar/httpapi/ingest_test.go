@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,6 +211,27 @@ func (e *ingestEnv) send(t *testing.T, source string, d ingestDelivery) ingestAn
 	return e.do(t, req)
 }
 
+// sendTooLarge posts a body over every configured limit. The server may
+// refuse it before reading it: from Content-Length it answers 413 and
+// closes the connection, so a client still writing the body may see the
+// connection reset instead of the answer. Either is a refusal; a 2xx is not.
+func (e *ingestEnv) sendTooLarge(t *testing.T, source string, d ingestDelivery, msg string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.base+"/ingest/"+source, bytes.NewReader(d.body))
+	require.NoError(t, err)
+	for _, kv := range d.header {
+		req.Header[kv[0]] = append(req.Header[kv[0]], kv[1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		require.True(t, errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE),
+			"%s: refused before the body was read, or answered 413; got %v", msg, err)
+		return
+	}
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, msg)
+}
+
 // api calls the authenticated /v1 API.
 func (e *ingestEnv) api(t *testing.T, method, path string) ingestAnswer {
 	t.Helper()
@@ -301,6 +324,9 @@ type ingestTarget struct {
 	mu      sync.Mutex
 	reqs    []ingestCaptured
 	respond func(n int) (int, http.Header)
+	// before, when set, runs for request n before it is answered (outside
+	// the lock), e.g. to claim the event as a workflow would.
+	before func(n int, r *http.Request)
 }
 
 type ingestCaptured struct {
@@ -322,7 +348,11 @@ func newIngestTarget(t *testing.T, respond func(n int) (int, http.Header)) *inge
 			status, h = tg.respond(n)
 		}
 		tg.reqs = append(tg.reqs, ingestCaptured{at: time.Now(), header: r.Header.Clone(), body: body, status: status})
+		before := tg.before
 		tg.mu.Unlock()
+		if before != nil {
+			before(n, r)
+		}
 		for k, vs := range h {
 			w.Header()[k] = vs
 		}
@@ -834,6 +864,11 @@ func TestIngestProviderCases(t *testing.T) {
 				}
 				msg := fmt.Sprintf("%s (%s; case expects: %s)", key, s.Name, s.Expected)
 				before := e.counts(t, want.source)
+				if want.outcome == wantTooLarge {
+					e.sendTooLarge(t, want.source, caseDelivery(t, c, s, i+1, secrets), msg)
+					require.Equal(t, before, e.counts(t, want.source), "%s: nothing stored", msg)
+					continue
+				}
 				ans := e.send(t, want.source, caseDelivery(t, c, s, i+1, secrets))
 				after := e.counts(t, want.source)
 				checkCaseAnswer(t, e, msg, want, s, ans, before, after)
@@ -994,7 +1029,7 @@ func ingestEnvFor(target string) map[string]string {
 	return env
 }
 
-const ingestMatrixForward = `forward: {url: "${TARGET_URL}", headers: {Authorization: "Bearer ${N8N_TOKEN}"}, backoff_base_seconds: 1, backoff_cap_seconds: 1}`
+const ingestMatrixForward = `forward: {require_claim: false, url: "${TARGET_URL}", headers: {Authorization: "Bearer ${N8N_TOKEN}"}, backoff_base_seconds: 1, backoff_cap_seconds: 1}`
 
 var ingestMatrixSources = strings.ReplaceAll(`
 sources:
@@ -1296,7 +1331,7 @@ func TestIngestConcurrentDeliveriesDispatchOnce(t *testing.T) {
 	target := newIngestTarget(t, nil)
 	e := setupIngest(t, `
 sources:
-  stripe: {tenant: acme, provider: stripe, secrets: ["whsec_test_secret"], forward: {url: "${TARGET_URL}"}}
+  stripe: {tenant: acme, provider: stripe, secrets: ["whsec_test_secret"], forward: {require_claim: false, url: "${TARGET_URL}"}}
 `, ingestOptions{dispatch: true, maxConns: 12, env: map[string]string{"TARGET_URL": target.srv.URL}})
 	c := findIngestCase(t, "C05")
 	_, secrets := loadIngestCases(t)
@@ -1369,7 +1404,7 @@ sources:
     tenant: acme
     provider: github
     secrets: ["` + dispatchSecret + `"]
-    forward: {url: "${TARGET_URL}", backoff_base_seconds: 1, backoff_cap_seconds: 1` + extra + `}
+    forward: {require_claim: false, url: "${TARGET_URL}", backoff_base_seconds: 1, backoff_cap_seconds: 1` + extra + `}
 `
 }
 
@@ -1514,6 +1549,44 @@ func TestDispatchDeadLetterThenReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, e.do(t, req).status, "the inbox API needs an API key")
 	require.Len(t, target.requests(), 2)
+}
+
+// TestDispatchRequiresClaim: by default a 2xx from the target counts only
+// once the workflow has claimed the event. n8n answers 200 "n8n is starting
+// up" while booting and runs nothing; that answer must not strand the event.
+func TestDispatchRequiresClaim(t *testing.T) {
+	t.Parallel()
+	var base atomic.Value // the sidecar's URL, known after setup
+	target := newIngestTarget(t, func(n int) (int, http.Header) { return http.StatusOK, nil })
+	target.mu.Lock()
+	target.before = func(n int, r *http.Request) {
+		if n == 1 {
+			return // "n8n is starting up": 200, no claim
+		}
+		body := `{"source":"` + r.Header.Get("X-Idempotency-Source") + `","event_id":"` + r.Header.Get("X-Idempotency-Event-Id") + `"}`
+		req, _ := http.NewRequest(http.MethodPost, base.Load().(string)+"/v1/claims", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+ingestAPIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	target.mu.Unlock()
+	e := setupIngest(t, `
+sources:
+  hooks:
+    tenant: acme
+    provider: github
+    secrets: ["`+dispatchSecret+`"]
+    forward: {url: "${TARGET_URL}", backoff_base_seconds: 1, backoff_cap_seconds: 1}
+`, ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL}})
+	base.Store(e.base)
+	id := e.receiveOne(t, "needs-claim-1")
+	e.waitDispatchState(t, id, "dispatched")
+	require.Len(t, target.requests(), 2, "the unclaimed 200 was retried once")
+	require.Equal(t, "processing", e.scalar(t, `SELECT state FROM claims WHERE id = $1`, id))
+	require.Equal(t, 2, e.inboxGet(t, id).DispatchAttempts)
+	require.Equal(t, []string{"received", "won", "dispatched"}, e.deliveryLog(t, id))
 }
 
 // TestProviderRedeliveryRearmsDeadLetteredDispatch is C05 step 3: once a
@@ -1675,7 +1748,7 @@ func TestIngestConflictIsKeptNotDispatched(t *testing.T) {
 	target := newIngestTarget(t, nil)
 	e := setupIngest(t, `
 sources:
-  std: {tenant: acme, provider: standard-webhooks, secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], forward: {url: "${TARGET_URL}"}}
+  std: {tenant: acme, provider: standard-webhooks, secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], forward: {require_claim: false, url: "${TARGET_URL}"}}
 `, ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL}})
 	c := findIngestCase(t, "C20")
 	_, secrets := loadIngestCases(t)
@@ -1718,6 +1791,7 @@ sources:
     provider: github
     secrets: ["${GH_SECRET}"]
     forward:
+      require_claim: false
       url: "${TARGET_URL}/webhook/gh"
       headers: {Authorization: "Bearer ${N8N_TOKEN}", X-N8N-Route: orders}
   tok:
@@ -1725,7 +1799,7 @@ sources:
     provider: token
     secrets: ["${GH_SECRET}"]
     options: {header: X-Api-Key, key: {id_header: X-Event-Id}}
-    forward: {url: "${TARGET_URL}/webhook/tok"}
+    forward: {require_claim: false, url: "${TARGET_URL}/webhook/tok"}
 `, ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL, "GH_SECRET": dispatchSecret, "N8N_TOKEN": n8nToken}})
 	body := []byte("{\n  \"action\": \"opened\",\n  \"number\": 7\n}\n")
 	d := ingestDelivery{header: ingestHeaders{
@@ -1800,7 +1874,7 @@ func TestIngestLogsCarryNoBodySignatureOrSecret(t *testing.T) {
 	down.srv.Close() // connection refused
 	const hookToken = "hook-url-token-SECRET-5512"
 	sources := strings.ReplaceAll(ingestMatrixSources, ingestMatrixForward,
-		`forward: {url: "${TARGET_URL}/webhook?token=${HOOK_TOKEN}", headers: {Authorization: "Bearer ${N8N_TOKEN}"}, max_attempts: 1}`)
+		`forward: {require_claim: false, url: "${TARGET_URL}/webhook?token=${HOOK_TOKEN}", headers: {Authorization: "Bearer ${N8N_TOKEN}"}, max_attempts: 1}`)
 	env := ingestEnvFor(down.srv.URL)
 	env["HOOK_TOKEN"] = hookToken
 	e := setupIngest(t, sources, ingestOptions{dispatch: true, env: env})
@@ -1884,8 +1958,8 @@ func TestIngestBatchItemsDispatchedOneByOne(t *testing.T) {
 	target := newIngestTarget(t, nil)
 	e := setupIngest(t, `
 sources:
-  graph: {tenant: acme, provider: msgraph, secrets: ["state-0001"], forward: {url: "${TARGET_URL}"}}
-  ce: {tenant: acme, provider: cloudevents, secrets: ["ce-token-0001"], forward: {url: "${TARGET_URL}"}}
+  graph: {tenant: acme, provider: msgraph, secrets: ["state-0001"], forward: {require_claim: false, url: "${TARGET_URL}"}}
+  ce: {tenant: acme, provider: cloudevents, secrets: ["ce-token-0001"], forward: {require_claim: false, url: "${TARGET_URL}"}}
 `, ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL}})
 
 	graphItems := []string{

@@ -73,11 +73,13 @@ func New(cfg Config) *Server {
 		cfg.RequestTimeout = 10 * time.Second
 	}
 	s := &Server{cfg: cfg, validate: newValidator()}
-	// Fiber's limit is the largest of the API limit and the ingest limits;
-	// each route then enforces its own (see limitAPIBody and ingestDelivery).
+	// Fiber's limit is the largest of the API limit and the sources' limits
+	// at start; each route then enforces its own (see limitAPIBody and
+	// ingestDelivery). A reload that raises a source's max_body_bytes above
+	// it takes effect after a restart.
 	bodyLimit := cfg.BodyLimit
 	if cfg.Inbox != nil {
-		bodyLimit = max(bodyLimit, ingest.MaxBodyBytesLimit)
+		bodyLimit = max(bodyLimit, cfg.Inbox.MaxBodyBytes())
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "claimd",

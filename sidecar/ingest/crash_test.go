@@ -141,7 +141,7 @@ sources:
     tenant: acme
     provider: github
     secrets: ["${GH_HOOK_SECRET}"]
-    forward: {url: "`+target.URL+`/webhook/gh", backoff_base_seconds: 1, backoff_cap_seconds: 1}
+    forward: {require_claim: false, url: "`+target.URL+`/webhook/gh", backoff_base_seconds: 1, backoff_cap_seconds: 1}
 `), 0o600))
 	env := map[string]string{
 		"DATABASE_URL": dbURL, "CLAIMD_ADDR": "127.0.0.1:0", "CLAIMD_SOURCES_FILE": sources,

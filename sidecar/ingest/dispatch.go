@@ -261,16 +261,27 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	status, retryAfter, derr := in.post(ctx, src, job.Args, st, attempt)
 	switch {
 	case derr == nil && status >= 200 && status < 300:
-		_, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', dispatch_attempts = $2,
-			last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now() WHERE claim_id = $1 RETURNING claim_id)
+		// With require_claim, a 2xx counts only once the workflow has
+		// claimed the event: n8n answers 200 "n8n is starting up" while it
+		// boots and runs nothing, and a workflow that answers before its
+		// claim may still fail. Otherwise it is retried like a 5xx.
+		var marked bool
+		err := in.pool.QueryRow(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', dispatch_attempts = $2,
+			last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now()
+			WHERE claim_id = $1 AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND c.state <> 'received'))
+			RETURNING claim_id), log AS (
 			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-			SELECT claim_id, 'dispatched', $2, 'HTTP ' || $3::text FROM e`, job.Args.ClaimID, attempt, status)
+			SELECT claim_id, 'dispatched', $2, 'HTTP ' || $3::text FROM e)
+			SELECT EXISTS (SELECT 1 FROM e)`, job.Args.ClaimID, attempt, status, src.Forward.RequireClaim).Scan(&marked)
 		if err != nil {
 			return err
 		}
-		in.obs.Dispatched(src.Name, "dispatched", time.Since(st.receivedAt))
-		in.log.Info().Str("source", src.Name).Str("claim_id", job.Args.ClaimID).Int("attempt", attempt).Int("status", status).Msg("dispatched")
-		return nil
+		if marked {
+			in.obs.Dispatched(src.Name, "dispatched", time.Since(st.receivedAt))
+			in.log.Info().Str("source", src.Name).Str("claim_id", job.Args.ClaimID).Int("attempt", attempt).Int("status", status).Msg("dispatched")
+			return nil
+		}
+		derr = fmt.Errorf("HTTP %d but the event was not claimed (n8n still starting, or the workflow answers before its Idempotent Claim node)", status)
 	case derr == nil && status >= 400 && status < 500 && status != 408 && status != 429:
 		return in.deadLetter(ctx, job.Args, st, status, fmt.Sprintf("target answered HTTP %d", status))
 	}

@@ -70,3 +70,15 @@ func TestEventIDHashesOverlongProviderIDs(t *testing.T) {
 	require.Equal(t, got, eventID(long), "stable, so redeliveries stay duplicates")
 	require.NotEqual(t, got, eventID(short+"c"))
 }
+
+func TestFitIDHashesUnstorableIDs(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"a\x00b", "\xff\xfe", strings.Repeat("x", claim.MaxObjectIDLen+1)} {
+		got := fitID(id, claim.MaxObjectIDLen)
+		require.True(t, strings.HasPrefix(got, "sha256:"), "%q", id)
+		require.Equal(t, got, fitID(id, claim.MaxObjectIDLen), "stable")
+	}
+	require.Equal(t, "cus_1", fitID("cus_1", claim.MaxObjectIDLen))
+	require.Equal(t, "ab", truncate("a\x00b", 10))
+	require.Equal(t, "€", truncate("€€", 4), "never splits a UTF-8 sequence")
+}

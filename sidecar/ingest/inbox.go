@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -128,7 +129,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: eventID(ev.ID)},
 				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(src.volatile.strip(hashedContent(src, ct, payload)))}
 			if ev.ObjectID != "" && ev.ObjectVersion != nil {
-				r.ObjectID, r.ObjectVersion = ev.ObjectID, ev.ObjectVersion
+				r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
 			}
 			rc, err := in.ledger.ReceiveTx(ctx, tx, r)
 			if err != nil {
@@ -193,15 +194,22 @@ func itemContentType(contentType string) string {
 // ledger accepts: then its SHA-256 stands for it ("sha256:" + hex), so an
 // authentic event is never refused (a 4xx would make the provider retry
 // forever).
-func eventID(id string) string {
-	if len(id) <= claim.MaxEventIDLen {
+func eventID(id string) string { return fitID(id, claim.MaxEventIDLen) }
+
+// fitID keeps a provider identifier that the ledger can store, or stands
+// its SHA-256 in for it: too long, not UTF-8, or holding NUL bytes.
+func fitID(id string, max int) string {
+	if len(id) <= max && utf8.ValidString(id) && !strings.ContainsRune(id, 0) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// truncate cuts an informational text (an event type) to n bytes of valid
+// UTF-8 without NUL bytes.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "")
 	if len(s) <= n {
 		return s
 	}

@@ -47,6 +47,7 @@ import (
 //	      max_attempts: 10
 //	      backoff_base_seconds: 5
 //	      backoff_cap_seconds: 600
+//	      require_claim: true        # a 2xx counts once the workflow claimed the event
 //	    lease_policy: reclaim        # claim-ledger policy of this source
 //	    retention_days: 30
 //
@@ -86,6 +87,10 @@ type ForwardSpec struct {
 	MaxAttempts        int               `yaml:"max_attempts"`
 	BackoffBaseSeconds int               `yaml:"backoff_base_seconds"`
 	BackoffCapSeconds  int               `yaml:"backoff_cap_seconds"`
+	// RequireClaim (default true): a 2xx counts as dispatched only once the
+	// workflow has claimed the event; set false for targets that do not
+	// claim (a plain webhook consumer).
+	RequireClaim *bool `yaml:"require_claim"`
 }
 
 // Defaults of a source.
@@ -134,6 +139,8 @@ type Forward struct {
 	MaxAttempts int
 	BackoffBase time.Duration
 	BackoffCap  time.Duration
+	// RequireClaim: a 2xx is a success only once the event was claimed.
+	RequireClaim bool
 }
 
 // Config is a parsed sources file: ingest sources and claim policies.
@@ -252,6 +259,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		Timeout: time.Duration(f.TimeoutSeconds) * time.Second, Concurrency: f.Concurrency,
 		MaxAttempts: f.MaxAttempts, BackoffBase: time.Duration(f.BackoffBaseSeconds) * time.Second,
 		BackoffCap: time.Duration(f.BackoffCapSeconds) * time.Second, Headers: map[string]string{},
+		RequireClaim: f.RequireClaim == nil || *f.RequireClaim,
 	}
 	if src.Forward.URL, err = expand(f.URL, getenv); err != nil {
 		return nil, fmt.Errorf("forward.url: %w", err)

@@ -130,7 +130,7 @@ sources:
 	require.Equal(t, 401, src.UnauthenticatedStatus)
 	require.Equal(t, ingest.Forward{URL: "http://n8n.internal:5678/webhook/x", Headers: map[string]string{},
 		Timeout: ingest.DefaultForwardTimeout, Concurrency: ingest.DefaultConcurrency, MaxAttempts: ingest.DefaultDispatchMax,
-		BackoffBase: ingest.DefaultDispatchBase, BackoffCap: ingest.DefaultDispatchCap}, src.Forward)
+		BackoffBase: ingest.DefaultDispatchBase, BackoffCap: ingest.DefaultDispatchCap, RequireClaim: true}, src.Forward)
 	require.Equal(t, claim.LeasePolicy("review"), cfg.Policies["gh"].LeasePolicy)
 	require.Equal(t, 7, cfg.Policies["gh"].MaxAttempts)
 	require.Equal(t, 90*24*time.Hour, cfg.Policies["gh"].Retention)
@@ -196,7 +196,7 @@ func TestSourceNamesMakeValidDispatchQueues(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("sources:\n")
 	for _, n := range names {
-		b.WriteString("  " + n + `: {tenant: acme, provider: token, secrets: [tok], options: {key: {id_header: X-Id}}, forward: {url: "${TARGET}"}}` + "\n")
+		b.WriteString("  " + n + `: {tenant: acme, provider: token, secrets: [tok], options: {key: {id_header: X-Id}}, forward: {require_claim: false, url: "${TARGET}"}}` + "\n")
 	}
 	var posts atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { posts.Add(1) }))

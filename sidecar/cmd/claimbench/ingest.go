@@ -124,6 +124,7 @@ func sourcesFile(targetURL string, forwardConc int) string {
 		"    provider: " + string(verify.TypeStandardWebhooks) + "\n" +
 		"    secrets: [\"${" + ingestSecretEnv + "}\"]\n" +
 		"    forward:\n" +
+		"      require_claim: false\n" + // the bench target only counts
 		"      url: " + targetURL + "/hook\n" + conc
 }
 

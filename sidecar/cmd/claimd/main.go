@@ -280,7 +280,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := inbox.Start(ctx); err != nil {
+	// Not ctx: River treats a cancelled start context as a hard stop that
+	// cancels running dispatches; Stop below drains them instead.
+	if err := inbox.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start dispatcher: %w", err)
 	}
 	m.server = httpapi.New(httpapi.Config{
