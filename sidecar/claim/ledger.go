@@ -545,6 +545,9 @@ type Stats struct {
 	// OldestProcessing is the age of the oldest processing claim, and
 	// OldestReceived of the oldest received (not yet claimed) inbox event.
 	OldestProcessing, OldestReceived time.Duration
+	// DispatchPending and DispatchDeadLettered count inbox events waiting
+	// for dispatch and those whose dispatch was dead-lettered.
+	DispatchPending, DispatchDeadLettered int64
 }
 
 // Stats counts open records across all tenants.
@@ -552,7 +555,7 @@ func (l *Ledger) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var op, or float64
 	err := l.pool.QueryRow(ctx, statsSQL).Scan(&s.Unknown, &s.DeadLettered, &s.Processing,
-		&s.RetryableFailed, &s.Received, &op, &or)
+		&s.RetryableFailed, &s.Received, &op, &or, &s.DispatchPending, &s.DispatchDeadLettered)
 	if err != nil {
 		return Stats{}, dbError(err)
 	}

@@ -203,8 +203,9 @@ WITH c AS (
 )
 SELECT count(*) FROM c`
 
-// statsSQL feeds the gauges: open records by state and the age of the oldest
-// processing claim, in seconds.
+// statsSQL feeds the gauges: open records by state, the age of the oldest
+// processing claim and received event (seconds), and inbox dispatches
+// pending and dead-lettered.
 const statsSQL = `
 SELECT
 	count(*) FILTER (WHERE state = 'unknown'),
@@ -213,7 +214,9 @@ SELECT
 	count(*) FILTER (WHERE state = 'retryable_failed'),
 	count(*) FILTER (WHERE state = 'received'),
 	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(claimed_at) FILTER (WHERE state = 'processing')), 0),
-	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(created_at) FILTER (WHERE state = 'received')), 0)
+	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(created_at) FILTER (WHERE state = 'received')), 0),
+	(SELECT count(*) FROM inbox_events WHERE dispatch_state = 'pending'),
+	(SELECT count(*) FROM inbox_events WHERE dispatch_state = 'dead_lettered')
 FROM claims
 WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'received')`
 

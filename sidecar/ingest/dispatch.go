@@ -286,14 +286,19 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return in.deadLetter(ctx, job.Args, st, status, fmt.Sprintf("target answered HTTP %d", status))
 	}
 	reason := fmt.Sprintf("target answered HTTP %d", status)
-	if derr != nil {
+	switch {
+	case derr != nil && status != 0: // a 2xx the workflow did not claim
+		reason = "target answered " + derr.Error() + "; for a target that does not claim, set forward.require_claim: false"
+	case derr != nil:
 		reason = "target unreachable: " + transportError(derr)
 	}
 	if attempt >= src.Forward.MaxAttempts {
 		return in.deadLetter(ctx, job.Args, st, status, reason+fmt.Sprintf(" (attempt cap %d reached)", src.Forward.MaxAttempts))
 	}
-	if _, err := in.pool.Exec(ctx, `UPDATE inbox_events SET dispatch_attempts = $2, last_dispatch_status = NULLIF($3, 0),
-		last_dispatch_error = $4 WHERE claim_id = $1`, job.Args.ClaimID, attempt, status, reason); err != nil {
+	if _, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_attempts = $2, last_dispatch_status = NULLIF($3, 0),
+		last_dispatch_error = $4 WHERE claim_id = $1 RETURNING claim_id)
+		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+		SELECT claim_id, 'dispatch_failed', $2, $4 FROM e`, job.Args.ClaimID, attempt, status, reason); err != nil {
 		return err
 	}
 	in.obs.Dispatched(src.Name, "retry", 0)

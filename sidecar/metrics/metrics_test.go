@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,13 @@ func TestMetricsFollowLedger(t *testing.T) {
 	require.NoError(t, err)
 	m.Received("stripe", ingest.Accepted)
 	m.Received("stripe", ingest.Conflict)
+	for i, state := range []string{"pending", "dead_lettered", "dead_lettered", "dispatched"} {
+		rc, err := l.ReceiveTx(ctx, pool, req(fmt.Sprintf("in%d", i), h1))
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, dispatch_state)
+			VALUES ($1, 't', 's', '{}', $2)`, rc.ID, state)
+		require.NoError(t, err)
+	}
 	m.Dispatched("stripe", "dispatched", 20*time.Millisecond)
 
 	expect := `
@@ -81,19 +89,24 @@ claimd_failures_total{kind="unknown"} 1
 # TYPE claimd_records_open gauge
 claimd_records_open{state="dead_lettered"} 0
 claimd_records_open{state="processing"} 1
-claimd_records_open{state="received"} 0
+claimd_records_open{state="received"} 4
 claimd_records_open{state="retryable_failed"} 0
 claimd_records_open{state="unknown"} 1
 # HELP claimd_ingest_deliveries_total Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).
 # TYPE claimd_ingest_deliveries_total counter
 claimd_ingest_deliveries_total{result="accepted",source="stripe"} 1
 claimd_ingest_deliveries_total{result="conflict",source="stripe"} 1
+# HELP claimd_inbox_dispatch_open Inbox events by dispatch state: pending (waiting or retrying) and dead_lettered (needs a replay).
+# TYPE claimd_inbox_dispatch_open gauge
+claimd_inbox_dispatch_open{state="dead_lettered"} 2
+claimd_inbox_dispatch_open{state="pending"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(expect),
 		"claimd_claims_total", "claimd_conflicts_total", "claimd_retries_total", "claimd_failures_total",
-		"claimd_records_open", "claimd_ingest_deliveries_total"))
+		"claimd_records_open", "claimd_ingest_deliveries_total", "claimd_inbox_dispatch_open"))
 	require.Equal(t, 1, testutil.CollectAndCount(m.Registry, "claimd_claim_to_complete_seconds"))
-	n, err := testutil.GatherAndCount(m.Registry, "claimd_oldest_processing_seconds", "claimd_dispatch_latency_seconds")
+	n, err := testutil.GatherAndCount(m.Registry, "claimd_oldest_processing_seconds", "claimd_dispatch_latency_seconds",
+		"claimd_inbox_dispatch_open")
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	require.Equal(t, 4, n)
 }

@@ -79,6 +79,12 @@ cat >&2 <<EOF
       -d '{"source":"stripe","event_id":"evt_demo_1"}'
   (the first call answers "outcome":"won", a repeat "in_progress")
 
+  signals     kill -HUP \$(cat .run/claimd.pid) reloads CLAIMD_SOURCES_FILE;
+              kill -TERM \$(cat .run/claimd.pid) drains and stops
+
 EOF
 
+# exec keeps this PID for claimd: record it for signals.
+mkdir -p .run
+echo $$ >.run/claimd.pid
 exec bin/claimd serve "$@"

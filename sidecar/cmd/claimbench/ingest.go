@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,11 +353,6 @@ func (ib *ingestBench) cell(ctx context.Context, workload string, conc int, d ti
 	if workload == "duplicate" {
 		want = "duplicate"
 	}
-	type workerResult struct {
-		n, errors int
-		firstErr  string
-		lat       []time.Duration
-	}
 	results := make([]workerResult, conc)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -388,17 +382,5 @@ func (ib *ingestBench) cell(ctx context.Context, workload string, conc int, d ti
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	var r result
-	for _, wr := range results {
-		r.requests += wr.n
-		r.errors += wr.errors
-		if r.firstErr == "" {
-			r.firstErr = wr.firstErr
-		}
-		r.lat = append(r.lat, wr.lat...)
-	}
-	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
-	r.throughput = float64(r.requests) / elapsed.Seconds()
-	return r
+	return merge(results, time.Since(start), 1)
 }

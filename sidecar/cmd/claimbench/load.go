@@ -141,11 +141,6 @@ func (b *bench) httpCell(ctx context.Context, w workload, conc int, d time.Durat
 		path = "/v1/claims/batch"
 	}
 	want := []byte(`"outcome":"` + w.expect + `"`)
-	type workerResult struct {
-		n, errors int
-		firstErr  string
-		lat       []time.Duration
-	}
 	results := make([]workerResult, conc)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -194,19 +189,7 @@ func (b *bench) httpCell(ctx context.Context, w workload, conc int, d time.Durat
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	var r result
-	for _, wr := range results {
-		r.requests += wr.n
-		r.errors += wr.errors
-		if r.firstErr == "" {
-			r.firstErr = wr.firstErr
-		}
-		r.lat = append(r.lat, wr.lat...)
-	}
-	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
-	r.throughput = float64(r.requests*w.items) / elapsed.Seconds()
-	return r
+	return merge(results, time.Since(start), w.items)
 }
 
 func (b *bench) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
@@ -309,4 +292,28 @@ func (b *bench) prepareDuplicates(ctx context.Context, w workload) error {
 	default:
 		return nil
 	}
+}
+
+// workerResult is what one client of a cell measured.
+type workerResult struct {
+	n, errors int
+	firstErr  string
+	lat       []time.Duration
+}
+
+// merge folds the clients of a cell into its result; itemsPerRequest turns
+// requests into claims (batch cells).
+func merge(results []workerResult, elapsed time.Duration, itemsPerRequest int) result {
+	var r result
+	for _, wr := range results {
+		r.requests += wr.n
+		r.errors += wr.errors
+		if r.firstErr == "" {
+			r.firstErr = wr.firstErr
+		}
+		r.lat = append(r.lat, wr.lat...)
+	}
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	r.throughput = float64(r.requests*itemsPerRequest) / elapsed.Seconds()
+	return r
 }
