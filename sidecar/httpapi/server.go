@@ -152,6 +152,9 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	if p, ok := c.Locals(principalKey).(auth.Principal); ok {
 		ev.Str("tenant", p.Tenant)
 	}
+	if src := c.Params("source"); src != "" {
+		ev.Str("source", src)
+	}
 	ev.Msg("request")
 	return nil
 }
