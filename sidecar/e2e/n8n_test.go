@@ -193,6 +193,11 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 
 	started := time.Now()
 	n.Main = StartProc(t, "n8n-main", n.Dir, mainLog, n.mainEnv, in.NodeBin, in.N8NBin, "start")
+	// Workers start once main is ready: main and workers booting together
+	// against one fresh database have made main exit now and then.
+	if cfg.Workers > 0 {
+		WaitHTTP(t, n.URL+"/healthz/readiness", http.StatusOK, "", n8nReadyTimeout, n.Main)
+	}
 	var health []string
 	for i := 0; i < cfg.Workers; i++ {
 		health = append(health, n.startWorker(t))
