@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -644,4 +645,106 @@ func dbError(err error) error {
 		return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unreachable", Err: err}
 	}
 	return fmt.Errorf("database: %w", err)
+}
+
+// Page sizes of List.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 500
+)
+
+// OpenStates are the states List accepts: records an operator or a retry
+// may still act on.
+var OpenStates = []State{StateReceived, StateProcessing, StateRetryableFailed, StateDeadLettered, StateUnknown}
+
+// ListFilter selects the records of List.
+type ListFilter struct {
+	// State is required and must be one of OpenStates.
+	State State
+	// Source, when not empty, keeps only the records of that source.
+	Source string
+	// Limit is the page size, 1..MaxListLimit; 0 means DefaultListLimit.
+	Limit int
+	// Cursor is the next cursor of the previous page; empty for the first.
+	Cursor string
+}
+
+// List returns one page of tenant's records in state f.State, oldest first
+// by (updated_at, id), without delivery logs, and the cursor of the next
+// page: empty when there is no more. The cursor is opaque to callers (it is
+// the base64url, unpadded, of the last record's updated_at in RFC 3339 with
+// nanoseconds, "|", and its id). A record that changes while a caller pages
+// moves to the end (or out of the state) and may be seen again or not at all.
+// Errors: Invalid naming state, source, limit or cursor; Unavailable.
+func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Record, string, error) {
+	if tenant == "" {
+		return nil, "", apperr.New(apperr.Unauthorized, "no tenant")
+	}
+	open := false
+	for _, s := range OpenStates {
+		open = open || f.State == s
+	}
+	switch {
+	case f.State == "":
+		return nil, "", apperr.Field("state", "is required")
+	case !open:
+		return nil, "", apperr.Field("state", "must be one of received, processing, retryable_failed, dead_lettered, unknown")
+	case len(f.Source) > MaxSourceLen:
+		return nil, "", apperr.Field("source", "must be at most %d bytes", MaxSourceLen)
+	case f.Source != "" && !sourceRe.MatchString(f.Source):
+		return nil, "", apperr.Field("source", "must start with a letter or digit and contain only letters, digits and . _ : / -")
+	case f.Limit < 0 || f.Limit > MaxListLimit:
+		return nil, "", apperr.Field("limit", "must be from 1 to %d", MaxListLimit)
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	var after *time.Time
+	var afterID *string
+	if f.Cursor != "" {
+		at, id, ok := decodeCursor(f.Cursor)
+		if !ok {
+			return nil, "", apperr.Field("cursor", "is not a next_cursor of this list")
+		}
+		after, afterID = &at, &id
+	}
+	rows, err := l.pool.Query(ctx, listSQL, tenant, string(f.State), nullable(f.Source), after, afterID, limit+1)
+	if err != nil {
+		return nil, "", dbError(err)
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
+	if err != nil {
+		return nil, "", dbError(err)
+	}
+	if len(recs) <= limit {
+		return recs, "", nil
+	}
+	recs = recs[:limit]
+	last := recs[limit-1]
+	return recs, encodeCursor(last.UpdatedAt, last.ID), nil
+}
+
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
+}
+
+func decodeCursor(c string) (time.Time, string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(c, "="))
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	ts, id, found := strings.Cut(string(raw), "|")
+	if !found {
+		return time.Time{}, "", false
+	}
+	at, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return at, u.String(), true
 }

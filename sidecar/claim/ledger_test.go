@@ -2,7 +2,9 @@ package claim_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -628,4 +630,157 @@ func TestUnstorableTextIsInvalidNotInternal(t *testing.T) {
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(rec.LastError), claim.MaxErrorLen)
 	require.True(t, strings.HasPrefix(rec.LastError, "€€"))
+}
+
+func TestListOpenRecordsByStatePaged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	open := func(tenant, source, event string, kind claim.FailKind) claim.Record {
+		t.Helper()
+		r := req(tenant, event)
+		r.Source = source
+		w, err := b.ledger.Claim(b.ctx, r)
+		require.NoError(t, err)
+		require.Equal(t, claim.Won, w.Outcome)
+		if kind == "" {
+			return w.Record
+		}
+		rec, err := b.ledger.Fail(b.ctx, tenant, w.ID, w.Token, kind, "boom")
+		require.NoError(t, err)
+		return rec
+	}
+	var unknown []claim.Record // tenant a, state unknown, any source
+	for i := 0; i < 4; i++ {
+		unknown = append(unknown, open("a", "stripe", fmt.Sprint("evt_u", i), claim.UnknownOutcome))
+	}
+	unknown = append(unknown, open("a", "github", "evt_gh", claim.UnknownOutcome))
+	dead := open("a", "stripe", "evt_dead", claim.Permanent)
+	processing := open("a", "stripe", "evt_proc", "")
+	done, err := b.ledger.Claim(b.ctx, req("a", "evt_done"))
+	require.NoError(t, err)
+	_, err = b.ledger.Complete(b.ctx, "a", done.ID, done.Token, "")
+	require.NoError(t, err)
+	open("b", "stripe", "evt_u0", claim.UnknownOutcome)
+	open("b", "stripe", "evt_b", claim.UnknownOutcome)
+
+	// Order is by (updated_at, id), not by creation: the last record moves
+	// before the fourth, and the first three share one (older) updated_at,
+	// so the id breaks a tie that spans a page boundary.
+	b.travel(t, unknown[4].ID, time.Hour)
+	_, err = b.pool.Exec(b.ctx, `UPDATE claims SET updated_at = '2020-01-01T00:00:00.123456Z' WHERE id = ANY($1::uuid[])`,
+		[]string{unknown[0].ID, unknown[1].ID, unknown[2].ID})
+	require.NoError(t, err)
+	want := func(source string) []string {
+		var recs []claim.Record
+		for _, r := range unknown {
+			got, err := b.ledger.Get(b.ctx, "a", r.ID)
+			require.NoError(t, err)
+			if source == "" || got.Source == source {
+				recs = append(recs, got)
+			}
+		}
+		sort.Slice(recs, func(i, j int) bool {
+			if !recs[i].UpdatedAt.Equal(recs[j].UpdatedAt) {
+				return recs[i].UpdatedAt.Before(recs[j].UpdatedAt)
+			}
+			return recs[i].ID < recs[j].ID
+		})
+		var ids []string
+		for _, r := range recs {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	walk := func(tenant string, f claim.ListFilter) ([]string, int) {
+		t.Helper()
+		var ids []string
+		pages := 0
+		for {
+			recs, next, err := b.ledger.List(b.ctx, tenant, f)
+			require.NoError(t, err)
+			pages++
+			for _, r := range recs {
+				require.Equal(t, tenant, r.Tenant)
+				require.Equal(t, f.State, r.State)
+				require.Empty(t, r.Deliveries)
+				ids = append(ids, r.ID)
+			}
+			if next == "" {
+				return ids, pages
+			}
+			require.Len(t, recs, f.Limit, "a short page ends the list")
+			require.Less(t, pages, 10)
+			f.Cursor = next
+		}
+	}
+
+	all := want("")
+	require.Len(t, all, 5)
+	ids, pages := walk("a", claim.ListFilter{State: claim.StateUnknown, Limit: 2})
+	require.Equal(t, all, ids, "every record exactly once, oldest first")
+	require.Equal(t, 3, pages)
+	ids, pages = walk("a", claim.ListFilter{State: claim.StateUnknown, Limit: 5})
+	require.Equal(t, all, ids)
+	require.Equal(t, 1, pages, "no next cursor when the page holds the rest exactly")
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateUnknown})
+	require.Equal(t, all, ids, "default limit")
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateUnknown, Source: "stripe", Limit: 2})
+	require.Equal(t, want("stripe"), ids)
+	require.Len(t, ids, 4)
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateUnknown, Source: "github", Limit: 2})
+	require.Equal(t, []string{unknown[4].ID}, ids)
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateDeadLettered, Limit: 2})
+	require.Equal(t, []string{dead.ID}, ids)
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateProcessing, Limit: 2})
+	require.Equal(t, []string{processing.ID}, ids)
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateRetryableFailed, Limit: 2})
+	require.Empty(t, ids)
+	ids, _ = walk("a", claim.ListFilter{State: claim.StateUnknown, Source: "nope", Limit: 2})
+	require.Empty(t, ids)
+
+	// Tenant b sees only its own two records, even with tenant a's cursor.
+	ids, _ = walk("b", claim.ListFilter{State: claim.StateUnknown, Limit: 1})
+	require.Len(t, ids, 2)
+	for _, id := range ids {
+		require.NotContains(t, all, id)
+	}
+	_, next, err := b.ledger.List(b.ctx, "a", claim.ListFilter{State: claim.StateUnknown, Limit: 1})
+	require.NoError(t, err)
+	recs, _, err := b.ledger.List(b.ctx, "b", claim.ListFilter{State: claim.StateUnknown, Limit: 5, Cursor: next})
+	require.NoError(t, err)
+	for _, r := range recs {
+		require.Equal(t, "b", r.Tenant)
+	}
+}
+
+func TestListValidationNamesField(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	cursor := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, tc := range []struct {
+		f     claim.ListFilter
+		field string
+	}{
+		{claim.ListFilter{}, "state"},
+		{claim.ListFilter{State: claim.StateCompleted}, "state"},
+		{claim.ListFilter{State: claim.StateStale}, "state"},
+		{claim.ListFilter{State: "bogus"}, "state"},
+		{claim.ListFilter{State: claim.StateUnknown, Source: "-bad"}, "source"},
+		{claim.ListFilter{State: claim.StateUnknown, Source: strings.Repeat("s", claim.MaxSourceLen+1)}, "source"},
+		{claim.ListFilter{State: claim.StateUnknown, Limit: -1}, "limit"},
+		{claim.ListFilter{State: claim.StateUnknown, Limit: claim.MaxListLimit + 1}, "limit"},
+		{claim.ListFilter{State: claim.StateUnknown, Cursor: "%%%"}, "cursor"},
+		{claim.ListFilter{State: claim.StateUnknown, Cursor: cursor("no separator")}, "cursor"},
+		{claim.ListFilter{State: claim.StateUnknown, Cursor: cursor("yesterday|00000000-0000-4000-8000-000000000000")}, "cursor"},
+		{claim.ListFilter{State: claim.StateUnknown, Cursor: cursor("2024-01-01T00:00:00Z|not-a-uuid")}, "cursor"},
+	} {
+		_, _, err := b.ledger.List(b.ctx, "a", tc.f)
+		e := apperr.As(err)
+		require.NotNil(t, e, "%+v: %v", tc.f, err)
+		require.Equal(t, apperr.Invalid, e.Code, "%+v", tc.f)
+		require.Equal(t, tc.field, e.Field, "%+v", tc.f)
+	}
+	_, _, err := b.ledger.List(b.ctx, "a", claim.ListFilter{State: claim.StateUnknown,
+		Cursor: cursor("2024-01-01T00:00:00.5Z|00000000-0000-4000-8000-000000000000")})
+	require.NoError(t, err, "a well-formed cursor")
 }

@@ -245,3 +245,18 @@ WITH c AS (
 		attempt, $5, 'provider delivery' FROM c
 )
 SELECT ` + recordColumns + `, inserted FROM c`
+
+// listSQL returns one page of a tenant's records in one open state, oldest
+// first by (updated_at, id), after the cursor position ($4, $5) when given.
+// The literal state list lets the planner use the partial index
+// claims_list_idx whatever $2 is.
+//
+// $1 tenant, $2 state, $3 source (NULL: any), $4 cursor updated_at (NULL:
+// from the start), $5 cursor id, $6 row limit.
+const listSQL = `SELECT ` + recordColumns + ` FROM claims
+	WHERE tenant = $1 AND state = $2
+	  AND state IN ('received', 'processing', 'retryable_failed', 'dead_lettered', 'unknown')
+	  AND ($3::text IS NULL OR source = $3)
+	  AND ($4::timestamptz IS NULL OR (updated_at, id) > ($4::timestamptz, $5::uuid))
+	ORDER BY updated_at, id
+	LIMIT $6`

@@ -726,3 +726,66 @@ func TestAdminKeyActsForXTenant(t *testing.T) {
 	require.Equal(t, tenantB, who.Tenant)
 	b.fails(t, call{method: "GET", path: "/v1/claims/" + own.ClaimID, key: keyB, header: asA}, 404, "not_found", "")
 }
+
+func TestListClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var want []string
+	for i := 0; i < 3; i++ {
+		w := b.won(t, keyA, map[string]any{"source": "stripe", "event_id": fmt.Sprint("evt_", i)})
+		b.ok(t, call{method: "POST", path: "/v1/claims/" + w.ClaimID + "/fail", key: keyA,
+			body: map[string]any{"claim_token": w.ClaimToken, "error": "timeout", "retry": "unknown"}})
+		want = append(want, w.ClaimID)
+	}
+	b.won(t, keyA, map[string]any{"source": "stripe", "event_id": "evt_processing"})
+	ow := b.won(t, keyB, map[string]any{"source": "stripe", "event_id": "evt_0"})
+	b.ok(t, call{method: "POST", path: "/v1/claims/" + ow.ClaimID + "/fail", key: keyB,
+		body: map[string]any{"claim_token": ow.ClaimToken, "error": "timeout", "retry": "unknown"}})
+
+	list := func(key, query string) listReply {
+		t.Helper()
+		r := b.do(t, call{method: "GET", path: "/v1/claims/list?" + query, key: key})
+		require.Equal(t, http.StatusOK, r.status, "%s", r)
+		require.NotContains(t, string(r.body), `"deliveries"`)
+		return decodeAs[listReply](t, r)
+	}
+	var got []string
+	cursor := ""
+	for pages := 1; ; pages++ {
+		require.LessOrEqual(t, pages, 2)
+		page := list(keyA, "state=unknown&source=stripe&limit=2&cursor="+cursor)
+		for _, c := range page.Claims {
+			require.Equal(t, "unknown", c.State)
+			got = append(got, c.ClaimID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	require.Equal(t, want, got, "oldest first, each once")
+	other := list(keyB, "state=unknown")
+	require.Len(t, other.Claims, 1)
+	require.Equal(t, ow.ClaimID, other.Claims[0].ClaimID)
+	require.Empty(t, list(keyA, "state=unknown&source=github").Claims)
+	empty := decodeAs[map[string]json.RawMessage](t, b.do(t, call{method: "GET", path: "/v1/claims/list?state=received", key: keyA}))
+	require.Equal(t, map[string]json.RawMessage{"claims": json.RawMessage("[]")}, empty, "an empty page: an empty array, no cursor")
+
+	for _, tc := range []struct{ query, field string }{
+		{"", "state"},
+		{"source=stripe", "state"},
+		{"state=completed", "state"},
+		{"state=stale", "state"},
+		{"state=bogus", "state"},
+		{"state=unknown&source=-bad", "source"},
+		{"state=unknown&limit=0", "limit"},
+		{"state=unknown&limit=501", "limit"},
+		{"state=unknown&limit=ten", "limit"},
+		{"state=unknown&limit=-1", "limit"},
+		{"state=unknown&cursor=nope", "cursor"},
+		{"state=unknown&cursor=%25%25", "cursor"},
+	} {
+		b.fails(t, call{method: "GET", path: "/v1/claims/list?" + tc.query, key: keyA}, http.StatusUnprocessableEntity, "invalid", tc.field)
+	}
+	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=unknown"}, http.StatusUnauthorized, "unauthorized", "")
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -294,6 +295,37 @@ func (s *Server) find(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(toRecordJSON(rec))
+}
+
+// listJSON is the answer of GET /v1/claims/list.
+type listJSON struct {
+	Claims     []recordJSON `json:"claims"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+func (s *Server) list(c *fiber.Ctx) error {
+	f := claim.ListFilter{State: claim.State(c.Query("state")), Source: c.Query("source"), Cursor: c.Query("cursor")}
+	if f.State == "" {
+		return apperr.Field("state", "is required (query parameter)")
+	}
+	if raw := c.Query("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > claim.MaxListLimit {
+			return apperr.Field("limit", "must be an integer from 1 to %d", claim.MaxListLimit)
+		}
+		f.Limit = n
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	recs, next, err := s.cfg.Ledger.List(ctx, tenant(c), f)
+	if err != nil {
+		return err
+	}
+	out := listJSON{Claims: make([]recordJSON, 0, len(recs)), NextCursor: next}
+	for _, r := range recs {
+		out.Claims = append(out.Claims, toRecordJSON(r))
+	}
+	return c.JSON(out)
 }
 
 type completeBody struct {

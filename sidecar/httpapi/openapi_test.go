@@ -276,6 +276,17 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	found := b.ok(t, call{method: "GET", path: "/v1/claims?source=mail&event_id=5:order%7C2:42&action=send-email", key: keyA})
 	require.Equal(t, r.ClaimID, found.ClaimID)
 
+	// Listing open records by state, one page at a time.
+	first := decodeAs[listReply](t, b.do(t, call{method: "GET", path: "/v1/claims/list?state=processing&limit=1", key: keyA}))
+	require.Len(t, first.Claims, 1)
+	require.NotEmpty(t, first.NextCursor)
+	rest := decodeAs[listReply](t, b.do(t, call{method: "GET", key: keyA,
+		path: "/v1/claims/list?state=processing&source=mail&limit=500&cursor=" + first.NextCursor}))
+	require.Empty(t, rest.NextCursor)
+	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=completed", key: keyA}, http.StatusUnprocessableEntity, "invalid", "state")
+	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=unknown&limit=0", key: keyA}, http.StatusUnprocessableEntity, "invalid", "limit")
+	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=unknown&cursor=nope", key: keyA}, http.StatusUnprocessableEntity, "invalid", "cursor")
+
 	// Batch with an item error.
 	res := b.ok(t, call{method: "POST", path: "/v1/claims/batch", key: keyA, lax: true, body: map[string]any{"claims": []any{
 		map[string]any{"source": "stripe", "event_id": "evt_b1"},
@@ -461,6 +472,12 @@ type deliveryReply struct {
 	} `json:"received"`
 	RejectedItems int     `json:"rejected_items"`
 	Ignored       *string `json:"ignored"`
+}
+
+// listReply is the JSON answer of GET /v1/claims/list.
+type listReply struct {
+	Claims     []answer `json:"claims"`
+	NextCursor string   `json:"next_cursor"`
 }
 
 // inboxReply is an InboxEvent.

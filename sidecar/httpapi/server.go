@@ -109,6 +109,7 @@ func New(cfg Config) *Server {
 	v1.Post("/claims", s.claimOne)
 	v1.Post("/claims/batch", s.claimBatch)
 	v1.Get("/claims", s.find)
+	v1.Get("/claims/list", s.list) // before /claims/:id, so "list" is not an id
 	v1.Get("/claims/:id", s.get)
 	v1.Post("/claims/:id/complete", s.complete)
 	v1.Post("/claims/:id/fail", s.fail)
