@@ -6,10 +6,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -434,30 +432,27 @@ func loadIngestCases(t *testing.T) ([]ingestCase, []string) {
 	t.Helper()
 	d := &ingestCasesData
 	d.once.Do(func() {
-		var dirs []string
-		if env := os.Getenv("IC_CASES_DIR"); env != "" {
-			dirs = append(dirs, env)
-		}
-		dirs = append(dirs, filepath.Join("..", "..", "..", "shared", "cases"), filepath.Join("..", "verify", "testdata", "cases"))
-		for _, dir := range dirs {
-			b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
-			if err != nil {
-				continue
-			}
-			if d.err = json.Unmarshal(b, &d.cases); d.err != nil {
-				return
-			}
-			var meta struct {
-				Secrets []string `json:"all_test_secrets"`
-			}
-			if b, d.err = os.ReadFile(filepath.Join(dir, "cases_meta.json")); d.err != nil {
-				return
-			}
-			d.err = json.Unmarshal(b, &meta)
-			d.secrets = meta.Secrets
+		dir, err := verifytest.CasesDir()
+		if err != nil {
+			d.err = err
 			return
 		}
-		d.err = fmt.Errorf("cases.json not found in %q: check out shared/ beside this clone or set IC_CASES_DIR", dirs)
+		b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+		if err != nil {
+			d.err = err
+			return
+		}
+		if d.err = json.Unmarshal(b, &d.cases); d.err != nil {
+			return
+		}
+		var meta struct {
+			Secrets []string `json:"all_test_secrets"`
+		}
+		if b, d.err = os.ReadFile(filepath.Join(dir, "cases_meta.json")); d.err != nil {
+			return
+		}
+		d.err = json.Unmarshal(b, &meta)
+		d.secrets = meta.Secrets
 	})
 	require.NoError(t, d.err)
 	require.NotEmpty(t, d.cases)
@@ -480,21 +475,8 @@ func findIngestCase(t *testing.T, id string) ingestCase {
 // caseBody returns a step's exact bytes, checked against body_sha256.
 func caseBody(t *testing.T, s ingestCaseStep) []byte {
 	t.Helper()
-	var b []byte
-	switch s.BodyEncoding {
-	case "utf8":
-		b = []byte(s.Body)
-	case "base64":
-		var err error
-		b, err = base64.StdEncoding.DecodeString(s.Body)
-		require.NoError(t, err)
-	default:
-		t.Fatalf("body encoding %q needs a generator", s.BodyEncoding)
-	}
-	if s.BodySHA256 != "" {
-		sum := sha256.Sum256(b)
-		require.Equal(t, s.BodySHA256, hex.EncodeToString(sum[:]), "step body differs from body_sha256")
-	}
+	b, err := verifytest.StepBody(s.Body, s.BodyEncoding, s.BodySHA256)
+	require.NoError(t, err)
 	return b
 }
 

@@ -2,9 +2,7 @@ package verify
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +19,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// The provider cases: IC_CASES_DIR when set, else the shared/cases folder
-// beside the checkout (../../../shared/cases from this package), else the
-// copy in testdata/cases.
-const casesEnv = "IC_CASES_DIR"
+// The provider cases are found by verifytest.CasesDir.
 
 type caseStep struct {
 	Name             string             `json:"name"`
@@ -56,27 +51,11 @@ var (
 	casesErr  error
 )
 
-// casesDir returns the first of rel and the directory named by env that
-// holds cases.json, or an error naming every place it looked.
-func casesDir(rel, env string) (string, error) {
-	var tried []string
-	if env != "" {
-		tried = append(tried, env)
-	}
-	tried = append(tried, rel, filepath.Join("testdata", "cases"))
-	for _, dir := range tried {
-		if st, err := os.Stat(filepath.Join(dir, "cases.json")); err == nil && st.Mode().IsRegular() {
-			return dir, nil
-		}
-	}
-	return "", fmt.Errorf("cases.json not found in %q: check out the steering repository's shared/ beside this clone, or set %s to the directory holding cases.json", tried, casesEnv)
-}
-
 // loadCases reads cases.json, failing the test with the places it looked.
 func loadCases(t testing.TB) []providerCase {
 	t.Helper()
 	casesOnce.Do(func() {
-		dir, err := casesDir(filepath.Join("..", "..", "..", "shared", "cases"), os.Getenv(casesEnv))
+		dir, err := verifytest.CasesDir()
 		if err != nil {
 			casesErr = err
 			return
@@ -98,32 +77,24 @@ func TestCasesDirOrder(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope")
 	env := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(env, "cases.json"), []byte("[]"), 0o600))
-	dir, err := casesDir(missing, env)
+	dir, err := verifytest.FindCasesDir(env, missing, filepath.Join("testdata", "cases"))
 	require.NoError(t, err)
 	require.Equal(t, env, dir, "IC_CASES_DIR wins")
-	dir, err = casesDir(missing, "")
+	dir, err = verifytest.FindCasesDir("", missing, filepath.Join("testdata", "cases"))
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join("testdata", "cases"), dir, "the checked-in copy is the last resort")
+	_, err = verifytest.FindCasesDir(missing)
+	require.ErrorContains(t, err, verifytest.CasesEnv)
+	dir, err = verifytest.CasesDir()
+	require.NoError(t, err, "a plain checkout finds its cases")
+	require.FileExists(t, filepath.Join(dir, "cases.json"))
 }
 
 // stepBody returns the exact body bytes of a step and checks body_sha256.
 func stepBody(t *testing.T, s caseStep) []byte {
 	t.Helper()
-	var b []byte
-	switch s.BodyEncoding {
-	case "utf8":
-		b = []byte(s.Body)
-	case "base64":
-		var err error
-		b, err = base64.StdEncoding.DecodeString(s.Body)
-		require.NoError(t, err)
-	default:
-		t.Fatalf("body encoding %q needs a generator", s.BodyEncoding)
-	}
-	if s.BodySHA256 != "" {
-		sum := sha256.Sum256(b)
-		require.Equal(t, s.BodySHA256, hex.EncodeToString(sum[:]), "body bytes differ from the case's body_sha256")
-	}
+	b, err := verifytest.StepBody(s.Body, s.BodyEncoding, s.BodySHA256)
+	require.NoError(t, err)
 	return b
 }
 
