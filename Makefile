@@ -82,11 +82,12 @@ test-node: node-deps
 test-e2e: n8n build-node
 	$(TESTENV) $(GO) test -race -count=1 -v ./sidecar/e2e
 
-## lint: gofmt, go vet, shell syntax, n8n node lint
+## lint: gofmt, go vet, go mod tidy (no diff), shell syntax, n8n node lint
 lint: node-deps
 	@out=$$(gofmt -l sidecar schema); \
 	if [ -n "$$out" ]; then echo 'gofmt -l: these files need gofmt:' >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) vet $(GO_PACKAGES)
+	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run; do [ ! -f "$$f" ] || bash -n "$$f"; done
 	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run; fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint

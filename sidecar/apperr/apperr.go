@@ -33,6 +33,17 @@ const (
 	InvalidState Code = "invalid_state"
 	// TooLarge: the request body exceeds the configured limit (413).
 	TooLarge Code = "too_large"
+	// UnsupportedEncoding: the request carries a Content-Encoding this
+	// route does not take (415). Nothing was stored.
+	UnsupportedEncoding Code = "unsupported_encoding"
+	// NotStored: an authentic provider delivery that cannot be stored as
+	// sent: its body is ambiguous JSON (duplicate or case-variant member
+	// names, invalid UTF-8, unpaired surrogates) or lacks the fields its
+	// source's key rule needs (422). Nothing was stored; the provider shows
+	// the refusal and retries, and a retry is stored once the body or the
+	// source's key rule is fixed. Never answered 2xx: a provider that got a
+	// 2xx would not send the event again.
+	NotStored Code = "not_stored"
 	// Unavailable: a dependency (PostgreSQL) is unreachable; retry later (503).
 	Unavailable Code = "unavailable"
 	// Internal: our own fault (500).

@@ -146,7 +146,14 @@ type Record struct {
 	LeasePolicy   LeasePolicy
 	LeaseUntil    *time.Time
 	NextAttemptAt *time.Time
-	PayloadHash   string
+	// PayloadHash is the hash the claims of this key present (the
+	// workflow's view), "" until a claim carried one. Claims are compared
+	// with it.
+	PayloadHash string
+	// ReceiptHash is the provider payload's hash as ingest computed it
+	// (the source's view), "" for keys that never came through ingest.
+	// Provider redeliveries are compared with it.
+	ReceiptHash   string
 	ResultRef     string
 	LastError     string
 	ObjectID      string

@@ -589,7 +589,8 @@ func TestClaimOfIngestedRecord(t *testing.T) {
 	won, err := b.ledger.Claim(b.ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, claim.Won, won.Outcome)
-	require.Equal(t, strings.Repeat("a", 64), won.PayloadHash, "the ingest hash is kept")
+	require.Equal(t, strings.Repeat("a", 64), won.ReceiptHash, "the ingest hash stays the receipt hash")
+	require.Equal(t, strings.Repeat("b", 64), won.PayloadHash, "the first claim's view is adopted for later claims")
 	_, err = b.ledger.Complete(b.ctx, "a", won.ID, won.Token, "")
 	require.NoError(t, err)
 
@@ -601,6 +602,46 @@ func TestClaimOfIngestedRecord(t *testing.T) {
 	c, err := b.ledger.Claim(b.ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, claim.Conflict, c.Outcome, "once claimed, a different payload is a conflict again")
+
+	// A redelivery of the provider compares the receipt view, never the
+	// workflow's: the same provider payload is a duplicate, another one a
+	// conflict.
+	again := req("a", "evt_new")
+	again.PayloadHash = strings.Repeat("a", 64)
+	rc, err := b.ledger.ReceiveTx(b.ctx, b.pool, again)
+	require.NoError(t, err)
+	require.False(t, rc.Inserted)
+	require.False(t, rc.Conflict, "the provider's same payload after the workflow's claim is no conflict")
+	again.PayloadHash = strings.Repeat("d", 64)
+	rc, err = b.ledger.ReceiveTx(b.ctx, b.pool, again)
+	require.NoError(t, err)
+	require.True(t, rc.Conflict)
+	require.Equal(t, strings.Repeat("a", 64), rc.ReceiptHash, "the first receipt hash is kept")
+}
+
+// B01 (issue: retries of events with volatile fields stay retries): an
+// ingested record claimed, failed retryably and claimed again with the same
+// workflow view wins again; the ingest view (volatile fields stripped) never
+// meets the workflow's view (the whole body).
+func TestRetryOfIngestedRecordComparesLikeWithLike(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{Default: claim.Policy{BackoffBase: time.Nanosecond, BackoffCap: time.Nanosecond}})
+	r := req("a", "evt_retry")
+	r.PayloadHash = strings.Repeat("a", 64) // ingest: body without /createdAt
+	_, err := b.ledger.ReceiveTx(b.ctx, b.pool, r)
+	require.NoError(t, err)
+	w := req("a", "evt_retry")
+	w.PayloadHash = strings.Repeat("b", 64) // workflow: the whole stored body
+	first, err := b.ledger.Claim(b.ctx, w)
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, first.Outcome)
+	_, err = b.ledger.Fail(b.ctx, "a", first.ID, first.Token, claim.Retryable, "smtp 451")
+	require.NoError(t, err)
+	second, err := b.ledger.Claim(b.ctx, w)
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, second.Outcome, "a retry of the same event is a retry, not a conflict")
+	require.Equal(t, 2, second.Attempt)
+	require.Equal(t, 0, second.ConflictCount)
 }
 
 // Text PostgreSQL cannot store is a 422 naming the field, never a 500; a

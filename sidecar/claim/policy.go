@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // LeasePolicy says what happens when a processing lease expires without
@@ -39,6 +41,24 @@ type Policy struct {
 	// long after their last change; default 30 days. Keep it longer than the
 	// provider's redelivery window (Stripe retries for up to 3 days).
 	Retention time.Duration `json:"retention" yaml:"retention"`
+	// VolatileFields are JSON pointers (RFC 6901) to fields of a claim's
+	// payload that the sender changes on every retry (a delivery
+	// timestamp): they are left out of the payload hash the claims API
+	// computes from payload, as ingest leaves them out of the receipt hash,
+	// so a retry stays a retry and never becomes a conflict. No default.
+	VolatileFields []string `json:"volatile_fields" yaml:"volatile_fields"`
+}
+
+// Volatile returns the parsed VolatileFields; pointers that do not parse
+// are skipped (Validate reports them).
+func (p Policy) Volatile() []strictjson.Pointer {
+	out := make([]strictjson.Pointer, 0, len(p.VolatileFields))
+	for _, s := range p.VolatileFields {
+		if ptr, err := strictjson.ParsePointer(s); err == nil && s != "" {
+			out = append(out, ptr)
+		}
+	}
+	return out
 }
 
 // WithDefaults returns p with zero fields set to their defaults.
@@ -84,6 +104,11 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("backoff_cap (%s) cannot be shorter than backoff_base (%s)", p.BackoffCap, p.BackoffBase)
 	case p.Retention < time.Hour:
 		return fmt.Errorf("retention must be at least 1h, got %s", p.Retention)
+	}
+	for i, s := range p.VolatileFields {
+		if _, err := strictjson.ParsePointer(s); err != nil || s == "" {
+			return fmt.Errorf("volatile_fields[%d] must be a JSON pointer (RFC 6901) such as \"/createdAt\"", i)
+		}
 	}
 	return nil
 }

@@ -16,7 +16,8 @@ type Receipt struct {
 // received, on db (the caller's transaction, so the dispatch job can be
 // inserted atomically with it: a transactional outbox). A known key is
 // reported, not changed, except that a differing payload hash counts a
-// conflict; every delivery is written to the delivery log. The record is
+// conflict (r.PayloadHash is compared with the record's ReceiptHash, the
+// provider view, never with the claims' view); every delivery is written to the delivery log. The record is
 // claimed later by the n8n workflow with the same key (received → won).
 // Errors: Invalid for a bad request, Unavailable, or internal.
 func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, error) {
@@ -33,6 +34,6 @@ func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, er
 		return Receipt{}, dbError(err)
 	}
 	rc.Record = rec
-	rc.Conflict = !rc.Inserted && rc.PayloadHash != "" && r.PayloadHash != "" && rc.PayloadHash != r.PayloadHash
+	rc.Conflict = !rc.Inserted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash
 	return rc, nil
 }

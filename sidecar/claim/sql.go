@@ -7,7 +7,7 @@ const recordColumns = `id, tenant, source, event_id, action, COALESCE(event_type
 	last_outcome, attempt, max_attempts, lease_policy, lease_until, next_attempt_at,
 	COALESCE(payload_hash, ''), COALESCE(result_ref, ''), COALESCE(last_error, ''),
 	COALESCE(object_id, ''), object_version, conflict_count, created_at, updated_at,
-	claimed_at, completed_at, claim_token::text`
+	claimed_at, completed_at, claim_token::text, COALESCE(receipt_hash, '')`
 
 // outcomeExpr decides the outcome for an existing, locked row (cl) against the
 // proposed row (excluded); see the claim_outcome function in the schema.
@@ -221,26 +221,32 @@ FROM claims
 WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'received')`
 
 // receiveSQL stores an inbox record (state received) for a verified provider
-// event, or reports the existing record of the key. inserted tells which;
-// a differing payload hash counts a conflict. The delivery log entry is
-// written by the same statement.
+// event, or reports the existing record of the key. inserted tells which.
+// The provider view's hash goes to receipt_hash, never to payload_hash:
+// redeliveries are compared with the receipt hash, claims with the hash the
+// first claim presented (see migration 00004), so each view is only ever
+// compared with itself. A known key with a different receipt hash counts a
+// conflict; a record created by a claim adopts the first receipt hash, so
+// the returned receipt_hash differs from $5 exactly when this delivery is a
+// conflict. The delivery log entry is written by the same statement.
 //
-// $1 tenant, $2 source, $3 event_id, $4 event_type, $5 payload hash,
+// $1 tenant, $2 source, $3 event_id, $4 event_type, $5 receipt hash,
 // $6 object id, $7 object version, $8 max attempts, $9 lease policy,
 // $10 backoff base, $11 backoff cap.
 const receiveSQL = `
 WITH c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
-		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, payload_hash, object_id, object_version)
+		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, receipt_hash, object_id, object_version)
 	VALUES ($1, $2, $3, '', $4, 'received', 'received', 0, $8, $9, $10, $11, $5, $6, $7)
 	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
-		conflict_count = cl.conflict_count + CASE WHEN cl.payload_hash IS NOT NULL
-			AND cl.payload_hash <> excluded.payload_hash THEN 1 ELSE 0 END
+		conflict_count = cl.conflict_count + CASE WHEN cl.receipt_hash IS NOT NULL
+			AND cl.receipt_hash <> excluded.receipt_hash THEN 1 ELSE 0 END,
+		receipt_hash = COALESCE(cl.receipt_hash, excluded.receipt_hash)
 	RETURNING *, (xmax = 0) AS inserted
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, detail)
 	SELECT id, CASE WHEN inserted THEN 'received'
-	                WHEN payload_hash IS NOT NULL AND payload_hash <> $5 THEN 'ingest_conflict'
+	                WHEN receipt_hash <> $5 THEN 'ingest_conflict'
 	                ELSE 'ingest_duplicate' END,
 		attempt, $5, 'provider delivery' FROM c
 )

@@ -43,6 +43,7 @@ type options struct {
 	maxBatch  int
 	keyTTL    time.Duration
 	static    []auth.StaticKey
+	policies  claim.Policies
 }
 
 // bundle is one sidecar HTTP API over its own fresh database. Every response
@@ -68,7 +69,7 @@ func setup(t *testing.T, adjust ...func(*options)) *bundle {
 		f(&o)
 	}
 	pool := pgtest.NewPool(t)
-	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }})
+	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: o.policies})
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
 	srv := httpapi.New(httpapi.Config{

@@ -2,41 +2,47 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // claimBody is the body of POST /v1/claims and one item of a batch.
 type claimBody struct {
-	Source        string          `json:"source" validate:"required,max=200"`
-	EventID       string          `json:"event_id" validate:"max=1024"`
-	KeyParts      []string        `json:"key_parts" validate:"omitempty,min=1,max=32,dive,max=1024"`
-	KeyFields     json.RawMessage `json:"key_fields"`
-	EventType     string          `json:"event_type" validate:"max=200"`
-	Action        string          `json:"action" validate:"max=200"`
-	Payload       json.RawMessage `json:"payload"`
-	PayloadHash   string          `json:"payload_hash" validate:"omitempty,len=64,hexadecimal,lowercase"`
-	LeaseSeconds  *int            `json:"lease_seconds" validate:"omitempty,min=1"`
-	ObjectID      string          `json:"object_id" validate:"max=500"`
-	ObjectVersion *int64          `json:"object_version"`
-	ExecutionID   string          `json:"execution_id" validate:"max=200"`
+	Source        string         `json:"source" validate:"required,max=200"`
+	EventID       string         `json:"event_id" validate:"max=1024"`
+	KeyParts      []string       `json:"key_parts" validate:"omitempty,min=1,max=32,dive,max=1024"`
+	KeyFields     jsontext.Value `json:"key_fields"`
+	EventType     string         `json:"event_type" validate:"max=200"`
+	Action        string         `json:"action" validate:"max=200"`
+	Payload       jsontext.Value `json:"payload"`
+	PayloadHash   string         `json:"payload_hash" validate:"omitempty,len=64,hexadecimal,lowercase"`
+	LeaseSeconds  *int           `json:"lease_seconds" validate:"omitempty,min=1"`
+	ObjectID      string         `json:"object_id" validate:"max=500"`
+	ObjectVersion *int64         `json:"object_version"`
+	ExecutionID   string         `json:"execution_id" validate:"max=200"`
 }
 
 // request turns a decoded body into a ledger request: it derives the event
 // id from exactly one of event_id, key_parts and key_fields, and hashes the
-// payload with RFC 8785.
-func (b claimBody) request(tenant, prefix string) (claim.Request, error) {
+// payload (claim.PayloadHash: exact canonical JSON without the source's
+// volatile fields). No identity part may be empty: an empty key part, or a
+// null or empty value in key_fields, would make different events share one
+// key, so each is refused naming it.
+func (b claimBody) request(tenant, prefix string, p claim.Policy) (claim.Request, error) {
 	r := claim.Request{Tenant: tenant, Key: claim.Key{Source: b.Source, Action: b.Action},
 		EventType: b.EventType, ObjectID: b.ObjectID, ObjectVersion: b.ObjectVersion, ExecutionID: b.ExecutionID}
 	given := 0
-	for _, set := range []bool{b.EventID != "", len(b.KeyParts) > 0, isSet(b.KeyFields)} {
+	for _, set := range []bool{b.EventID != "", b.KeyParts != nil, isSet(b.KeyFields)} {
 		if set {
 			given++
 		}
@@ -47,12 +53,21 @@ func (b claimBody) request(tenant, prefix string) (claim.Request, error) {
 	switch {
 	case b.EventID != "":
 		r.EventID = b.EventID
-	case len(b.KeyParts) > 0:
+	case b.KeyParts != nil:
+		if len(b.KeyParts) == 0 {
+			return r, apperr.Field(prefix+"key_parts", "must hold at least one part")
+		}
+		for i, part := range b.KeyParts {
+			if part == "" {
+				return r, apperr.Field(fmt.Sprintf("%skey_parts[%d]", prefix, i),
+					"is empty: every key part must have a value, or different events would share one key")
+			}
+		}
 		r.EventID = claim.CompositeEventID(b.KeyParts...)
 	default:
 		id, err := claim.HashedEventID(b.KeyFields)
 		if err != nil {
-			return r, apperr.Field(prefix+"key_fields", "must be valid JSON: %v", err)
+			return r, fieldError(prefix+"key_fields", err)
 		}
 		r.EventID = id
 	}
@@ -61,9 +76,9 @@ func (b claimBody) request(tenant, prefix string) (claim.Request, error) {
 	}
 	r.PayloadHash = b.PayloadHash
 	if isSet(b.Payload) {
-		h, err := claim.PayloadHash(b.Payload)
+		h, err := claim.PayloadHash(b.Payload, p.Volatile()...)
 		if err != nil {
-			return r, apperr.Field(prefix+"payload", "cannot be canonicalised (RFC 8785): %v", err)
+			return r, fieldError(prefix+"payload", err)
 		}
 		r.PayloadHash = h
 	}
@@ -71,6 +86,16 @@ func (b claimBody) request(tenant, prefix string) (claim.Request, error) {
 		r.Lease = seconds(*b.LeaseSeconds)
 	}
 	return r, nil
+}
+
+// fieldError names the member of field (a JSON pointer after it) that a
+// strictjson error is about.
+func fieldError(field string, err error) error {
+	var se *strictjson.Error
+	if errors.As(err, &se) {
+		return apperr.Field(field+se.Pointer, "%s", se.Reason)
+	}
+	return apperr.Field(field, "is not valid")
 }
 
 // seconds converts n seconds to a Duration, saturating instead of
@@ -87,7 +112,7 @@ func seconds(n int) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-func isSet(raw json.RawMessage) bool {
+func isSet(raw jsontext.Value) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
@@ -113,6 +138,7 @@ type recordJSON struct {
 	LeasePolicy    string         `json:"lease_policy"`
 	ResultRef      string         `json:"result_ref,omitempty"`
 	PayloadHash    string         `json:"payload_hash,omitempty"`
+	ReceiptHash    string         `json:"receipt_hash,omitempty"`
 	LeaseUntil     *time.Time     `json:"lease_until,omitempty"`
 	NextAttemptAt  *time.Time     `json:"next_attempt_at,omitempty"`
 	LastError      string         `json:"last_error,omitempty"`
@@ -146,7 +172,7 @@ func toRecordJSON(r claim.Record) recordJSON {
 	out := recordJSON{
 		ClaimID: r.ID, IdempotencyKey: r.IdempotencyKey, Source: r.Source, EventID: r.EventID, Action: r.Action,
 		EventType: r.EventType, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		LeasePolicy: string(r.LeasePolicy), ResultRef: r.ResultRef, PayloadHash: r.PayloadHash,
+		LeasePolicy: string(r.LeasePolicy), ResultRef: r.ResultRef, PayloadHash: r.PayloadHash, ReceiptHash: r.ReceiptHash,
 		LeaseUntil: utc(r.LeaseUntil), NextAttemptAt: utc(r.NextAttemptAt), LastError: r.LastError,
 		ObjectID: r.ObjectID, ObjectVersion: r.ObjectVersion, ConflictCount: r.ConflictCount,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), CompletedAt: utc(r.CompletedAt),
@@ -185,7 +211,7 @@ func (s *Server) claimOne(c *fiber.Ctx) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
-	r, err := b.request(tenant(c), "")
+	r, err := b.request(tenant(c), "", s.cfg.Ledger.Policy(b.Source))
 	if err != nil {
 		return err
 	}
@@ -199,7 +225,7 @@ func (s *Server) claimOne(c *fiber.Ctx) error {
 }
 
 type batchBody struct {
-	Claims []json.RawMessage `json:"claims" validate:"required"`
+	Claims []jsontext.Value `json:"claims" validate:"required"`
 }
 
 // batchItem is one entry of a batch answer: a claim result or an error.
@@ -237,7 +263,7 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 		err := s.decode(raw, &cb, prefix)
 		var r claim.Request
 		if err == nil {
-			r, err = cb.request(tenant(c), prefix)
+			r, err = cb.request(tenant(c), prefix, s.cfg.Ledger.Policy(cb.Source))
 		}
 		if err == nil {
 			err = s.cfg.Ledger.Validate(r)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 func newValidator() *validator.Validate {
@@ -77,20 +77,17 @@ func (s *Server) body(c *fiber.Ctx) ([]byte, error) {
 	return out, nil
 }
 
-// decode reads one JSON object from body into dst, rejecting unknown fields
-// and trailing data, then validates it. Errors name the field; prefix is
-// prepended to field names (e.g. "claims[3].").
+// decode reads one JSON object from body into dst strictly (package
+// strictjson): unknown, duplicate and case-variant member names, invalid
+// UTF-8, unpaired surrogates and trailing data are errors, anywhere in the
+// body (payload and key_fields included); then it validates dst. Errors
+// name the field; prefix is prepended to field names (e.g. "claims[3].").
 func (s *Server) decode(body []byte, dst any, prefix string) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return apperr.New(apperr.Malformed, "the request body must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	if err := strictjson.Unmarshal(body, dst, strictjson.RejectUnknown()); err != nil {
 		return jsonError(err, prefix)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return apperr.New(apperr.Malformed, "the request body must hold exactly one JSON object")
 	}
 	return s.check(dst, prefix)
 }
@@ -148,42 +145,24 @@ func describe(fe validator.FieldError) string {
 	return "is invalid (" + fe.Tag() + ")"
 }
 
+// jsonError turns a strict-decoding failure into a Malformed error naming
+// the field: the JSON pointer of the failure without its leading '/'
+// ("event_id", "payload/items/0"), after prefix. Nothing of the body's
+// values is repeated.
 func jsonError(err error, prefix string) error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return apperr.New(apperr.Malformed, "the request body is not valid JSON (at byte %d)", syn.Offset)
-	case errors.As(err, &typ):
-		field := prefix + typ.Field
-		if typ.Field == "" { // the whole value, e.g. a batch item that is not an object
-			field = strings.TrimSuffix(prefix, ".")
-		}
-		return &apperr.Error{Code: apperr.Malformed, Field: field,
-			Message: fmt.Sprintf("must be a JSON %s, got %s", jsonKind(typ.Type), typ.Value)}
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return apperr.New(apperr.Malformed, "the request body is truncated JSON")
+	var se *strictjson.Error
+	if !errors.As(err, &se) {
+		return apperr.New(apperr.Malformed, "the request body is not a valid JSON object")
 	}
-	// encoding/json reports unknown fields only as text: `json: unknown field "x"`.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return &apperr.Error{Code: apperr.Malformed, Field: prefix + strings.Trim(name, `"`),
-			Message: "is not a known field"}
+	switch se.Reason {
+	case strictjson.ReasonSyntax, strictjson.ReasonTruncated, strictjson.ReasonTrailing, strictjson.ReasonEmpty:
+		// Not JSON at all: there is no field to name, only a place.
+		return &apperr.Error{Code: apperr.Malformed, Err: err,
+			Message: fmt.Sprintf("the request body is not a valid JSON object: %s (at byte %d)", se.Reason, se.Offset)}
 	}
-	return apperr.New(apperr.Malformed, "the request body is not a valid JSON object")
-}
-
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "string"
-	case reflect.Int, reflect.Int32, reflect.Int64, reflect.Float64:
-		return "number"
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Slice:
-		return "array"
-	case reflect.Struct, reflect.Map:
-		return "object"
+	field := prefix + strings.TrimPrefix(se.Pointer, "/")
+	if se.Pointer == "" {
+		field = strings.TrimSuffix(prefix, ".")
 	}
-	return t.String()
+	return &apperr.Error{Code: apperr.Malformed, Field: field, Message: se.Reason, Err: err}
 }

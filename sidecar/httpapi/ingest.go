@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -20,6 +21,10 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	if src == nil {
 		return apperr.New(apperr.NotFound, "no ingest source %q", name)
 	}
+	if err := ingestEncoding(c); err != nil {
+		s.cfg.Inbox.Observe(src.Name, "unsupported_encoding")
+		return err
+	}
 	// The raw bytes as received: Fiber's c.Body() would decompress per
 	// Content-Encoding, but signatures cover the bytes the provider sent.
 	body := c.Request().Body()
@@ -27,8 +32,9 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 		s.cfg.Inbox.Observe(src.Name, "too_large")
 		return apperr.New(apperr.TooLarge, "the body exceeds %d bytes, the limit of source %q", src.MaxBodyBytes, src.Name)
 	}
+	hdr := verify.HeaderFunc(func(n string) string { return string(c.Request().Header.Peek(n)) })
 	res, err := src.Verifier.Verify(verify.Request{
-		Header:   verify.HeaderFunc(func(n string) string { return string(c.Request().Header.Peek(n)) }),
+		Header:   hdr,
 		RawQuery: string(c.Request().URI().QueryString()),
 		Body:     body,
 	})
@@ -45,14 +51,32 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 		s.cfg.Inbox.Observe(src.Name, "handshake")
 		return c.Status(h.Status).Send(h.Body)
 	}
+	for _, item := range res.Rejected {
+		var verr *verify.Error
+		if errors.As(item.Err, &verr) && verr.Authenticated && verr.Code != verify.CodeEventTypeNotAllowed {
+			// An authentic item that cannot be stored: refuse the whole
+			// delivery rather than acknowledge it with the item dropped.
+			// (An item of a type the source filters out is left out by
+			// configuration; the others are stored.)
+			return s.rejectDelivery(c, src, item.Err)
+		}
+	}
+	events, err := src.Identify(hdr, res.Events, body)
+	if err != nil {
+		return s.rejectDelivery(c, src, err)
+	}
 	headers := ingest.ForwardableHeaders(func(f func(name, value string)) {
 		c.Request().Header.VisitAll(func(k, v []byte) { f(string(k), string(v)) })
 	}, src.CredentialHeaders...)
 	ctx, cancel := s.ctx(c)
 	defer cancel()
 	kept := append([]byte(nil), body...) // fasthttp reuses the buffer after the handler
-	receipts, err := s.cfg.Inbox.Receive(ctx, src, res.Events, kept, string(c.Request().Header.ContentType()), headers)
+	receipts, err := s.cfg.Inbox.Receive(ctx, src, events, kept, string(c.Request().Header.ContentType()), headers)
 	if err != nil {
+		var verr *verify.Error
+		if errors.As(err, &verr) { // an authentic body that cannot be hashed strictly
+			return s.rejectDelivery(c, src, err)
+		}
 		return err
 	}
 	status := fiber.StatusOK
@@ -62,6 +86,13 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	return c.Status(status).JSON(fiber.Map{"received": receipts, "rejected_items": len(res.Rejected)})
 }
 
+// rejectDelivery answers a delivery that failed verification, or that was
+// authentic but cannot be stored as sent. The second kind is never
+// answered 2xx (a provider that got a 2xx never sends the event again):
+// it is refused with 422 not_stored naming the field, so the provider shows
+// the error and retries. The one authentic delivery acknowledged without
+// storing is an event type the source's allowed_event_types leaves out: the
+// operator chose not to take it.
 func (s *Server) rejectDelivery(c *fiber.Ctx, src *ingest.Source, err error) error {
 	var verr *verify.Error
 	if !errors.As(err, &verr) {
@@ -70,18 +101,46 @@ func (s *Server) rejectDelivery(c *fiber.Ctx, src *ingest.Source, err error) err
 	reason := string(verr.Code)
 	s.cfg.Inbox.Observe(src.Name, reason)
 	// Never the body, a signature or a secret: code, location and field only.
-	s.cfg.Logger.Warn().Str("source", src.Name).Str("code", reason).Str("in", string(verr.In)).
+	ev := s.cfg.Logger.Warn()
+	if verr.Authenticated && verr.Code != verify.CodeEventTypeNotAllowed {
+		ev = s.cfg.Logger.Error() // an authentic event refused: someone must act
+	}
+	ev.Str("source", src.Name).Str("code", reason).Str("in", string(verr.In)).
 		Str("field", verr.Field).Bool("authenticated", verr.Authenticated).Msg("delivery rejected")
 	if verr.Authenticated {
-		// Authentic but unusable (event type not allowed…): a retry cannot
-		// change it, so acknowledge without storing anything.
-		return c.Status(fiber.StatusOK).JSON(fiber.Map{"received": []any{}, "ignored": verr.Reason})
+		if verr.Code == verify.CodeEventTypeNotAllowed {
+			return c.Status(fiber.StatusOK).JSON(fiber.Map{"received": []any{}, "filtered": verr.Reason})
+		}
+		return &apperr.Error{Code: apperr.NotStored, Field: verr.Field, Err: err,
+			Message: verr.Reason + " (" + reason + "); the delivery is authentic but was not stored: " +
+				"fix the sender's body or this source's key rule, and the provider's next retry is stored"}
 	}
 	st := src.UnauthenticatedStatus
 	if st >= 200 && st < 300 {
 		return c.SendStatus(st)
 	}
 	return c.Status(st).JSON(ErrorBody{ErrorDetail{Code: apperr.Unauthorized, Message: verr.Error(), Field: verr.Field}})
+}
+
+// ingestEncoding refuses a delivery sent with a Content-Encoding (415):
+// signatures are checked over the bytes as sent, and the event is stored
+// and forwarded as received, so a compressed body could only be verified
+// against the wrong bytes or forwarded as something it is not. Only
+// registered codings are named in the answer; nothing else of the header
+// is echoed.
+func ingestEncoding(c *fiber.Ctx) error {
+	enc := strings.ToLower(strings.TrimSpace(c.Get(fiber.HeaderContentEncoding)))
+	if enc == "" || enc == "identity" {
+		return nil
+	}
+	name := "this Content-Encoding"
+	switch enc {
+	case "gzip", "x-gzip", "deflate", "br", "compress", "x-compress", "zstd":
+		name = "Content-Encoding " + enc
+	}
+	return &apperr.Error{Code: apperr.UnsupportedEncoding, Field: fiber.HeaderContentEncoding,
+		Message: name + " is not accepted on ingest: signatures are verified over the bytes as sent and " +
+			"the event is stored and forwarded as received; send the body uncompressed (identity)"}
 }
 
 func (s *Server) inboxGet(c *fiber.Ctx) error {

@@ -1742,7 +1742,7 @@ sources:
 	require.Equal(t, "accepted", rs[0].Status)
 	id := rs[0].ClaimID
 	e.waitDispatchState(t, id, "dispatched")
-	hash := e.scalar(t, `SELECT payload_hash FROM claims WHERE id = $1`, id)
+	hash := e.scalar(t, `SELECT receipt_hash FROM claims WHERE id = $1`, id)
 
 	second := caseDelivery(t, c, c.Steps[1], 2, secrets)
 	ans = e.send(t, "std", second)
@@ -1751,7 +1751,7 @@ sources:
 	require.Equal(t, []ingestReceipt{{EventID: "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", ClaimID: id, Status: "conflict"}}, rs)
 	require.Equal(t, ingestCounts{1, 1, 1, 1}, e.counts(t, "std"), "no new inbox row, no new job")
 	require.Equal(t, string(second.body), e.scalar(t, `SELECT convert_from(body, 'UTF8') FROM inbox_conflicts WHERE claim_id = $1`, id))
-	require.Equal(t, hash, e.scalar(t, `SELECT payload_hash FROM claims WHERE id = $1`, id), "the original payload hash is kept")
+	require.Equal(t, hash, e.scalar(t, `SELECT receipt_hash FROM claims WHERE id = $1`, id), "the original receipt hash is kept")
 	require.Equal(t, "1", e.scalar(t, `SELECT conflict_count::text FROM claims WHERE id = $1`, id))
 	require.Equal(t, []string{"received", "dispatched", "ingest_conflict"}, e.deliveryLog(t, id))
 	require.Len(t, target.requests(), 1, "the conflicting payload is never dispatched")

@@ -112,14 +112,14 @@ func (c *coverage) record(op string, r reply) {
 		Received []struct {
 			Status string `json:"status"`
 		} `json:"received"`
-		Ignored *string `json:"ignored"`
+		Filtered *string `json:"filtered"`
 	}
 	if json.Unmarshal(r.body, &in) == nil {
 		for _, x := range in.Received {
 			c.seen["receipt "+x.Status] = true
 		}
-		if in.Ignored != nil {
-			c.seen["ingest ignored"] = true
+		if in.Filtered != nil {
+			c.seen["ingest filtered"] = true
 		}
 	}
 	var a answer
@@ -163,7 +163,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 		"unknown", "stale"}, enum("State"))
 	require.ElementsMatch(t, []string{"retryable", "permanent", "unknown"}, enum("FailKind"))
 	require.ElementsMatch(t, []string{"malformed", "invalid", "unauthorized", "not_found", "lease_lost",
-		"invalid_state", "too_large", "unavailable", "internal"}, enum("ErrorCode"))
+		"invalid_state", "too_large", "unsupported_encoding", "not_stored", "unavailable", "internal"}, enum("ErrorCode"))
 }
 
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
@@ -219,9 +219,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	w := claims(map[string]any{"source": "stripe", "event_id": "evt_1", "event_type": "invoice.paid",
 		"payload": payload, "lease_seconds": 120, "execution_id": "exec_1"})
 	require.Equal(t, "won", w.Outcome)
-	ip := claims(map[string]any{"source": "stripe", "event_id": "evt_1",
-		"payload": map[string]any{"currency": "eur", "amount": 100}})
-	require.Equal(t, "in_progress", ip.Outcome, "key order does not change the payload hash")
+	ip := b.ok(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: `{"source":"stripe","event_id":"evt_1","payload":{"currency":"eur","amount":1e2}}`})
+	require.Equal(t, "in_progress", ip.Outcome, "key order and number spelling do not change the payload hash")
 	require.NotNil(t, ip.RetryAfterSeconds)
 	post(id(w)+"/extend", map[string]any{"claim_token": w.ClaimToken, "lease_seconds": 600})
 	post(id(w)+"/complete", map[string]any{"claim_token": w.ClaimToken, "result_ref": "inv_1"})
@@ -300,6 +300,24 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: `{"source":`}, http.StatusBadRequest, "malformed", "")
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: map[string]any{"source": "stripe"}},
 		http.StatusUnprocessableEntity, "invalid", "event_id")
+	// Strict bodies: a duplicate member, anywhere, is malformed and named by its path.
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: `{"source":"stripe","event_id":"evt_d1","event_id":"evt_d2"}`}, http.StatusBadRequest, "malformed", "event_id")
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: `{"source":"stripe","event_id":"evt_d","payload":{"items":[{"id":1,"id":2}]}}`},
+		http.StatusBadRequest, "malformed", "payload/items/0/id")
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: `{"source":"stripe","event_id":"evt_d","Event_ID":"evt_e"}`}, http.StatusBadRequest, "malformed", "Event_ID")
+	strict := b.ok(t, call{method: "POST", path: "/v1/claims/batch", key: keyA, lax: true,
+		body: `{"claims":[{"source":"stripe","event_id":"evt_d"},{"source":"stripe","event_id":"evt_d","Event_ID":"evt_e"}]}`})
+	require.Equal(t, "malformed", strict.Results[1].Error.Code)
+	require.Equal(t, "claims[1].Event_ID", strict.Results[1].Error.Field)
+	// No empty identity part.
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: map[string]any{"source": "mail", "key_parts": []string{"order", ""}}}, http.StatusUnprocessableEntity, "invalid", "key_parts[1]")
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: map[string]any{"source": "mail", "key_fields": map[string]any{"order": map[string]any{"email": ""}}}},
+		http.StatusUnprocessableEntity, "invalid", "key_fields/order/email")
 	b.fails(t, call{method: "GET", path: "/v1/claims/" + w.ClaimID, key: "nope-0123456789abcdef"}, http.StatusUnauthorized, "unauthorized", "")
 	b.fails(t, call{method: "GET", path: "/v1/claims/00000000-0000-4000-8000-000000000000", key: keyA}, http.StatusNotFound, "not_found", "")
 	b.fails(t, call{method: "GET", path: "/v1/claims?source=stripe&event_id=nope", key: keyA}, http.StatusNotFound, "not_found", "")
@@ -355,7 +373,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		want("receipt " + fmt.Sprint(v))
 	}
 	want("batch item error")
-	want("ingest ignored")
+	want("ingest filtered")
 	slices.Sort(missing)
 	require.Empty(t, slices.Compact(missing), "documented but never produced by this test")
 }
@@ -371,6 +389,7 @@ const (
 	graphState  = "conformance-graph-client-state"
 	slackSecret = "conformance-slack-secret"
 	zoomSecret  = "conformance-zoom-secret"
+	tokSecret   = "conformance-token-secret"
 )
 
 // conformanceSources are the ingest sources of setupWithInbox, one per
@@ -378,8 +397,9 @@ const (
 // filter and a small body limit), gh (GitHub; bad signatures 403), graph
 // (Microsoft Graph; 202 and the validationToken handshake), slack
 // (url_verification; bad signatures 400) and zoom (url_validation; bad
-// signatures answered silently with 200). Nothing is dispatched: the
-// forward URLs are never contacted.
+// signatures answered silently with 200) and tok (a shared token, the event
+// id read from the body's /id, so a body without it is not stored).
+// Nothing is dispatched: the forward URLs are never contacted.
 var conformanceSources = strings.NewReplacer("TENANT", tenantA, "HOOKS", hooksSecret).Replace(`
 sources:
   hooks:
@@ -412,6 +432,12 @@ sources:
     secrets: ["` + zoomSecret + `"]
     unauthenticated_status: 200
     forward: {url: "http://n8n.invalid/webhook/zoom"}
+  tok:
+    tenant: TENANT
+    provider: token
+    secrets: ["` + tokSecret + `"]
+    options: {header: X-Api-Key, key: {id_pointers: ["/id"], type_pointer: "/type"}}
+    forward: {url: "http://n8n.invalid/webhook/tok"}
 `)
 
 // setupWithInbox is setup with the ingest routes: an inbox over
@@ -471,7 +497,7 @@ type deliveryReply struct {
 		Status  string `json:"status"`
 	} `json:"received"`
 	RejectedItems int     `json:"rejected_items"`
-	Ignored       *string `json:"ignored"`
+	Filtered      *string `json:"filtered"`
 }
 
 // listReply is the JSON answer of GET /v1/claims/list.
@@ -546,21 +572,46 @@ func conformIngest(t *testing.T, b *bundle) {
 	require.Equal(t, id, con.Received[0].ClaimID)
 
 	// Another provider's scheme: GitHub.
-	ghBody := `{"action":"opened","number":1}`
-	ghCall := func(secret string) call {
-		return call{method: "POST", path: "/ingest/gh", body: ghBody, header: map[string]string{
-			verify.GitHubDeliveryHeader:  "0f9a5c1e-0000-4000-8000-000000000001",
+	ghDelivery := func(secret, id, body string) call {
+		return call{method: "POST", path: "/ingest/gh", body: body, header: map[string]string{
+			verify.GitHubDeliveryHeader:  id,
 			verify.GitHubEventHeader:     "pull_request",
-			verify.GitHubSignatureHeader: verifytest.GitHub(secret, []byte(ghBody)),
+			verify.GitHubSignatureHeader: verifytest.GitHub(secret, []byte(body)),
 		}}
+	}
+	ghCall := func(secret string) call {
+		return ghDelivery(secret, "0f9a5c1e-0000-4000-8000-000000000001", `{"action":"opened","number":1}`)
 	}
 	require.Equal(t, "accepted", send(ghCall(ghSecret), http.StatusOK).Received[0].Status)
 
-	// Authentic but not allowed: acknowledged, nothing stored.
+	// A leading UTF-8 byte order mark is tolerated; the token source still
+	// reads the event id from the body.
+	bom := send(tokDelivery("\ufeff"+`{"id":"ord_bom","type":"order.created"}`), http.StatusOK)
+	require.Len(t, bom.Received, 1, "%+v", bom)
+	require.Equal(t, "ord_bom", bom.Received[0].EventID)
+
+	// Authentic but not allowed: acknowledged as filtered, nothing stored.
 	inboxRows := b.count(t, "inbox_events")
-	ign := send(hookDelivery(t, "msg_2", now, `{"type":"customer.created"}`, hooksSecret), http.StatusOK)
-	require.Empty(t, ign.Received)
-	require.NotNil(t, ign.Ignored)
+	claimRows := b.count(t, "claims")
+	filtered := send(hookDelivery(t, "msg_2", now, `{"type":"customer.created"}`, hooksSecret), http.StatusOK)
+	require.Empty(t, filtered.Received)
+	require.NotNil(t, filtered.Filtered)
+
+	// Authentic but not storable as sent: refused with 422 naming the field,
+	// never acknowledged, nothing stored. An ambiguous body (a duplicate
+	// member), and a body that lacks the pointer its source's key needs.
+	b.fails(t, ghDelivery(ghSecret, "0f9a5c1e-0000-4000-8000-000000000002", `{"action":"opened","number":2,"number":3}`),
+		http.StatusUnprocessableEntity, "not_stored", "/number")
+	b.fails(t, tokDelivery(`{"type":"order.created","order":{"total":1}}`),
+		http.StatusUnprocessableEntity, "not_stored", "/id")
+	require.Equal(t, "accepted", send(tokDelivery(`{"id":"ord_1","type":"order.created"}`), http.StatusOK).Received[0].Status)
+	inboxRows++
+	claimRows++
+
+	// Any Content-Encoding: 415 before verification, nothing stored.
+	gz := hookDelivery(t, "msg_gz", now, paid, hooksSecret)
+	gz.body, gz.header[fiber.HeaderContentEncoding] = gzipped(t, paid), "gzip"
+	b.fails(t, gz, http.StatusUnsupportedMediaType, "unsupported_encoding", fiber.HeaderContentEncoding)
 
 	// Failed verification: 401, or the source's configured status.
 	b.fails(t, hookDelivery(t, "msg_3", now, paid, otherSecret), http.StatusUnauthorized, "unauthorized",
@@ -572,7 +623,8 @@ func conformIngest(t *testing.T, b *bundle) {
 		`{"event":"meeting.started","event_ts":1}`))
 	require.Equal(t, http.StatusOK, silent.status, "%s", silent)
 	require.Equal(t, "OK", string(silent.body))
-	require.Equal(t, inboxRows, b.count(t, "inbox_events"), "ignored and unauthenticated deliveries store nothing")
+	require.Equal(t, inboxRows, b.count(t, "inbox_events"), "filtered, refused and unauthenticated deliveries store nothing")
+	require.Equal(t, claimRows, b.count(t, "claims"))
 
 	// Unknown source, body over the source's limit.
 	b.fails(t, call{method: "POST", path: "/ingest/nope", body: paid}, http.StatusNotFound, "not_found", "")
@@ -643,4 +695,27 @@ func conformIngest(t *testing.T, b *bundle) {
 		log = append(log, d.Outcome)
 	}
 	require.Equal(t, []string{"received", "ingest_duplicate", "ingest_conflict", "dispatch_replayed"}, log)
+
+	// Two views of the payload: receipt_hash is ingest's, compared with
+	// redeliveries; payload_hash is the claims', absent until a claim
+	// carries a payload, then kept.
+	type hashes struct {
+		Outcome     string `json:"outcome"`
+		PayloadHash string `json:"payload_hash"`
+		ReceiptHash string `json:"receipt_hash"`
+	}
+	received := decodeAs[hashes](t, b.do(t, call{method: "GET", path: "/v1/claims/" + id, key: keyA}))
+	require.Regexp(t, `^[0-9a-f]{64}$`, received.ReceiptHash)
+	require.Empty(t, received.PayloadHash, "no claim carried a payload yet")
+	won := decodeAs[hashes](t, b.do(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: map[string]any{"source": "hooks", "event_id": "msg_1", "payload": map[string]any{"invoice": "in_1"}}}))
+	require.Equal(t, "won", won.Outcome)
+	require.Regexp(t, `^[0-9a-f]{64}$`, won.PayloadHash)
+	require.NotEqual(t, won.ReceiptHash, won.PayloadHash)
+	require.Equal(t, received.ReceiptHash, won.ReceiptHash)
+}
+
+// tokDelivery is a delivery to source tok (shared token, keyed by /id).
+func tokDelivery(body string) call {
+	return call{method: "POST", path: "/ingest/tok", body: body, header: map[string]string{"X-Api-Key": tokSecret}}
 }

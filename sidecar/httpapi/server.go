@@ -225,15 +225,17 @@ func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
 
 // errorStatus is THE mapping from application error codes to HTTP statuses.
 var errorStatus = map[apperr.Code]int{
-	apperr.Malformed:    fiber.StatusBadRequest,
-	apperr.Invalid:      fiber.StatusUnprocessableEntity,
-	apperr.Unauthorized: fiber.StatusUnauthorized,
-	apperr.NotFound:     fiber.StatusNotFound,
-	apperr.LeaseLost:    fiber.StatusConflict,
-	apperr.InvalidState: fiber.StatusConflict,
-	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
-	apperr.Unavailable:  fiber.StatusServiceUnavailable,
-	apperr.Internal:     fiber.StatusInternalServerError,
+	apperr.Malformed:           fiber.StatusBadRequest,
+	apperr.Invalid:             fiber.StatusUnprocessableEntity,
+	apperr.Unauthorized:        fiber.StatusUnauthorized,
+	apperr.NotFound:            fiber.StatusNotFound,
+	apperr.LeaseLost:           fiber.StatusConflict,
+	apperr.InvalidState:        fiber.StatusConflict,
+	apperr.TooLarge:            fiber.StatusRequestEntityTooLarge,
+	apperr.UnsupportedEncoding: fiber.StatusUnsupportedMediaType,
+	apperr.NotStored:           fiber.StatusUnprocessableEntity,
+	apperr.Unavailable:         fiber.StatusServiceUnavailable,
+	apperr.Internal:            fiber.StatusInternalServerError,
 }
 
 // ErrorBody is the JSON shape of every error answer.

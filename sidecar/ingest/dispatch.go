@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +27,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // DispatchArgs is the River job that posts one inbox event to its target.
@@ -225,24 +229,29 @@ func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
 }
 
 type stored struct {
-	tenant, eventID, eventType, contentType, state string
-	body                                           []byte
-	headers                                        map[string]string
-	attempts                                       int
-	receivedAt                                     time.Time
+	// keySource is the claim's source: the source's dedupe scope, which
+	// the workflow claims with (X-Idempotency-Source).
+	tenant, keySource, eventID, eventType, contentType, state string
+	body                                                      []byte
+	headers                                                   map[string]string
+	attempts                                                  int
+	receivedAt                                                time.Time
 }
 
-// Work posts the stored event to the source's target. 2xx → dispatched;
-// 408, 429, 5xx and transport errors → retry (honouring Retry-After);
-// other 4xx → dead letter at once; attempt cap → dead letter.
+// Work posts the stored event to the source's target. 2xx → dispatched
+// (with require_claim, once the event was claimed; an unclaimed 2xx is
+// retried); a status in forward.retry_statuses and transport errors → retry
+// with backoff, or after Retry-After when the target sent one; any other
+// status → dead letter at once; attempt cap → dead letter naming the last
+// answer. Every retry and dead letter is a delivery-log row with its reason.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	in := w.in
 	var st stored
 	var hdr []byte
-	err := in.pool.QueryRow(ctx, `SELECT c.tenant, c.event_id, COALESCE(c.event_type, ''), e.content_type,
+	err := in.pool.QueryRow(ctx, `SELECT c.tenant, c.source, c.event_id, COALESCE(c.event_type, ''), e.content_type,
 		e.dispatch_state, e.body, e.headers, e.dispatch_attempts, e.received_at
 		FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1`, job.Args.ClaimID).
-		Scan(&st.tenant, &st.eventID, &st.eventType, &st.contentType, &st.state, &st.body, &hdr, &st.attempts, &st.receivedAt)
+		Scan(&st.tenant, &st.keySource, &st.eventID, &st.eventType, &st.contentType, &st.state, &st.body, &hdr, &st.attempts, &st.receivedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // purged by retention
 	}
@@ -282,10 +291,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			return nil
 		}
 		derr = fmt.Errorf("HTTP %d but the event was not claimed (n8n still starting, or the workflow answers before its Idempotent Claim node)", status)
-	case derr == nil && status >= 400 && status < 500 && status != 408 && status != 429:
-		return in.deadLetter(ctx, job.Args, st, status, fmt.Sprintf("target answered HTTP %d", status))
+	case derr == nil && !src.Forward.RetryStatuses.Has(status):
+		return in.deadLetter(ctx, job.Args, st, status,
+			fmt.Sprintf("target answered HTTP %d (not retryable for this source: not in forward.retry_statuses)", status))
 	}
-	reason := fmt.Sprintf("target answered HTTP %d", status)
+	reason := fmt.Sprintf("target answered HTTP %d (retryable for this source)", status)
 	switch {
 	case derr != nil && status != 0: // a 2xx the workflow did not claim
 		reason = "target answered " + derr.Error() + "; for a target that does not claim, set forward.require_claim: false"
@@ -293,7 +303,10 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		reason = "target unreachable: " + transportError(derr)
 	}
 	if attempt >= src.Forward.MaxAttempts {
-		return in.deadLetter(ctx, job.Args, st, status, reason+fmt.Sprintf(" (attempt cap %d reached)", src.Forward.MaxAttempts))
+		return in.deadLetter(ctx, job.Args, st, status, reason+fmt.Sprintf("; attempt cap %d reached", src.Forward.MaxAttempts))
+	}
+	if retryAfter > 0 {
+		reason += fmt.Sprintf("; next attempt after its Retry-After of %s", retryAfter)
 	}
 	if _, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_attempts = $2, last_dispatch_status = NULLIF($3, 0),
 		last_dispatch_error = $4 WHERE claim_id = $1 RETURNING claim_id)
@@ -328,7 +341,13 @@ func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, st stored, stat
 func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st stored, attempt int) (int, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, src.Forward.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.Forward.URL, bytes.NewReader(st.body))
+	body := st.body
+	if trimmed := strictjson.TrimBOM(body); len(trimmed) != len(body) && looksJSON(st.contentType, trimmed) {
+		// Stored as received (signatures cover it), forwarded without a
+		// leading BOM, which JSON parsers may refuse (RFC 8259 §8.1).
+		body = trimmed
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.Forward.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -346,9 +365,9 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 	for k, v := range src.Forward.Headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set(HeaderIdempotencyKey, claim.IdempotencyKey(st.tenant, claim.Key{Source: a.Source, EventID: st.eventID}))
+	req.Header.Set(HeaderIdempotencyKey, claim.IdempotencyKey(st.tenant, claim.Key{Source: st.keySource, EventID: st.eventID}))
 	req.Header.Set(HeaderInboxID, a.ClaimID)
-	req.Header.Set(HeaderSource, a.Source)
+	req.Header.Set(HeaderSource, st.keySource)
 	req.Header.Set(HeaderEventID, st.eventID)
 	if st.eventType != "" {
 		req.Header.Set(HeaderEventType, st.eventType)
@@ -361,6 +380,13 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), nil
+}
+
+// isJSONType reports whether a media type is JSON (application/json or
+// any +json type).
+func isJSONType(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 func retryAfter(v string) time.Duration {
@@ -376,6 +402,152 @@ func retryAfter(v string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// StatusRange is an inclusive range of HTTP statuses; Lo == Hi for one status.
+type StatusRange struct{ Lo, Hi int }
+
+// Statuses is a set of HTTP statuses as ranges sorted by Lo, overlapping
+// ranges merged. The zero value holds no status.
+type Statuses []StatusRange
+
+// Has reports whether status is in the set.
+func (s Statuses) Has(status int) bool {
+	for _, r := range s {
+		if status >= r.Lo && status <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// String lists the set as the sources file writes it: "404, 408, 500-599".
+func (s Statuses) String() string {
+	parts := make([]string, len(s))
+	for i, r := range s {
+		parts[i] = strconv.Itoa(r.Lo)
+		if r.Hi != r.Lo {
+			parts[i] += "-" + strconv.Itoa(r.Hi)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// DefaultRetryStatuses are the statuses a source retries when its sources
+// file sets no forward.retry_statuses, chosen for an n8n target:
+//   - 404: n8n answers `{"code":404,"message":"The requested webhook … is
+//     not registered."}` while a workflow is being activated or n8n
+//     restarts; the provider already has its 2xx, so dead-lettering at
+//     once would leave only a manual replay (the price: a wrong URL
+//     dead-letters only at the attempt cap);
+//   - 408 Request Timeout, 425 Too Early, 429 Too Many Requests;
+//   - 409: what a workflow may answer while another delivery of the event
+//     holds the claim (in_progress);
+//   - 500-599: the target or a proxy in front of it is failing or starting.
+//
+// Any other 4xx (400, 401, 403, 413, 422…) is taken as permanent.
+func DefaultRetryStatuses() Statuses {
+	return Statuses{{404, 404}, {408, 408}, {409, 409}, {425, 425}, {429, 429}, {500, 599}}
+}
+
+// statusItem is one entry of forward.retry_statuses: "404" or "500-599".
+var statusItem = regexp.MustCompile(`^\s*([0-9]{1,6})\s*(?:-\s*([0-9]{1,6})\s*)?$`)
+
+// parseRetryStatuses validates forward.retry_statuses: a list whose items
+// are each an integer status (404) or a string holding one or a range
+// ("500-599"), all within 100-599 and none a 2xx. Not set or null gives
+// DefaultRetryStatuses; an empty list is refused, as it would dead-letter
+// every 5xx at once. Errors name the item: "forward.retry_statuses[2]: …".
+func parseRetryStatuses(spec yaml.Node) (Statuses, error) {
+	const field = "forward.retry_statuses"
+	if spec.IsZero() {
+		return DefaultRetryStatuses(), nil
+	}
+	list := resolveAlias(&spec)
+	switch {
+	case list.Kind == yaml.ScalarNode && list.ShortTag() == "!!null":
+		return DefaultRetryStatuses(), nil
+	case list.Kind != yaml.SequenceNode:
+		return nil, fmt.Errorf(`%s must be a list, such as [404, 429, "500-599"]`, field)
+	}
+	items := list.Content
+	if len(items) == 0 {
+		return nil, fmt.Errorf("%s is empty; leave it out for the defaults (%s), or set forward.max_attempts: 1 to never retry",
+			field, DefaultRetryStatuses())
+	}
+	set := make(Statuses, 0, len(items))
+	for i, n := range items {
+		r, err := parseStatusItem(n)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+		}
+		set = append(set, r)
+	}
+	sort.Slice(set, func(i, j int) bool { return set[i].Lo < set[j].Lo })
+	merged := set[:1]
+	for _, r := range set[1:] {
+		if last := &merged[len(merged)-1]; r.Lo <= last.Hi {
+			last.Hi = max(last.Hi, r.Hi)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged, nil
+}
+
+func parseStatusItem(n *yaml.Node) (StatusRange, error) {
+	const want = `want a status (404) or a range written as a string ("500-599")`
+	n = resolveAlias(n)
+	switch n.Kind {
+	case yaml.ScalarNode:
+	case yaml.SequenceNode:
+		return StatusRange{}, errors.New(want + ", not a list")
+	case yaml.MappingNode:
+		return StatusRange{}, errors.New(want + ", not a map")
+	default:
+		return StatusRange{}, errors.New(want)
+	}
+	var lo, hi int
+	var item string // as written, for the errors below
+	switch n.ShortTag() {
+	case "!!int":
+		if err := n.Decode(&lo); err != nil {
+			return StatusRange{}, fmt.Errorf("%s is not an HTTP status (100-599)", n.Value)
+		}
+		hi, item = lo, strconv.Itoa(lo)
+	case "!!str":
+		m := statusItem.FindStringSubmatch(n.Value)
+		if m == nil {
+			return StatusRange{}, fmt.Errorf("%q: %s", n.Value, want)
+		}
+		lo, _ = strconv.Atoi(m[1])
+		hi = lo
+		if m[2] != "" {
+			hi, _ = strconv.Atoi(m[2])
+		}
+		item = strconv.Quote(n.Value)
+	case "!!null":
+		return StatusRange{}, fmt.Errorf("%s, not null", want)
+	default:
+		return StatusRange{}, fmt.Errorf("%s, not %s", want, n.Value)
+	}
+	switch {
+	case lo < 100 || lo > 599 || hi < 100 || hi > 599:
+		return StatusRange{}, fmt.Errorf("%s is not an HTTP status (100-599)", item)
+	case lo > hi:
+		return StatusRange{}, fmt.Errorf("%s: a range runs from the lower status to the higher", item)
+	case lo <= 299 && hi >= 200:
+		return StatusRange{}, fmt.Errorf("%s includes a 2xx: a 2xx is a success, never retried by status (an unclaimed one is retried under forward.require_claim)", item)
+	}
+	return StatusRange{Lo: lo, Hi: hi}, nil
+}
+
+// resolveAlias follows YAML aliases (*name) to the node they stand for.
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
 }
 
 // riverMaxAttempts is River's own cap. The dispatcher enforces the source's

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -118,19 +120,33 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return events[order[a]].ID < events[order[b]].ID })
+	// Every hash first: a body that cannot be hashed strictly is refused
+	// (an authenticated *verify.Error) before anything is written.
+	reqs := make([]claim.Request, len(events))
+	for i, ev := range events {
+		payload, ct := body, contentType
+		if ev.Payload != nil {
+			payload, ct = ev.Payload, itemContentType(contentType)
+		}
+		h, err := src.receiptHash(ct, payload)
+		if err != nil {
+			return nil, err
+		}
+		r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Scope, EventID: eventID(ev.ID)},
+			EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: h}
+		if ev.ObjectID != "" && ev.ObjectVersion != nil {
+			r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
+		}
+		reqs[i] = r
+	}
 	receipts := make([]Receipt, len(events))
 	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
 		for _, i := range order {
-			ev := events[i]
 			payload, ct := body, contentType
-			if ev.Payload != nil {
-				payload, ct = ev.Payload, itemContentType(contentType)
+			if events[i].Payload != nil {
+				payload, ct = events[i].Payload, itemContentType(contentType)
 			}
-			r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Name, EventID: eventID(ev.ID)},
-				EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: payloadHash(src.volatile.strip(hashedContent(src, ct, payload)))}
-			if ev.ObjectID != "" && ev.ObjectVersion != nil {
-				r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
-			}
+			r := reqs[i]
 			rc, err := in.ledger.ReceiveTx(ctx, tx, r)
 			if err != nil {
 				return err
@@ -239,40 +255,113 @@ func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, id string, src *Source, w
 	return true, nil
 }
 
+// receiptHash is the payload hash of one event as this source sees it
+// (the receipt view, compared with the provider's redeliveries): for a JSON
+// payload the SHA-256 of its exact canonical form (strictjson) without the
+// source's volatile fields, for other content (form bodies, binary data) the
+// SHA-256 of the raw bytes. A leading UTF-8 BOM is ignored (RFC 8259 §8.1).
+// A payload that is JSON but not strict JSON (duplicate or case-variant
+// names, invalid UTF-8, unpaired surrogates) is an authenticated
+// *verify.Error: ambiguous input is refused, never hashed some other way.
+func (s *Source) receiptHash(contentType string, payload []byte) (string, error) {
+	content, err := s.hashedContent(contentType, payload)
+	if err != nil {
+		return "", err
+	}
+	content = strictjson.TrimBOM(content)
+	if !looksJSON(contentType, content) {
+		sum := sha256.Sum256(content)
+		return hex.EncodeToString(sum[:]), nil
+	}
+	doc, err := strictjson.Parse(content)
+	if notJSON(err) {
+		// Not JSON at all (a signed test string, a truncated body): the
+		// raw bytes are its only exact identity.
+		sum := sha256.Sum256(content)
+		return hex.EncodeToString(sum[:]), nil
+	}
+	if err != nil {
+		return "", bodyError(err)
+	}
+	s.volatile.strip(doc)
+	c, err := strictjson.CanonicalValue(doc)
+	if err != nil {
+		return "", bodyError(err)
+	}
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// notJSON reports whether a strict-decoding error says the content is not
+// JSON at all (its grammar fails), as opposed to JSON that is ambiguous
+// (duplicate names, invalid UTF-8, unpaired surrogates) or beyond what can
+// be canonicalised exactly (too deep, numbers out of range), which is
+// refused.
+func notJSON(err error) bool {
+	var se *strictjson.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Reason {
+	case strictjson.ReasonSyntax, strictjson.ReasonTruncated, strictjson.ReasonTrailing, strictjson.ReasonEmpty:
+		return true
+	}
+	return false
+}
+
+// looksJSON reports whether content is to be hashed as JSON: a JSON media
+// type (application/json, any +json) or a body that starts, after
+// whitespace, with '{' or '['.
+func looksJSON(contentType string, content []byte) bool {
+	if isJSONType(contentType) {
+		return true
+	}
+	t := strings.TrimLeft(string(content[:min(len(content), 64)]), " \t\r\n")
+	return strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")
+}
+
 // hashedContent is the part of an event's payload that its payload hash
 // covers. For CloudEvents it is the event's data, so the same event sent in
 // binary mode (the body is the data) and in structured mode (the body is
 // the whole event, data inside) is a duplicate, not a conflict: (source,
 // id) identify the event and data is its content (CloudEvents spec §3.1).
-func hashedContent(src *Source, contentType string, payload []byte) []byte {
+// In structured mode data is a JSON value, or, for a non-JSON
+// datacontenttype, a string holding the data itself (JSON event format
+// §3.1), or data_base64.
+func (s *Source) hashedContent(contentType string, payload []byte) ([]byte, error) {
 	structured := strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "application/cloudevents")
-	if src.Provider != verify.TypeCloudEvents || !structured {
-		return payload // binary mode: the body is the data
+	if s.Provider != verify.TypeCloudEvents || !structured {
+		return payload, nil // binary mode: the body is the data
 	}
 	var e struct {
-		Data       json.RawMessage `json:"data"`
-		DataBase64 string          `json:"data_base64"`
+		Data            jsontext.Value `json:"data"`
+		DataBase64      *string        `json:"data_base64"`
+		DataContentType string         `json:"datacontenttype"`
 	}
-	if json.Unmarshal(payload, &e) != nil {
-		return payload
+	if err := strictjson.Unmarshal(strictjson.TrimBOM(payload), &e); err != nil {
+		return nil, bodyError(err)
 	}
-	if len(e.Data) > 0 {
-		return e.Data
+	switch {
+	case len(e.Data) > 0:
+		mt, _, _ := mime.ParseMediaType(e.DataContentType)
+		jsonData := e.DataContentType == "" || mt == "application/json" || strings.HasSuffix(mt, "+json")
+		if e.Data.Kind() == '"' && !jsonData {
+			var text string
+			if err := strictjson.Unmarshal(e.Data, &text); err != nil {
+				return nil, bodyError(err)
+			}
+			return []byte(text), nil
+		}
+		return e.Data, nil
+	case e.DataBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*e.DataBase64)
+		if err != nil {
+			return nil, &verify.Error{Code: verify.CodeMalformedBody, In: verify.InBody, Field: "/data_base64",
+				Reason: "is not valid base64", Authenticated: true}
+		}
+		return b, nil
 	}
-	if b, err := base64.StdEncoding.DecodeString(e.DataBase64); err == nil && e.DataBase64 != "" {
-		return b
-	}
-	return payload
-}
-
-// payloadHash is the RFC 8785 canonical-JSON SHA-256 of a JSON payload, or
-// the SHA-256 of the raw bytes for other content (form bodies).
-func payloadHash(b []byte) string {
-	if h, err := claim.PayloadHash(b); err == nil {
-		return h
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return payload, nil
 }
 
 // ForwardableHeaders picks the request headers worth passing on to n8n:

@@ -7,16 +7,13 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-	"reflect"
 	"regexp"
 	"sort"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -38,6 +35,8 @@ import (
 //	    max_body_bytes: 1048576
 //	    unauthenticated_status: 401  # or a 2xx to answer bad signatures silently
 //	    volatile_fields: ["/createdAt"]  # JSON pointers left out of the payload hash
+//	    dedupe_scope: stripe-acme    # sources sharing a scope share one key space (default: the source name)
+//	    key: {fields: ["/id"], headers: []}  # replaces the provider's event id (see KeySpec)
 //	    options: {}                  # provider-specific verify.*Config fields, snake_case
 //	    forward:
 //	      url: http://n8n:5678/webhook/stripe
@@ -48,6 +47,7 @@ import (
 //	      backoff_base_seconds: 5
 //	      backoff_cap_seconds: 600
 //	      require_claim: true        # a 2xx counts once the workflow claimed the event
+//	      retry_statuses: [404, 408, 409, 425, 429, "500-599"]  # the default; any other non-2xx dead-letters at once
 //	    lease_policy: reclaim        # claim-ledger policy of this source
 //	    retention_days: 30
 //
@@ -67,7 +67,15 @@ type SourceSpec struct {
 	UnauthenticatedStatus int            `yaml:"unauthenticated_status"`
 	Options               map[string]any `yaml:"options"`
 	VolatileFields        []string       `yaml:"volatile_fields"`
-	Forward               ForwardSpec    `yaml:"forward"`
+	// DedupeScope is the claim-ledger source the events are keyed in;
+	// default the source's own name. Several sources (two endpoints or
+	// subscriptions of one provider account, each with its own secret) that
+	// name one scope share its keys, so copies of one event arriving through
+	// both are duplicates. They must agree on tenant, provider, key and
+	// volatile_fields, and on the claim policy.
+	DedupeScope string      `yaml:"dedupe_scope"`
+	Key         *KeySpec    `yaml:"key"`
+	Forward     ForwardSpec `yaml:"forward"`
 
 	LeasePolicy        string `yaml:"lease_policy"`
 	LeaseSeconds       int    `yaml:"lease_seconds"`
@@ -91,6 +99,10 @@ type ForwardSpec struct {
 	// workflow has claimed the event; set false for targets that do not
 	// claim (a plain webhook consumer).
 	RequireClaim *bool `yaml:"require_claim"`
+	// RetryStatuses is the list of non-2xx statuses retried with backoff up
+	// to max_attempts: integers (404) or ranges written as strings
+	// ("500-599"). Unset or null: DefaultRetryStatuses.
+	RetryStatuses yaml.Node `yaml:"retry_statuses"`
 }
 
 // Defaults of a source.
@@ -113,7 +125,11 @@ const (
 
 // Source is a validated, ready source.
 type Source struct {
-	Name     string
+	Name string
+	// Scope is the claim-ledger source the events are keyed in
+	// (dedupe_scope; the source's name by default): the workflow claims
+	// with source = Scope.
+	Scope    string
 	Tenant   string
 	Provider verify.Type
 	Verifier verify.Verifier
@@ -123,6 +139,8 @@ type Source struct {
 	UnauthenticatedStatus int
 	// volatile are left out of the payload hash (volatile_fields).
 	volatile volatileFields
+	// key, when set, replaces the verifier's event id (key).
+	key *keyRule
 	// CredentialHeaders are the lower-case names of the headers that carry
 	// this source's signature or shared token (a configured generic header
 	// such as X-Api-Key included). They are never stored or forwarded.
@@ -141,6 +159,9 @@ type Forward struct {
 	BackoffCap  time.Duration
 	// RequireClaim: a 2xx is a success only once the event was claimed.
 	RequireClaim bool
+	// RetryStatuses are retried with backoff up to MaxAttempts; any other
+	// non-2xx answer dead-letters the event at once.
+	RetryStatuses Statuses
 }
 
 // Config is a parsed sources file: ingest sources and claim policies.
@@ -193,6 +214,9 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 		queues[q] = name
 		cfg.Sources[name] = src
 	}
+	if err := checkScopes(cfg, f.Sources); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -205,6 +229,9 @@ func (s SourceSpec) policy() claim.Policy {
 		BackoffBase:  time.Duration(s.BackoffBaseSeconds) * time.Second,
 		BackoffCap:   time.Duration(s.BackoffCapSeconds) * time.Second,
 		Retention:    time.Duration(s.RetentionDays) * 24 * time.Hour,
+		// The same volatile rule on every attempt: claims of this source
+		// leave these fields out of their payload hash too.
+		VolatileFields: s.VolatileFields,
 	}
 }
 
@@ -239,7 +266,18 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{Name: name, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile,
+	key, err := s.Key.compile()
+	if err != nil {
+		return nil, err
+	}
+	scope := s.DedupeScope
+	if scope == "" {
+		scope = name
+	}
+	if !sourceNameRe.MatchString(scope) {
+		return nil, fmt.Errorf("dedupe_scope must match %s", sourceNameRe)
+	}
+	src := &Source{Name: name, Scope: scope, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile, key: key,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
 		CredentialHeaders: credentialHeaders(vcfg)}
 	if src.MaxBodyBytes == 0 {
@@ -301,51 +339,10 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	case fw.BackoffCap < fw.BackoffBase:
 		return nil, errors.New("forward.backoff_cap_seconds cannot be shorter than forward.backoff_base_seconds")
 	}
+	if fw.RetryStatuses, err = parseRetryStatuses(f.RetryStatuses); err != nil {
+		return nil, err
+	}
 	return src, nil
-}
-
-// credentialHeaders names the headers of cfg's scheme that carry a
-// signature or a shared token, lower-case. The fixed names of the provider
-// schemes are listed too, although ForwardableHeaders' generic filter
-// already catches them; the configurable ones (hmac, token, cloudevents)
-// can be named anything.
-func credentialHeaders(cfg verify.Config) []string {
-	var hs []string
-	switch c := cfg.(type) {
-	case *verify.StripeConfig:
-		hs = []string{verify.StripeSignatureHeader}
-	case *verify.GitHubConfig:
-		hs = []string{verify.GitHubSignatureHeader, verify.GitHubLegacySignatureHeader}
-	case *verify.StandardWebhooksConfig:
-		hs = []string{verify.StandardWebhookSignatureHeader, verify.SvixSignatureHeader}
-	case *verify.ShopifyConfig:
-		hs = []string{verify.ShopifyHMACHeader}
-	case *verify.SlackConfig:
-		hs = []string{verify.SlackSignatureHeader}
-	case *verify.ZoomConfig:
-		hs = []string{verify.ZoomSignatureHeader}
-	case *verify.PaddleConfig:
-		hs = []string{verify.PaddleSignatureHeader}
-	case *verify.TwilioConfig:
-		hs = []string{verify.TwilioSignatureHeader}
-	case *verify.HMACConfig:
-		hs = []string{c.Signature.Header}
-	case *verify.TokenConfig:
-		hs = []string{c.WithDefaults().Header}
-	case *verify.CloudEventsConfig:
-		if d := c.WithDefaults(); d.Auth == verify.CloudEventsAuthHMAC {
-			hs = []string{d.Signature.Header}
-		} else {
-			hs = []string{"Authorization"}
-		}
-	}
-	out := make([]string, 0, len(hs))
-	for _, h := range hs {
-		if h != "" {
-			out = append(out, strings.ToLower(h))
-		}
-	}
-	return out
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -366,149 +363,4 @@ func expand(s string, getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("environment variable %s is not set", missing)
 	}
 	return out, nil
-}
-
-// verifierConfig builds the verify config of type t: the common fields
-// (secrets, tolerance, allowed event types) plus options, whose snake_case
-// keys name the config struct's fields (client_state → ClientState).
-func verifierConfig(t verify.Type, s SourceSpec, secrets []string) (verify.Config, error) {
-	var cfg verify.Config
-	switch t {
-	case verify.TypeStripe:
-		cfg = &verify.StripeConfig{}
-	case verify.TypeGitHub:
-		cfg = &verify.GitHubConfig{}
-	case verify.TypeStandardWebhooks:
-		cfg = &verify.StandardWebhooksConfig{}
-	case verify.TypeShopify:
-		cfg = &verify.ShopifyConfig{}
-	case verify.TypeSlack:
-		cfg = &verify.SlackConfig{}
-	case verify.TypeMSGraph:
-		cfg = &verify.MSGraphConfig{}
-	case verify.TypeCloudEvents:
-		cfg = &verify.CloudEventsConfig{}
-	case verify.TypeHMAC:
-		cfg = &verify.HMACConfig{}
-	case verify.TypeToken:
-		cfg = &verify.TokenConfig{}
-	case verify.TypePaddle:
-		cfg = &verify.PaddleConfig{}
-	case verify.TypeZoom:
-		cfg = &verify.ZoomConfig{}
-	case verify.TypeTwilio:
-		cfg = &verify.TwilioConfig{}
-	default:
-		return nil, fmt.Errorf("provider %q has no configuration mapping", t)
-	}
-	if len(s.Options) > 0 {
-		raw, err := json.Marshal(camelKeys(s.Options))
-		if err != nil {
-			return nil, fmt.Errorf("options: %w", err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(cfg); err != nil {
-			return nil, fmt.Errorf("options: %w", err)
-		}
-	}
-	v := reflect.ValueOf(cfg).Elem()
-	set := func(field string, val any) error {
-		f := v.FieldByName(field)
-		if !f.IsValid() {
-			return fmt.Errorf("%s does not apply to provider %s", snake(field), t)
-		}
-		f.Set(reflect.ValueOf(val))
-		return nil
-	}
-	if err := set("Secrets", secrets); err != nil {
-		return nil, err
-	}
-	if s.ToleranceSeconds != 0 {
-		if err := set("Tolerance", time.Duration(s.ToleranceSeconds)*time.Second); err != nil {
-			return nil, err
-		}
-	}
-	if len(s.AllowedEventTypes) > 0 {
-		if err := set("AllowedEventTypes", s.AllowedEventTypes); err != nil {
-			return nil, err
-		}
-	}
-	return cfg, nil
-}
-
-// fileError names a verifier configuration error's field as it is written in
-// the sources file ("options.key.id_header", "secrets[1]"), not as the Go
-// field it maps to.
-func fileError(err error) error {
-	var ce *verify.ConfigError
-	if !errors.As(err, &ce) {
-		return err
-	}
-	parts := strings.Split(ce.Field, ".")
-	for i, p := range parts {
-		name, index, _ := strings.Cut(p, "[")
-		if index != "" {
-			index = "[" + index
-		}
-		parts[i] = snake(name) + index
-	}
-	field := strings.Join(parts, ".")
-	switch parts[0] {
-	case "tolerance":
-		field = "tolerance_seconds"
-	case "allowed_event_types":
-	default:
-		if !strings.HasPrefix(parts[0], "secrets") {
-			field = "options." + field
-		}
-	}
-	return fmt.Errorf("%s: %s", field, ce.Reason)
-}
-
-func camelKeys(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, val := range t {
-			out[camel(k)] = camelKeys(val)
-		}
-		return out
-	case []any:
-		for i := range t {
-			t[i] = camelKeys(t[i])
-		}
-	}
-	return v
-}
-
-func camel(s string) string {
-	parts := strings.Split(s, "_")
-	for i, p := range parts {
-		if p != "" {
-			parts[i] = strings.ToUpper(p[:1]) + p[1:]
-		}
-	}
-	return strings.Join(parts, "")
-}
-
-func snake(s string) string {
-	r := []rune(s)
-	var b strings.Builder
-	for i, c := range r {
-		upper := c >= 'A' && c <= 'Z'
-		if upper && i > 0 {
-			prevLower := r[i-1] >= 'a' && r[i-1] <= 'z'
-			nextLower := i+1 < len(r) && r[i+1] >= 'a' && r[i+1] <= 'z'
-			prevUpper := r[i-1] >= 'A' && r[i-1] <= 'Z'
-			if prevLower || (prevUpper && nextLower) {
-				b.WriteByte('_')
-			}
-		}
-		if upper {
-			c += 'a' - 'A'
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

@@ -130,7 +130,8 @@ sources:
 	require.Equal(t, 401, src.UnauthenticatedStatus)
 	require.Equal(t, ingest.Forward{URL: "http://n8n.internal:5678/webhook/x", Headers: map[string]string{},
 		Timeout: ingest.DefaultForwardTimeout, Concurrency: ingest.DefaultConcurrency, MaxAttempts: ingest.DefaultDispatchMax,
-		BackoffBase: ingest.DefaultDispatchBase, BackoffCap: ingest.DefaultDispatchCap, RequireClaim: true}, src.Forward)
+		BackoffBase: ingest.DefaultDispatchBase, BackoffCap: ingest.DefaultDispatchCap, RequireClaim: true,
+		RetryStatuses: ingest.DefaultRetryStatuses()}, src.Forward)
 	require.Equal(t, claim.LeasePolicy("review"), cfg.Policies["gh"].LeasePolicy)
 	require.Equal(t, 7, cfg.Policies["gh"].MaxAttempts)
 	require.Equal(t, 90*24*time.Hour, cfg.Policies["gh"].Retention)
@@ -244,4 +245,85 @@ sources:
   a_b: {tenant: acme, provider: github, secrets: [s], `+fwd+`}
 `), envOf(nil))
 	require.ErrorContains(t, err, "dispatch queue")
+}
+
+// The sources file is one more route an ambiguous identity could take: no
+// key or option may be given twice, or in two spellings of one name.
+func TestSourcesFileRefusesAmbiguousKeys(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ file, want string }{
+		"duplicate source": {`
+sources:
+  a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_pointers: ["/id"]}}, ` + fwd + `}
+  a: {tenant: t, provider: token, secrets: ["y-secret-0123456789"], options: {key: {id_pointers: ["/id"]}}, ` + fwd + `}
+`, `already defined`},
+		"duplicate option": {`
+sources:
+  a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_pointers: ["/id"], id_pointers: ["/other"]}}, ` + fwd + `}
+`, `already defined`},
+		"case variant of an option": {`
+sources:
+  a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_header: X-A, Id_header: X-B}}, ` + fwd + `}
+`, `options.key.Id_header: option names are lower snake_case`},
+		"camel-case option": {`
+sources:
+  a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {IDHeader: X-A}}, ` + fwd + `}
+`, `options.key.IDHeader: option names are lower snake_case`},
+		"empty key rule": {`
+sources:
+  a: {tenant: t, provider: stripe, secrets: ["whsec_x"], key: {}, ` + fwd + `}
+`, `key: name at least one of key.fields and key.headers`},
+		"bad key pointer": {`
+sources:
+  a: {tenant: t, provider: stripe, secrets: ["whsec_x"], key: {fields: ["id"]}, ` + fwd + `}
+`, `key.fields[0]`},
+		"bad volatile pointer on a claim-only source": {`
+sources:
+  a: {volatile_fields: ["createdAt"]}
+`, ``},
+	} {
+		_, err := ingest.Parse([]byte(tc.file), envOf(nil))
+		if tc.want == "" {
+			continue // checked by the ledger's policy validation below
+		}
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), tc.want, name)
+	}
+	cfg, err := ingest.Parse([]byte("sources:\n  a: {volatile_fields: [\"createdAt\"]}\n"), envOf(nil))
+	require.NoError(t, err)
+	require.ErrorContains(t, claim.Policies{BySource: cfg.Policies}.WithDefaults().Validate(), `volatile_fields[0] must be a JSON pointer`)
+}
+
+// Sources that share a dedupe scope must derive one key and one hash from
+// one event, under one claim policy.
+func TestSourcesFileDedupeScopes(t *testing.T) {
+	t.Parallel()
+	door := func(name, secret, extra string) string {
+		return "  " + name + ": {tenant: t, provider: standard-webhooks, secrets: [\"" + secret + "\"], dedupe_scope: shop, key: {fields: [\"/order/id\"]}, volatile_fields: [\"/at\"], " + fwd + extra + "}\n"
+	}
+	const s1, s2 = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+	cfg, err := ingest.Parse([]byte("sources:\n"+door("eu", s1, "")+door("us", s2, "")), envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, "shop", cfg.Sources["eu"].Scope)
+	require.Equal(t, "shop", cfg.Sources["us"].Scope)
+	require.Contains(t, cfg.Policies, "shop", "the scope has its members' policy")
+
+	for name, tc := range map[string]struct{ other, want string }{
+		"key":          {strings.Replace(door("us", s2, ""), `"/order/id"`, `"/order/number"`, 1), "another key"},
+		"volatile":     {strings.Replace(door("us", s2, ""), `"/at"`, `"/sent_at"`, 1), "another volatile_fields"},
+		"tenant":       {strings.Replace(door("us", s2, ""), "tenant: t", "tenant: u", 1), "another tenant"},
+		"provider":     {"  us: {tenant: t, provider: github, secrets: [\"gh-secret\"], dedupe_scope: shop, key: {fields: [\"/order/id\"]}, volatile_fields: [\"/at\"], " + fwd + "}\n", "another provider"},
+		"lease policy": {door("us", s2, ", lease_policy: review"), "another claim policy"},
+		"no key":       {strings.Replace(door("us", s2, ""), `key: {fields: ["/order/id"]}, `, "", 1), "another key"},
+	} {
+		_, err := ingest.Parse([]byte("sources:\n"+door("eu", s1, "")+tc.other), envOf(nil))
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), tc.want, name)
+		require.Contains(t, err.Error(), `"eu"`, name)
+		require.Contains(t, err.Error(), `"us"`, name)
+	}
+	_, err = ingest.Parse([]byte("sources:\n"+door("eu", s1, "")+"  shop: {lease_policy: review}\n"), envOf(nil))
+	require.ErrorContains(t, err, "claim-only source with another claim policy")
+	_, err = ingest.Parse([]byte("sources:\n  a: {tenant: t, provider: stripe, secrets: [\"whsec_x\"], dedupe_scope: \"Bad Scope\", "+fwd+"}\n"), envOf(nil))
+	require.ErrorContains(t, err, "dedupe_scope must match")
 }

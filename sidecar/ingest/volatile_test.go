@@ -10,13 +10,22 @@ func TestVolatileFieldsLeaveTheHashOnly(t *testing.T) {
 	t.Parallel()
 	v, err := parseVolatile([]string{"/createdAt", "/meta/attempt", "/a~1b", "/items/0"})
 	require.NoError(t, err)
-	first := []byte(`{"event":"X","createdAt":"10:00","meta":{"attempt":1,"k":2},"a/b":1,"items":[1,2],"n":1.50}`)
-	retry := []byte(`{"n":1.5,"items":[9,2],"a/b":7,"meta":{"k":2,"attempt":2},"createdAt":"10:01","event":"X"}`)
-	require.Equal(t, payloadHash(v.strip(first)), payloadHash(v.strip(retry)), "only volatile fields differ")
-	changed := []byte(`{"event":"Y","createdAt":"10:00","meta":{"attempt":1,"k":2},"a/b":1,"items":[1,2],"n":1.5}`)
-	require.NotEqual(t, payloadHash(v.strip(first)), payloadHash(v.strip(changed)), "other fields still count")
-	require.NotEqual(t, payloadHash(first), payloadHash(retry), "without volatile fields they differ")
-	require.Equal(t, []byte("not json"), v.strip([]byte("not json")))
+	src := &Source{volatile: v}
+	plain := &Source{}
+	hash := func(s *Source, body string) string {
+		h, err := s.receiptHash("application/json", []byte(body))
+		require.NoError(t, err)
+		return h
+	}
+	first := `{"event":"X","createdAt":"10:00","meta":{"attempt":1,"k":2},"a/b":1,"items":[1,2],"n":1.50}`
+	retry := `{"n":1.5,"items":[9,2],"a/b":7,"meta":{"k":2,"attempt":2},"createdAt":"10:01","event":"X"}`
+	require.Equal(t, hash(src, first), hash(src, retry), "only volatile fields differ")
+	changed := `{"event":"Y","createdAt":"10:00","meta":{"attempt":1,"k":2},"a/b":1,"items":[1,2],"n":1.5}`
+	require.NotEqual(t, hash(src, first), hash(src, changed), "other fields still count")
+	require.NotEqual(t, hash(plain, first), hash(plain, retry), "without volatile fields they differ")
+	form, err := src.receiptHash("application/x-www-form-urlencoded", []byte("not json"))
+	require.NoError(t, err)
+	require.Len(t, form, 64, "a form body is hashed over its raw bytes")
 
 	_, err = parseVolatile([]string{"createdAt"})
 	require.ErrorContains(t, err, "volatile_fields[0]")

@@ -2,11 +2,12 @@ package verify
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"mime"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // CloudEvents HTTP binding names
@@ -172,7 +173,7 @@ func (v *cloudEventsVerifier) Verify(r Request) (Result, error) {
 		}
 		return Result{Events: []Event{ev}}, nil
 	case CloudEventsBatchMediaType:
-		var items []json.RawMessage
+		var items []jsontext.Value
 		if e := unmarshalBody(r.Body, &items); e != nil {
 			return Result{}, authenticated(e)
 		}

@@ -66,6 +66,10 @@ type Error struct {
 	// (2xx, logged, nothing stored) rather than make the provider retry.
 	// Always false for signature and replay-window failures.
 	Authenticated bool
+
+	// ambiguous: the body is JSON that decoders read differently
+	// (strictjson.IsAmbiguous), not merely the wrong shape.
+	ambiguous bool
 }
 
 // Error implements error: "verify: <code>: <location> <field>: <reason>".

@@ -200,7 +200,11 @@ func (k keyRule) event(h Header, doc any, types typeFilter) (Event, error) {
 		ev.Type, typeIn, typeField = header(h, k.typeHeader), InHeader, k.typeHeader
 	case k.typePtr != nil:
 		typeField = k.typePtr.raw
-		if v, ok := k.typePtr.get(doc); ok {
+		v, ok, e := k.typePtr.get(doc)
+		if e != nil {
+			return ev, authenticated(e)
+		}
+		if ok {
 			ev.Type, _ = v.(string)
 		}
 	}
@@ -490,9 +494,9 @@ func (v *hmacVerifier) Verify(r Request) (Result, error) {
 	}
 	var doc any
 	if v.tsPtr != nil || v.key.needsBody() {
-		var err error
-		if doc, err = decodeJSON(r.Body); err != nil {
-			return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "body is not valid JSON"))
+		var e *Error
+		if doc, e = decodeJSON(r.Body); e != nil {
+			return Result{}, authenticated(e)
 		}
 	}
 	var ts time.Time
@@ -626,9 +630,9 @@ func (v *tokenVerifier) Verify(r Request) (Result, error) {
 	}
 	var doc any
 	if v.key.needsBody() {
-		var err error
-		if doc, err = decodeJSON(r.Body); err != nil {
-			return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "body is not valid JSON"))
+		var e *Error
+		if doc, e = decodeJSON(r.Body); e != nil {
+			return Result{}, authenticated(e)
 		}
 	}
 	ev, err := v.key.event(r.Header, doc, v.types)

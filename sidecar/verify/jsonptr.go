@@ -1,76 +1,50 @@
 package verify
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
-	"strconv"
-	"strings"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // pointer is a parsed JSON Pointer (RFC 6901,
-// https://www.rfc-editor.org/rfc/rfc6901): its unescaped reference tokens.
+// https://www.rfc-editor.org/rfc/rfc6901) into a body decoded by decodeJSON.
 type pointer struct {
-	raw    string
-	tokens []string
+	raw string
+	p   strictjson.Pointer
 }
 
 // parsePointer parses an RFC 6901 JSON Pointer: "" (the whole document) or
 // "/"-separated reference tokens where "~1" stands for "/" and "~0" for "~";
 // any other "~" sequence is an error (RFC 6901 §3).
 func parsePointer(s string) (pointer, error) {
-	if s == "" {
-		return pointer{raw: s}, nil
+	p, err := strictjson.ParsePointer(s)
+	if err != nil {
+		return pointer{}, err
 	}
-	if s[0] != '/' {
-		return pointer{}, errors.New("a JSON pointer must be empty or start with '/'")
-	}
-	parts := strings.Split(s[1:], "/")
-	for i, p := range parts {
-		for j := 0; j < len(p); j++ {
-			if p[j] == '~' && (j+1 >= len(p) || (p[j+1] != '0' && p[j+1] != '1')) {
-				return pointer{}, errors.New("'~' must be followed by '0' or '1' in a JSON pointer")
-			}
-		}
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
-	}
-	return pointer{raw: s, tokens: parts}, nil
+	return pointer{raw: s, p: p}, nil
 }
 
-// get walks doc (decoded by decodeJSON) along the pointer. Array indexes are
-// decimal without leading zeros (RFC 6901 §4); "-" never exists.
-func (p pointer) get(doc any) (any, bool) {
-	cur := doc
-	for _, t := range p.tokens {
-		switch v := cur.(type) {
-		case map[string]any:
-			next, ok := v[t]
-			if !ok {
-				return nil, false
-			}
-			cur = next
-		case []any:
-			if t == "" || (len(t) > 1 && t[0] == '0') {
-				return nil, false
-			}
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(v) {
-				return nil, false
-			}
-			cur = v[i]
-		default:
-			return nil, false
-		}
+// get walks doc (decoded by decodeJSON) along the pointer. Members match
+// exactly; a member whose name differs from the one looked up only in
+// letter case ("Id" beside "id") makes the body ambiguous: an error.
+func (p pointer) get(doc any) (any, bool, *Error) {
+	v, ok, err := p.p.Get(doc)
+	if err != nil {
+		return nil, false, strictErr(err)
 	}
-	return cur, true
+	return v, ok, nil
 }
 
 // scalar returns the value at p as text: a JSON string as is, a JSON number
-// in its exact source spelling. Absent, null, empty-string, boolean, object
-// and array values are errors naming the pointer.
+// by its exact value (strictjson.KeyText: an integer in plain digits, so 100
+// and 1e2 are one value and 2^53+1 stays itself). Absent, null, empty-string,
+// boolean, object and array values are errors naming the pointer.
 func (p pointer) scalar(doc any) (string, *Error) {
-	v, ok := p.get(doc)
+	v, ok, e := p.get(doc)
+	if e != nil {
+		return "", e
+	}
 	if !ok || v == nil {
 		return "", bodyErr(CodeMissingField, p.raw, "field is absent or null")
 	}
@@ -80,38 +54,49 @@ func (p pointer) scalar(doc any) (string, *Error) {
 			return "", bodyErr(CodeMissingField, p.raw, "field is an empty string")
 		}
 		return x, nil
-	case json.Number:
-		return x.String(), nil
+	case strictjson.Number:
+		s, err := strictjson.KeyText(string(x))
+		if err != nil {
+			return "", bodyErr(CodeMalformedBody, p.raw, "field is a number out of range")
+		}
+		return s, nil
 	}
 	return "", bodyErr(CodeMalformedBody, p.raw, "field must be a string or a number")
 }
 
-// decodeJSON decodes exactly one JSON value, keeping numbers exact
-// (json.Number), and rejects trailing data.
-func decodeJSON(body []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON value")
+// decodeJSON decodes exactly one JSON value strictly (strictjson.Parse):
+// duplicate member names, invalid UTF-8, unpaired surrogates and trailing
+// data are errors, numbers stay exact. A leading UTF-8 BOM is ignored (RFC
+// 8259 §8.1); signatures are still checked over the raw bytes, BOM
+// included.
+func decodeJSON(body []byte) (any, *Error) {
+	v, err := strictjson.Parse(strictjson.TrimBOM(body))
+	if err != nil {
+		return nil, strictErr(err)
 	}
 	return v, nil
 }
 
-// unmarshalBody decodes body into v (a struct), returning a malformed_body
-// error that names nothing of the content.
+// unmarshalBody decodes body into v (a struct) strictly, as decodeJSON,
+// with member names matched exactly (a case variant of a field's name is
+// an error, not a match), returning a malformed_body error that names
+// where, never what.
 func unmarshalBody(body []byte, v any) *Error {
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return bodyErr(CodeMalformedBody, "/"+strings.ReplaceAll(te.Field, ".", "/"), "field has the wrong JSON type")
-		}
-		return bodyErr(CodeMalformedBody, "", "body is not the expected JSON document")
+	if err := strictjson.Unmarshal(strictjson.TrimBOM(body), v); err != nil {
+		return strictErr(err)
 	}
 	return nil
+}
+
+// strictErr is the malformed_body error of a strict-decoding failure.
+func strictErr(err error) *Error {
+	var se *strictjson.Error
+	if errors.As(err, &se) {
+		e := bodyErr(CodeMalformedBody, se.Pointer, "body is not strict JSON: "+se.Reason)
+		e.ambiguous = strictjson.IsAmbiguous(err)
+		return e
+	}
+	return bodyErr(CodeMalformedBody, "", "body is not the expected JSON document")
 }
 
 // flexString decodes a JSON string or number into its text; any other JSON

@@ -2,9 +2,12 @@ package verify
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MSGraphValidationTokenParam is the query parameter of Microsoft Graph's
@@ -115,7 +118,7 @@ func (v *msgraphVerifier) Verify(r Request) (Result, error) {
 	}
 
 	var body struct {
-		Value []json.RawMessage `json:"value"`
+		Value []jsontext.Value `json:"value"`
 	}
 	if e := unmarshalBody(r.Body, &body); e != nil {
 		return Result{}, e
@@ -126,6 +129,14 @@ func (v *msgraphVerifier) Verify(r Request) (Result, error) {
 	var res Result
 	for i, raw := range body.Value {
 		ev, err := v.item(i, raw)
+		var e *Error
+		if errors.As(err, &e) && e.ambiguous {
+			// An item that decoders read differently: its clientState
+			// cannot be read unambiguously, so the delivery as a whole
+			// fails verification (never acknowledged with an item that
+			// may be authentic dropped).
+			return Result{}, err
+		}
 		if err != nil {
 			res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
 			continue
@@ -138,7 +149,7 @@ func (v *msgraphVerifier) Verify(r Request) (Result, error) {
 	return res, nil
 }
 
-func (v *msgraphVerifier) item(i int, raw json.RawMessage) (Event, error) {
+func (v *msgraphVerifier) item(i int, raw jsontext.Value) (Event, error) {
 	base := "/value/" + strconv.Itoa(i)
 	var n graphNotification
 	if e := unmarshalBody(raw, &n); e != nil {

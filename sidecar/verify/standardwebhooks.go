@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // Standard Webhooks headers
@@ -221,10 +223,14 @@ func (v *standardVerifier) Verify(r Request) (Result, error) {
 	var body struct {
 		Type string `json:"type"`
 	}
-	if len(r.Body) > 0 && firstNonSpace(r.Body) == '{' {
+	if firstNonSpace(r.Body) == '{' {
 		// A body that is not the usual {"type":…} object is still a valid
-		// delivery: the spec does not constrain the payload.
-		_ = unmarshalBody(r.Body, &body)
+		// delivery: the spec does not constrain the payload. But an object
+		// is read strictly: an ambiguous one must not pass as having no
+		// type (and be filtered, or keyed, on a guess).
+		if e := unmarshalBody(r.Body, &body); e != nil {
+			return Result{}, authenticated(e)
+		}
 	}
 	if err := v.types.check(body.Type, InBody, "/type"); err != nil {
 		return Result{}, err
@@ -246,9 +252,10 @@ func (v *standardVerifier) matches(sigs standardSignatures, content []byte) bool
 	return false
 }
 
-// firstNonSpace returns the first byte of b that is not JSON whitespace, or 0.
+// firstNonSpace returns the first byte of b that is not JSON whitespace,
+// after a leading UTF-8 BOM, or 0.
 func firstNonSpace(b []byte) byte {
-	for _, c := range b {
+	for _, c := range strictjson.TrimBOM(b) {
 		switch c {
 		case ' ', '\t', '\r', '\n':
 			continue
