@@ -301,7 +301,7 @@ describe('Claim failures', () => {
 		const ctx = createContext({ items, params: claimParams(items) });
 		const failure = await run(ctx).catch((error: unknown) => error);
 		expect(failure).toBeInstanceOf(NodeOperationError);
-		expect((failure as NodeOperationError).message).toBe('Event ID is empty');
+		expect((failure as NodeOperationError).message).toBe('Event ID is empty ("") [item 1]');
 		expect((failure as NodeOperationError).context.itemIndex).toBe(1);
 		expect(ctx.helpers.httpRequestWithAuthentication).not.toHaveBeenCalled();
 	});
@@ -342,7 +342,7 @@ describe('Claim failures', () => {
 		expect(outputs[0][0].pairedItem).toEqual({ item: 0 });
 		const [failed, duplicate] = outputs[1];
 		expect(failed.pairedItem).toEqual({ item: 1 });
-		expect(failed.json).toEqual({ error: 'Event ID is empty' });
+		expect(failed.json).toEqual({ error: 'Event ID is empty ("") [item 1]' });
 		expect(failed.error).toBeInstanceOf(NodeOperationError);
 		expect(duplicate.pairedItem).toEqual({ item: 2 });
 	});

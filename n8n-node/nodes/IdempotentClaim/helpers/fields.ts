@@ -39,8 +39,9 @@ export function getField(json: IDataObject, path: string): { found: boolean; val
 
 /**
  * Builds an object of the chosen fields keyed by their path, for hashing by the
- * sidecar. Throws (with the path) when a field is missing, so that items without
- * the field never share one key or one payload hash by accident.
+ * sidecar (the payload for conflict detection). Throws (with the path) when a
+ * field is missing, so that items without the field never share one payload
+ * hash by accident. Key fields have stricter rules: see keyFieldValues.
  */
 export function pickFields(json: IDataObject, paths: string[], what: string): IDataObject {
 	const picked: IDataObject = {};

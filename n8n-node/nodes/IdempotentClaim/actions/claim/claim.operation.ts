@@ -8,6 +8,7 @@ import { NodeApiError } from 'n8n-workflow';
 
 import { FieldError, parseFieldList, pickFields } from '../../helpers/fields';
 import { claimSidecar, withIdempotency } from '../../helpers/idempotency';
+import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity';
 import { sidecarRequest } from '../../transport';
 import { sidecarEntryError } from '../../transport/errors';
 import type { BatchResponse, ClaimRequest, SidecarErrorBody } from '../../transport/types';
@@ -100,9 +101,9 @@ export const description: INodeProperties[] = [
 		type: 'string',
 		required: true,
 		default: '',
-		placeholder: 'e.g. body.type, body.data.object',
+		placeholder: 'e.g. body.order.number, body.order.revision',
 		description:
-			'Comma-separated item fields (dot notation for nested fields) whose values form the key. An item missing one of them fails instead of sharing a key.',
+			'Comma-separated item fields (dot notation for nested fields) whose values form the key. An item where one of them is missing, null or empty (anywhere inside) fails instead of sharing a key.',
 		displayOptions: { show: { ...show, keyMode: ['hash'] } },
 	},
 	{
@@ -210,18 +211,6 @@ export const description: INodeProperties[] = [
 	},
 ];
 
-function keyPart(value: unknown, position: number): string {
-	if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-	if (typeof value === 'boolean') return String(value);
-	if (typeof value !== 'string' || value === '') {
-		throw new FieldError(
-			`Key part ${position} is empty`,
-			'Every key part must resolve to text or a number for every item.',
-		);
-	}
-	return value;
-}
-
 function wholeItemPayload(json: IDataObject): IDataObject {
 	const payload: IDataObject = {};
 	for (const [name, value] of Object.entries(json)) {
@@ -243,22 +232,18 @@ function buildClaim(
 
 	const keyMode = this.getNodeParameter('keyMode', itemIndex) as string;
 	if (keyMode === 'eventId') {
-		claim.event_id = requiredText(
-			this.getNodeParameter('eventId', itemIndex),
-			'Event ID',
-			'The Event ID expression resolved to an empty value for this item.',
-		);
+		claim.event_id = eventIdText(this.getNodeParameter('eventId', itemIndex), itemIndex);
 	} else if (keyMode === 'composite') {
 		const keyParts = this.getNodeParameter('keyParts', itemIndex, {}) as {
 			parts?: Array<{ value?: unknown }>;
 		};
 		const parts = keyParts.parts ?? [];
 		if (parts.length === 0) throw new FieldError('Key Parts has no part');
-		claim.key_parts = parts.map((part, index) => keyPart(part.value, index + 1));
+		claim.key_parts = parts.map((part, index) => keyPartText(part.value, index + 1, itemIndex));
 	} else if (keyMode === 'hash') {
 		const fields = parseFieldList(this.getNodeParameter('keyFields', itemIndex) as string);
 		if (fields.length === 0) throw new FieldError('Fields to Hash is empty');
-		claim.key_fields = pickFields(item.json, fields, 'Fields to Hash');
+		claim.key_fields = keyFieldValues(item.json, fields, itemIndex);
 	} else {
 		throw new FieldError(`Unknown Key Mode "${String(keyMode)}"`);
 	}
