@@ -1,0 +1,134 @@
+package verify
+
+import "strings"
+
+// TokenConfig configures the "token" scheme: the sender proves itself with a
+// shared secret sent verbatim in a header, compared in constant time. By
+// default the header is Authorization with the Bearer scheme (RFC 6750 §2.1,
+// https://www.rfc-editor.org/rfc/rfc6750#section-2.1). It suits senders that
+// sign nothing (Documenso's X-Documenso-Secret, a Google Pub/Sub push
+// endpoint behind a static token, an internal service). A token proves
+// origin but not integrity, and there is no replay window: prefer a signing
+// scheme wherever the sender offers one.
+type TokenConfig struct {
+	// Secrets are the accepted tokens; several may be active during
+	// rotation. Required.
+	Secrets []string
+	// Header carries the token. Default "Authorization" (with Scheme
+	// defaulting to "Bearer").
+	Header string
+	// Scheme, when set, is an auth scheme that precedes the token and a
+	// space ("Bearer <token>"), matched case-insensitively. When Header is
+	// set and Scheme is empty, the whole header value is the token.
+	Scheme string
+	// Key locates the event identity.
+	Key KeyRule
+	// AllowedEventTypes restricts event types (exact, "*" or a "prefix*"
+	// pattern); empty allows all.
+	AllowedEventTypes []string
+}
+
+// Type implements [Config].
+func (TokenConfig) Type() Type { return TypeToken }
+
+// WithDefaults returns a copy with Header (and then Scheme) defaulted.
+func (c TokenConfig) WithDefaults() TokenConfig {
+	if c.Header == "" {
+		c.Header = "Authorization"
+		if c.Scheme == "" {
+			c.Scheme = "Bearer"
+		}
+	}
+	return c
+}
+
+// Validate reports the first invalid field of c.WithDefaults() as a
+// *[ConfigError].
+func (c TokenConfig) Validate() error {
+	c = c.WithDefaults()
+	_, err := c.compile()
+	return err
+}
+
+func (c TokenConfig) compile() (*tokenVerifier, error) {
+	const t = TypeToken
+	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
+		return nil, err
+	}
+	if c.Header == "" {
+		return nil, &ConfigError{Type: t, Field: "Header", Reason: "is required"}
+	}
+	if strings.ContainsAny(c.Scheme, " \t") {
+		return nil, &ConfigError{Type: t, Field: "Scheme", Reason: "must be a single token such as Bearer"}
+	}
+	kr, err := c.Key.compile(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
+		return nil, err
+	}
+	return &tokenVerifier{auth: tokenAuth{header: c.Header, scheme: c.Scheme, tokens: append([]string(nil), c.Secrets...)}, key: kr, types: newTypeFilter(c.AllowedEventTypes)}, nil
+}
+
+func (c TokenConfig) build() (Verifier, error) {
+	return c.WithDefaults().compile()
+}
+
+type tokenVerifier struct {
+	auth  tokenAuth
+	key   keyRule
+	types typeFilter
+}
+
+func (*tokenVerifier) Type() Type { return TypeToken }
+
+func (v *tokenVerifier) Verify(r Request) (Result, error) {
+	if err := v.auth.check(r.Header); err != nil {
+		return Result{}, err
+	}
+	var doc any
+	if v.key.needsBody() {
+		var e *Error
+		if doc, e = decodeJSON(r.Body); e != nil {
+			return Result{}, authenticated(e)
+		}
+	}
+	ev, err := v.key.event(r.Header, doc, v.types)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{ev}}, nil
+}
+
+// tokenAuth checks a shared token in a header.
+type tokenAuth struct {
+	header string
+	scheme string
+	tokens []string
+}
+
+func (a tokenAuth) check(h Header) error {
+	raw := header(h, a.header)
+	if raw == "" {
+		return missingHeader(a.header)
+	}
+	tok := raw
+	if a.scheme != "" {
+		s, rest, ok := strings.Cut(raw, " ")
+		if !ok || !strings.EqualFold(s, a.scheme) {
+			return headerErr(CodeMalformedHeader, a.header, "must be "+a.scheme+" followed by a space and the token")
+		}
+		tok = strings.TrimSpace(rest)
+	}
+	ok := false
+	for _, want := range a.tokens {
+		if equalSecret(tok, want) {
+			ok = true
+		}
+	}
+	if !ok {
+		return headerErr(CodeBadSignature, a.header, "token does not match any configured secret")
+	}
+	return nil
+}
