@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -61,6 +62,9 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy) (claim.Request
 			if part == "" {
 				return r, apperr.Field(fmt.Sprintf("%skey_parts[%d]", prefix, i),
 					"is empty: every key part must have a value, or different events would share one key")
+			}
+			if strings.ContainsRune(part, 0) {
+				return r, apperr.Field(fmt.Sprintf("%skey_parts[%d]", prefix, i), "must not contain NUL characters")
 			}
 		}
 		r.EventID = claim.CompositeEventID(b.KeyParts...)

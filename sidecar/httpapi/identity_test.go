@@ -140,6 +140,7 @@ func TestClaimsRefuseEmptyIdentities(t *testing.T) {
 		{`{"source":"s","key_parts":["",""]}`, "key_parts[0]"},
 		{`{"source":"s","key_parts":["a",""]}`, "key_parts[1]"},
 		{`{"source":"s","key_parts":[]}`, "key_parts"},
+		{`{"source":"s","key_parts":["a\u0000"]}`, "key_parts[0]"},
 		{`{"source":"s","event_id":""}`, "event_id"},
 		{`{"source":"s"}`, "event_id"},
 	} {

@@ -32,12 +32,31 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 		s.cfg.Inbox.Observe(src.Name, "too_large")
 		return apperr.New(apperr.TooLarge, "the body exceeds %d bytes, the limit of source %q", src.MaxBodyBytes, src.Name)
 	}
-	hdr := verify.HeaderFunc(func(n string) string { return string(c.Request().Header.Peek(n)) })
+	// A header the verifier or the key rule reads must have one value: a
+	// header sent twice with different values (two X-GitHub-Delivery, two
+	// webhook-id) names two events at once, so it reads as absent and the
+	// delivery is refused below, never keyed by whichever came first.
+	var repeated string
+	hdr := verify.HeaderFunc(func(n string) string {
+		vals := c.Request().Header.PeekAll(n)
+		for _, v := range vals[min(len(vals), 1):] {
+			if string(v) != string(vals[0]) {
+				if repeated == "" {
+					repeated = n
+				}
+				return ""
+			}
+		}
+		return string(c.Request().Header.Peek(n))
+	})
 	res, err := src.Verifier.Verify(verify.Request{
 		Header:   hdr,
 		RawQuery: string(c.Request().URI().QueryString()),
 		Body:     body,
 	})
+	if err := repeatedHeader(repeated, err); err != nil {
+		return s.rejectDelivery(c, src, err)
+	}
 	if err != nil {
 		return s.rejectDelivery(c, src, err)
 	}
@@ -62,6 +81,9 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 		}
 	}
 	events, err := src.Identify(hdr, res.Events, body)
+	if err := repeatedHeader(repeated, err); err != nil {
+		return s.rejectDelivery(c, src, err)
+	}
 	if err != nil {
 		return s.rejectDelivery(c, src, err)
 	}
@@ -70,7 +92,7 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	}, src.CredentialHeaders...)
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	kept := append([]byte(nil), body...) // fasthttp reuses the buffer after the handler
+	kept := append([]byte{}, body...) // fasthttp reuses the buffer after the handler; never nil: an empty body is a body
 	receipts, err := s.cfg.Inbox.Receive(ctx, src, events, kept, string(c.Request().Header.ContentType()), headers)
 	if err != nil {
 		var verr *verify.Error
@@ -120,6 +142,23 @@ func (s *Server) rejectDelivery(c *fiber.Ctx, src *ingest.Source, err error) err
 		return c.SendStatus(st)
 	}
 	return c.Status(st).JSON(ErrorBody{ErrorDetail{Code: apperr.Unauthorized, Message: verr.Error(), Field: verr.Field}})
+}
+
+// repeatedHeader is the refusal of a delivery that sent a header the
+// verification or key rule read with two different values, or nil. err
+// is the verification's own result: a request that failed verification
+// for another reason first is refused as unauthenticated; an authentic
+// one (or one the repetition made fail) names the header.
+func repeatedHeader(name string, err error) error {
+	if name == "" {
+		return nil
+	}
+	var verr *verify.Error
+	if err != nil && errors.As(err, &verr) && !verr.Authenticated && !strings.EqualFold(verr.Field, name) {
+		return err
+	}
+	return &verify.Error{Code: verify.CodeMalformedHeader, In: verify.InHeader, Field: name,
+		Reason: "header appears more than once with different values; it must name one event", Authenticated: err == nil || (verr != nil && verr.Authenticated)}
 }
 
 // ingestEncoding refuses a delivery sent with a Content-Encoding (415):

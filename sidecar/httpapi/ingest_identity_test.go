@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/andybalholm/brotli"
 	"github.com/stretchr/testify/require"
@@ -1115,4 +1116,96 @@ sources:
 	require.Len(t, rs, 2)
 	require.Equal(t, 1, rejected)
 	require.Equal(t, 2, e.counts(t, "graph").inbox)
+}
+
+// An authentic delivery with an empty body (a CloudEvent without data, a
+// Standard Webhooks ping) is stored on a header-keyed source, hashed by its
+// (empty) bytes: never a 503 that the provider retries forever.
+func TestIngestIdentityEmptyBodyIsStored(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, identStrictSources, ingestOptions{})
+	for source, sign := range map[string]identSign{"std": identStdWith(identStdSecret), "tok-header": identTokenDelivery, "hmac": identHMACDelivery} {
+		d := sign(t, "empty-"+source, []byte{})
+		first := identReceive(t, e, source, d, http.StatusOK, "accepted", source+": empty body")
+		require.Equal(t, identSHA256(nil), e.scalar(t, `SELECT receipt_hash FROM claims WHERE id = $1`, first.ClaimID), source)
+		again := identReceive(t, e, source, sign(t, "empty-"+source, []byte{}), http.StatusOK, "duplicate", source+": the same empty body again")
+		require.Equal(t, first.ClaimID, again.ClaimID)
+	}
+	ce := ingestDelivery{header: ingestHeaders{{"Authorization", "Bearer " + identCEToken}, {"ce-specversion", "1.0"},
+		{"ce-id", "no-data-1"}, {"ce-source", "/sensors/1"}, {"ce-type", "com.example.ping"}}, body: nil}
+	identReceive(t, e, "ce", ce, http.StatusOK, "accepted", "CloudEvents binary mode without data")
+}
+
+// A header the key is read from, sent twice with different values, names
+// two events at once: refused naming the header, never keyed by the first
+// value. The same value twice is one value.
+func TestIngestIdentityRepeatedKeyHeaderIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, identStrictSources, ingestOptions{})
+	body := []byte(`{"id":"r1","type":"invoice.paid"}`)
+	for source, sign := range map[string]identSign{"tok-header": identTokenDelivery, "hmac": identHMACDelivery, "github": identGitHubWith(identGitHubSecret)} {
+		idHeader := "X-Event-Id"
+		if source == "github" {
+			idHeader = "X-GitHub-Delivery"
+		}
+		d := sign(t, "m1-"+source, body)
+		d.header = append(d.header, [2]string{idHeader, "m2-" + source})
+		identRefused(t, e, source, d, idHeader, source+": two different ids")
+		same := sign(t, "m3-"+source, body)
+		same.header = append(same.header, [2]string{idHeader, "m3-" + source})
+		identReceive(t, e, source, same, http.StatusOK, "accepted", source+": one id sent twice")
+	}
+	// A repeated signature header fails verification: 401, nothing stored.
+	d := identGitHubWith(identGitHubSecret)(t, "m4", body)
+	d.header = append(d.header, [2]string{"X-Hub-Signature-256", "sha256=" + strings.Repeat("0", 64)})
+	before := e.counts(t, "github")
+	ans := e.send(t, "github", d)
+	require.Equal(t, http.StatusUnauthorized, ans.status, "%s", ans.body)
+	require.Equal(t, "X-Hub-Signature-256", identError(t, ans).Field)
+	require.Equal(t, before, e.counts(t, "github"))
+}
+
+// A provider id that spells a stand-in hash ("sha256:" and hex) is its own
+// event: it never meets the stand-in of an id the ledger could not keep.
+func TestIngestIdentityStandInHashesNeverMeetLiteralIDs(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, identStrictSources, ingestOptions{})
+	body := []byte(`{"n":1}`)
+	first := identReceive(t, e, "tok-header", identTokenDelivery(t, "inv\xff", body), http.StatusOK, "accepted", "an id that is not UTF-8")
+	require.True(t, strings.HasPrefix(first.EventID, "sha256:"), first.EventID)
+	literal := identReceive(t, e, "tok-header", identTokenDelivery(t, first.EventID, []byte(`{"n":2}`)), http.StatusOK, "accepted", "its stand-in, sent literally")
+	require.NotEqual(t, first.ClaimID, literal.ClaimID)
+	identReceive(t, e, "tok-header", identTokenDelivery(t, "inv\xff", body), http.StatusOK, "duplicate", "the first again")
+	long := strings.Repeat("L", 2000)
+	l1 := identReceive(t, e, "tok-header", identTokenDelivery(t, long, body), http.StatusOK, "accepted", "an id longer than the ledger keeps")
+	require.NotEqual(t, l1.ClaimID, identReceive(t, e, "tok-header", identTokenDelivery(t, long+"M", body), http.StatusOK, "accepted", "another long id").ClaimID)
+}
+
+// Slack's form bodies: a field the key or type is read from, sent twice
+// with different values or beside a case variant, is refused.
+func TestIngestIdentitySlackFormFieldsAreUnambiguous(t *testing.T) {
+	t.Parallel()
+	const secret = "ident-slack-secret-0001"
+	e := setupIngest(t, `
+sources:
+  slack: {tenant: acme, provider: slack, secrets: ["`+secret+`"], `+unusedForward+`}
+`, ingestOptions{})
+	send := func(form string) ingestAnswer {
+		ts := time.Now().Unix()
+		return e.send(t, "slack", ingestDelivery{header: ingestHeaders{{"Content-Type", "application/x-www-form-urlencoded"},
+			{"X-Slack-Request-Timestamp", strconv.FormatInt(ts, 10)}, {"X-Slack-Signature", verifytest.Slack(secret, ts, []byte(form))}}, body: []byte(form)})
+	}
+	for form, field := range map[string]string{
+		"command=%2Fdeploy&trigger_id=tr2&trigger_id=tr3&team_id=T1":                     "trigger_id",
+		"command=%2Fdeploy&Trigger_id=tr4&trigger_id=tr5&team_id=T1":                     "Trigger_id",
+		"command=%2Fdeploy&command=%2Fother&trigger_id=tr6":                              "command",
+		"payload=%7B%22type%22%3A%22a%22%2C%22trigger_id%22%3A%22x%22%7D&payload=%7B%7D": "payload",
+	} {
+		ans := send(form)
+		require.Equal(t, http.StatusUnprocessableEntity, ans.status, "%s: %s", form, ans.body)
+		require.Equal(t, field, identError(t, ans).Field, form)
+	}
+	require.Equal(t, 0, e.counts(t, "slack").claims)
+	ans := send("command=%2Fdeploy&trigger_id=tr7&trigger_id=tr7&team_id=T1")
+	require.Equal(t, http.StatusOK, ans.status, "the same value twice is one value: %s", ans.body)
 }

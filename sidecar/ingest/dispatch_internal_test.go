@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
 func TestDispatchBackoffIsFullJitterUnderTheCap(t *testing.T) {
@@ -61,14 +62,34 @@ func TestDispatchTransportErrorHidesTheURL(t *testing.T) {
 
 func TestEventIDHashesOverlongProviderIDs(t *testing.T) {
 	t.Parallel()
+	id := func(s string) string { return eventID(verify.Event{ID: s}) }
 	short := strings.Repeat("a", claim.MaxEventIDLen)
-	require.Equal(t, short, eventID(short))
+	require.Equal(t, short, id(short))
 	long := short + "b"
-	got := eventID(long)
+	got := id(long)
 	require.True(t, strings.HasPrefix(got, "sha256:"))
 	require.LessOrEqual(t, len(got), claim.MaxEventIDLen)
-	require.Equal(t, got, eventID(long), "stable, so redeliveries stay duplicates")
-	require.NotEqual(t, got, eventID(short+"c"))
+	require.Equal(t, got, id(long), "stable, so redeliveries stay duplicates")
+	require.NotEqual(t, got, id(short+"c"))
+}
+
+// A stand-in hash never equals a literal provider id: an id that itself
+// looks like a stand-in is hashed too, so "inv\xff" and the literal text
+// of its stand-in are two events, not one (the second would be a
+// duplicate of the first and never run).
+func TestEventIDStandInsNeverEqualLiteralIDs(t *testing.T) {
+	t.Parallel()
+	invalid := eventID(verify.Event{ID: "inv\xff"})
+	require.True(t, strings.HasPrefix(invalid, "sha256:"))
+	literal := eventID(verify.Event{ID: invalid})
+	require.NotEqual(t, invalid, literal, "a provider id spelled like a stand-in is its own event")
+	require.Equal(t, literal, eventID(verify.Event{ID: invalid}), "stable")
+	for _, other := range []string{"inv\x00", strings.Repeat("z", claim.MaxEventIDLen+1), "sha256:", "sha256:x"} {
+		require.NotEqual(t, invalid, eventID(verify.Event{ID: other}), "%q", other)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	require.Equal(t, digest, eventID(verify.Event{ID: digest, Digest: true}), "a verifier's own digest is kept")
+	require.Equal(t, "cus_1", eventID(verify.Event{ID: "cus_1"}))
 }
 
 func TestFitIDHashesUnstorableIDs(t *testing.T) {

@@ -132,7 +132,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 		if err != nil {
 			return nil, err
 		}
-		r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Scope, EventID: eventID(ev.ID)},
+		r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Scope, EventID: eventID(ev)},
 			EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: h}
 		if ev.ObjectID != "" && ev.ObjectVersion != nil {
 			r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
@@ -206,11 +206,22 @@ func itemContentType(contentType string) string {
 	return mime.FormatMediaType(verify.CloudEventsJSONMediaType, params)
 }
 
-// eventID keeps a provider id as the event id, unless it is longer than the
-// ledger accepts: then its SHA-256 stands for it ("sha256:" + hex), so an
-// authentic event is never refused (a 4xx would make the provider retry
-// forever).
-func eventID(id string) string { return fitID(id, claim.MaxEventIDLen) }
+// eventID keeps a provider id as the event id when the ledger can store
+// it as it is, or stands "sha256:" and the hex SHA-256 of its bytes in for
+// it: longer than the ledger accepts, not UTF-8, or holding NUL bytes (an
+// authentic event is stored, never refused for its id). So that a stand-in
+// can never equal a literal id, a provider id that itself starts with
+// "sha256:" is hashed too (unless the verifier derived it as a digest):
+// the mapping is one-to-one.
+func eventID(ev verify.Event) string {
+	if strings.HasPrefix(ev.ID, hashedIDPrefix) && !ev.Digest {
+		return hashID(ev.ID)
+	}
+	return fitID(ev.ID, claim.MaxEventIDLen)
+}
+
+// hashedIDPrefix starts every id that stands in for another.
+const hashedIDPrefix = "sha256:"
 
 // fitID keeps a provider identifier that the ledger can store, or stands
 // its SHA-256 in for it: too long, not UTF-8, or holding NUL bytes.
@@ -218,8 +229,12 @@ func fitID(id string, max int) string {
 	if len(id) <= max && utf8.ValidString(id) && !strings.ContainsRune(id, 0) {
 		return id
 	}
+	return hashID(id)
+}
+
+func hashID(id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return hashedIDPrefix + hex.EncodeToString(sum[:])
 }
 
 // truncate cuts an informational text (an event type) to n bytes of valid

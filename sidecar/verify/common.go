@@ -7,6 +7,7 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"hash"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -205,4 +206,27 @@ func quoteShort(s string) string {
 	}
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// formValue returns the value of the form field name ("" when absent). A
+// field sent twice with different values, or beside a field whose name
+// differs from it only in letter case, names two things at once: an
+// authenticated malformed_body error naming it, never whichever came
+// first.
+func formValue(q url.Values, name string) (string, *Error) {
+	vs := q[name]
+	for _, v := range vs[min(1, len(vs)):] {
+		if v != vs[0] {
+			return "", authenticated(bodyErr(CodeMalformedBody, name, "form field appears more than once with different values"))
+		}
+	}
+	for k := range q {
+		if k != name && strings.EqualFold(k, name) {
+			return "", authenticated(bodyErr(CodeMalformedBody, k, "form field name differs from "+name+" only in letter case"))
+		}
+	}
+	if len(vs) == 0 {
+		return "", nil
+	}
+	return vs[0], nil
 }

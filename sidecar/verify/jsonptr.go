@@ -92,9 +92,12 @@ func unmarshalBody(body []byte, v any) *Error {
 func strictErr(err error) *Error {
 	var se *strictjson.Error
 	if errors.As(err, &se) {
-		e := bodyErr(CodeMalformedBody, se.Pointer, "body is not strict JSON: "+se.Reason)
-		e.ambiguous = strictjson.IsAmbiguous(err)
-		return e
+		if strictjson.IsAmbiguous(err) {
+			e := bodyErr(CodeMalformedBody, se.Pointer, "body is not strict JSON: "+se.Reason)
+			e.ambiguous = true
+			return e
+		}
+		return bodyErr(CodeMalformedBody, se.Pointer, "body is not the JSON this provider sends: "+se.Reason)
 	}
 	return bodyErr(CodeMalformedBody, "", "body is not the expected JSON document")
 }

@@ -175,7 +175,11 @@ func (v *slackVerifier) form(body []byte, ts time.Time) (Result, error) {
 	if err != nil {
 		return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "body is neither JSON nor valid application/x-www-form-urlencoded"))
 	}
-	if p := q.Get("payload"); p != "" {
+	p, e := formValue(q, "payload")
+	if e != nil {
+		return Result{}, e
+	}
+	if p != "" {
 		var b struct {
 			Type      string `json:"type"`
 			TriggerID string `json:"trigger_id"`
@@ -195,16 +199,26 @@ func (v *slackVerifier) form(body []byte, ts time.Time) (Result, error) {
 		}
 		return Result{Events: []Event{{ID: b.TriggerID, Type: b.Type, Scope: b.Team.ID, Timestamp: ts}}}, nil
 	}
-	command := q.Get("command")
+	command, e := formValue(q, "command")
+	if e != nil {
+		return Result{}, e
+	}
 	if command == "" {
 		return Result{}, authenticated(bodyErr(CodeMissingField, "command", "form body is neither a slash command nor an interaction payload"))
 	}
-	trigger := q.Get("trigger_id")
+	trigger, e := formValue(q, "trigger_id")
+	if e != nil {
+		return Result{}, e
+	}
 	if trigger == "" {
 		return Result{}, authenticated(bodyErr(CodeMissingField, "trigger_id", "slash command has no trigger_id"))
 	}
 	if err := v.types.check(command, InBody, "command"); err != nil {
 		return Result{}, err
 	}
-	return Result{Events: []Event{{ID: trigger, Type: command, Scope: q.Get("team_id"), Timestamp: ts}}}, nil
+	team, e := formValue(q, "team_id")
+	if e != nil {
+		return Result{}, e
+	}
+	return Result{Events: []Event{{ID: trigger, Type: command, Scope: team, Timestamp: ts}}}, nil
 }

@@ -188,17 +188,34 @@ func (v *twilioVerifier) Verify(r Request) (Result, error) {
 		}
 	}
 
-	get := func(names []string) string {
+	get := func(names []string) (string, *Error) {
 		for _, n := range names {
+			found := ""
 			for _, p := range params {
-				if p.k == n && p.v != "" {
-					return p.v
+				switch {
+				case p.k != n && strings.EqualFold(p.k, n):
+					return "", authenticated(bodyErr(CodeMalformedBody, p.k, "parameter name differs from "+n+" only in letter case"))
+				case p.k != n || p.v == "":
+				case found == "":
+					found = p.v
+				case found != p.v:
+					return "", authenticated(bodyErr(CodeMalformedBody, n, "parameter appears more than once with different values"))
 				}
 			}
+			if found != "" {
+				return found, nil
+			}
 		}
-		return ""
+		return "", nil
 	}
-	sid, status := get(twilioSIDParams), get(twilioStatusParams)
+	sid, e := get(twilioSIDParams)
+	if e != nil {
+		return Result{}, e
+	}
+	status, e := get(twilioStatusParams)
+	if e != nil {
+		return Result{}, e
+	}
 	id := header(r.Header, TwilioIdempotencyHeader)
 	switch {
 	case id != "":
@@ -217,5 +234,5 @@ func (v *twilioVerifier) Verify(r Request) (Result, error) {
 	if err := v.types.check(status, InBody, "status"); err != nil {
 		return Result{}, err
 	}
-	return Result{Events: []Event{{ID: id, Type: status, ObjectID: sid}}}, nil
+	return Result{Events: []Event{{ID: id, Type: status, ObjectID: sid, Digest: strings.HasPrefix(id, "sha256:") && header(r.Header, TwilioIdempotencyHeader) == ""}}}, nil
 }

@@ -147,6 +147,12 @@ type Event struct {
 	// Timestamp is the signed delivery timestamp, or the zero time when the
 	// scheme signs none.
 	Timestamp time.Time
+	// Digest reports that ID is a digest this package derived ("sha256:"
+	// and hex, from a body or its parameters), not an id the provider sent:
+	// a store that keeps provider ids as they are but stands a hash in for
+	// those it cannot keep (too long, not UTF-8) must not take such an id
+	// for one of its own stand-ins.
+	Digest bool
 	// Payload is this event's own JSON, a copy owned by the Event, when the
 	// request carries a batch (a Graph notification, a CloudEvents batch
 	// item); nil means the event is the whole request body.
