@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,14 @@ const (
 
 // ingestSourceName is the standard-webhooks source of the durable-path test.
 const ingestSourceName = "e2e-std"
+
+// formsSourceName is the token source keyed by body fields (form name and
+// submission number) of the non-ASCII identity test; formsToken is its
+// shared secret.
+const (
+	formsSourceName = "e2e-forms"
+	formsToken      = "e2e-forms-token-0123456789"
+)
 
 // regularDeployment is one sidecar and one regular-mode n8n running the
 // inline, durable-dispatch and reconciliation examples against one Counter.
@@ -77,7 +86,20 @@ func startRegularDeployment(t *testing.T) *regularDeployment {
       max_attempts: 20
       backoff_base_seconds: 1
       backoff_cap_seconds: 2
-`, ingestSourceName, d.ingestSecret, port, durablePath, "Bearer "+hookToken)
+  %s:
+    tenant: e2e
+    provider: token
+    secrets: [%q]
+    options: {header: X-Forms-Token, key: {id_pointers: ["/form", "/submission"]}}
+    forward:
+      url: "http://127.0.0.1:%d/webhook/%s"
+      headers: {Authorization: %q}
+      timeout_seconds: 60
+      max_attempts: 20
+      backoff_base_seconds: 1
+      backoff_cap_seconds: 2
+`, ingestSourceName, d.ingestSecret, port, durablePath, "Bearer "+hookToken,
+		formsSourceName, formsToken, port, durablePath, "Bearer "+hookToken)
 	sourcesFile := filepath.Join(t.TempDir(), "sources.yaml")
 	if err := os.WriteFile(sourcesFile, []byte(sources), 0o600); err != nil {
 		t.Fatalf("writing sources file: %v", err)
@@ -176,6 +198,10 @@ func TestExampleWorkflowsRegularMode(t *testing.T) {
 
 	t.Run("durable ingest dispatch", func(t *testing.T) {
 		checkDurableIngest(t, d)
+	})
+
+	t.Run("durable ingest non-ASCII event id", func(t *testing.T) {
+		checkNonASCIIIdentity(t, d)
 	})
 
 	t.Run("reconciliation", func(t *testing.T) {
@@ -428,6 +454,54 @@ func checkDurableIngest(t *testing.T, d *regularDeployment) {
 	t.Logf("inbox event dispatched after %d attempt(s)", in.DispatchAttempts)
 	key := claim.IdempotencyKey(d.claimd.Tenant, claim.Key{Source: ingestSourceName, EventID: eventID})
 	checkEffects(t, d.counter, "one signed delivery sent 20 times to the ingest", 1, key)
+}
+
+// checkNonASCIIIdentity is issue "Every hop keeps the event" §1 (B11) in a
+// real n8n: events keyed by a form name with 2-, 3- and 4-byte UTF-8 and a
+// newline are ingested, dispatched to the durable example, claimed by the
+// workflow from the X-Idempotency-* headers as n8n reads them, and
+// completed: the inbox record itself is the one claimed (dispatched on
+// the first claim, completed), no second record exists, one effect each.
+func checkNonASCIIIdentity(t *testing.T, d *regularDeployment) {
+	t.Helper()
+	run := RandomHex(t, 4)
+	for _, form := range []string{"Anmeldung Frühjahr " + run, "Preis € " + run, "Party 🎉 " + run, "two\nlines " + run} {
+		body, err := json.Marshal(map[string]any{"form": form, "submission": 1, "data": map[string]any{"x": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := post(t, d.claimd.URL()+"/ingest/"+formsSourceName, body, map[string]string{"X-Forms-Token": formsToken})
+		var rc ingestReceipt
+		if a.Code != http.StatusOK || json.Unmarshal(a.Raw, &rc) != nil || len(rc.Received) != 1 {
+			t.Fatalf("ingest %q: %s, want 200 with one receipt", form, a)
+		}
+		claimID, eventID := rc.Received[0].ClaimID, rc.Received[0].EventID
+		var in inboxEvent
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			status, raw := d.claimd.Do(t, 0, http.MethodGet, "/v1/inbox/"+claimID, nil)
+			if status != http.StatusOK || json.Unmarshal(raw, &in) != nil {
+				t.Fatalf("GET /v1/inbox/%s: status %d, body %.300s", claimID, status, raw)
+			}
+			if in.DispatchState != "pending" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(pollInterval)
+		}
+		if in.DispatchState != "dispatched" || in.ClaimState != "completed" {
+			t.Errorf("%q: inbox event %+v, want dispatched and completed (the workflow claimed this record)", form, in)
+		}
+		rec := lookupClaim(t, d.claimd, formsSourceName, eventID)
+		if rec.ClaimID != claimID {
+			t.Errorf("%q: the record of key %q is %s, want the inbox record %s", form, eventID, rec.ClaimID, claimID)
+		}
+		key := claim.IdempotencyKey(d.claimd.Tenant, claim.Key{Source: formsSourceName, EventID: eventID})
+		checkEffects(t, d.counter, "non-ASCII id "+strconv.Quote(form), 1, key)
+	}
+	status, raw := d.claimd.Do(t, 0, http.MethodGet, "/v1/claims/list?state=processing&source="+formsSourceName, nil)
+	if status != http.StatusOK || strings.Contains(string(raw), run) {
+		t.Errorf("a second record of a non-ASCII id is open: %d %.500s", status, raw)
+	}
 }
 
 // checkReconciliation drives the reconciliation example: a claim whose

@@ -368,9 +368,12 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 	req.Header.Set(HeaderIdempotencyKey, claim.IdempotencyKey(st.tenant, claim.Key{Source: st.keySource, EventID: st.eventID}))
 	req.Header.Set(HeaderInboxID, a.ClaimID)
 	req.Header.Set(HeaderSource, st.keySource)
-	req.Header.Set(HeaderEventID, st.eventID)
+	// Both are header-safe (printable ASCII): the event id by construction
+	// (eventID), so the workflow reads back exactly the stored id; the
+	// informational event type is percent-encoded the same way here.
+	req.Header.Set(HeaderEventID, forHeader(st.eventID))
 	if st.eventType != "" {
-		req.Header.Set(HeaderEventType, st.eventType)
+		req.Header.Set(HeaderEventType, forHeader(st.eventType))
 	}
 	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
 	resp, err := in.client.Do(req)

@@ -103,3 +103,49 @@ func TestFitIDHashesUnstorableIDs(t *testing.T) {
 	require.Equal(t, "ab", truncate("a\x00b", 10))
 	require.Equal(t, "€", truncate("€€", 4), "never splits a UTF-8 sequence")
 }
+
+func TestHeaderSafeIDs(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"evt_1NXj":           "evt_1NXj",
+		"3:abc|2:de":         "3:abc|2:de",
+		"Anmeldung Frühjahr": "Anmeldung Fr%C3%BChjahr",
+		"a\nb":               "a%0Ab",
+		"100% sure":          "100%25 sure",
+		"Fr%C3%BC":           "Fr%25C3%25BC",
+		" pad ":              "%20pad%20",
+		"🎉":                  "%F0%9F%8E%89",
+		"\x7f":               "%7F",
+	} {
+		require.Equal(t, want, headerSafe(in), "%q", in)
+		require.Equal(t, want, forHeader(want), "%q: an encoded id is never encoded twice", in)
+	}
+	require.Equal(t, "Fr%C3%BCh", forHeader("Früh"), "a legacy id is encoded on the way out")
+	// Through eventID: too long once encoded, or unstorable, is hashed.
+	long := strings.Repeat("é", 400)
+	require.True(t, strings.HasPrefix(eventID(verify.Event{ID: long}), "sha256:"))
+	require.Equal(t, eventID(verify.Event{ID: long}), hashID(long), "hashed over the provider's bytes")
+	require.Equal(t, "Anmeldung Fr%C3%BChjahr", eventID(verify.Event{ID: "Anmeldung Frühjahr"}))
+}
+
+// FuzzHeaderSafeInjective: two ids never share a header-safe form, and the
+// form is printable ASCII that forHeader leaves alone.
+func FuzzHeaderSafeInjective(f *testing.F) {
+	for _, s := range [][2]string{{"Frühjahr", "Fr%C3%BChjahr"}, {"a b", "a%20b"}, {" a", "%20a"}, {"%", "%25"}, {"\n", "%0A"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ha, hb := headerSafe(a), headerSafe(b)
+		if a != b && ha == hb {
+			t.Fatalf("%q and %q share %q", a, b, ha)
+		}
+		if forHeader(ha) != ha {
+			t.Fatalf("%q: forHeader changes the header-safe %q", a, ha)
+		}
+		for i := 0; i < len(ha); i++ {
+			if c := ha[i]; c < 0x20 || c > 0x7e {
+				t.Fatalf("%q: byte %#x in %q", a, c, ha)
+			}
+		}
+	})
+}
