@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -32,12 +33,36 @@ const MSGraphValidationTokenParam = "validationToken"
 // checked here), so clientState is the only proof of origin, and there is no
 // replay window.
 //
-// The identity of each notification: ID is JoinKey(subscriptionId, id); when
-// a notification has no id, JoinKey(subscriptionId, changeType, resource,
-// resourceData["@odata.etag"]) for change notifications and
-// JoinKey(subscriptionId, lifecycleEvent, subscriptionExpirationDateTime) for
-// lifecycle notifications
-// (https://learn.microsoft.com/en-us/graph/change-notifications-lifecycle-events).
+// The identity of each notification
+// (https://learn.microsoft.com/en-us/graph/api/resources/changenotification:
+// id is "Unique ID for the notification. Optional."):
+//   - with an id: JoinKey(subscriptionId, id);
+//   - a change notification without one: JoinKey(subscriptionId,
+//     changeType, resource, resourceData["@odata.etag"]). The etag is the
+//     resource's version: two changes to one resource in one millisecond
+//     carry two etags, and a notification repeating one version says
+//     nothing new;
+//   - a subscriptionRemoved lifecycle notification without an id:
+//     JoinKey(subscriptionId, lifecycleEvent, subscriptionExpirationDateTime).
+//     A subscription is removed once; a redelivery keeps the key;
+//   - a reauthorizationRequired or missed lifecycle notification without an
+//     id: JoinKey(subscriptionId, lifecycleEvent,
+//     subscriptionExpirationDateTime, "delivery", a random token), a key of
+//     its own for every notification received. Graph sends these again on
+//     purpose ("from once every few minutes for every subscription", each
+//     time an access token nears expiry, each time notifications were
+//     dropped:
+//     https://learn.microsoft.com/en-us/graph/change-notifications-lifecycle-events),
+//     with the same body, no id and no timestamp; a content key would make
+//     every repeat a duplicate, so the app would reauthorize once and then
+//     lose the subscription. Nothing in the request tells a repeat from
+//     Graph's redelivery of the same notification (sent only when the 2xx
+//     did not reach Graph within its timeout), so such a redelivery is a
+//     second event: the actions these notifications ask for (reauthorize,
+//     renew, resync) may be repeated
+//     (https://learn.microsoft.com/en-us/graph/change-notifications-lifecycle-events#responding-to-reauthorizationrequired-notifications).
+//     Any other lifecycle event is keyed as subscriptionRemoved.
+//
 // Type is changeType (or lifecycleEvent), Scope is tenantId, ObjectID is
 // resourceData.id (or resource), Payload is the notification's own JSON.
 type MSGraphConfig struct {
@@ -78,6 +103,11 @@ func (c MSGraphConfig) build() (Verifier, error) {
 	}
 	return &msgraphVerifier{states: append([]string(nil), c.Secrets...), types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
+
+// graphRepeatedLifecycle are the lifecycle events Microsoft Graph sends
+// again on purpose, identical, while the condition lasts: without a
+// notification id each one received is its own event.
+var graphRepeatedLifecycle = map[string]bool{"reauthorizationRequired": true, "missed": true}
 
 type msgraphVerifier struct {
 	states []string
@@ -179,6 +209,10 @@ func (v *msgraphVerifier) item(i int, raw jsontext.Value) (Event, error) {
 	switch {
 	case n.ID != "":
 		id = JoinKey(n.SubscriptionID, n.ID)
+	case graphRepeatedLifecycle[n.LifecycleEvent]:
+		// Sent again on purpose with the same body: every notification
+		// is an event (see MSGraphConfig).
+		id = JoinKey(n.SubscriptionID, n.LifecycleEvent, n.SubscriptionExpirationDateTime, "delivery", rand.Text())
 	case n.LifecycleEvent != "":
 		id = JoinKey(n.SubscriptionID, n.LifecycleEvent, n.SubscriptionExpirationDateTime)
 	case n.ChangeType != "" && n.Resource != "" && n.ResourceData.ETag != "":

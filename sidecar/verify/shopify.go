@@ -27,12 +27,20 @@ const (
 //
 // Shopify signs no timestamp and none of its headers, so there is no replay
 // window; duplicates are caught by the event id in the claim ledger.
-// The identity: ID is X-Shopify-Event-Id, which is the same for every
-// subscription notified of one event and across retries
-// (https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates), falling
-// back to X-Shopify-Webhook-Id when the event id is absent; Type is
-// X-Shopify-Topic, Scope is X-Shopify-Shop-Domain, ObjectID is the body's
-// admin_graphql_api_id (or id).
+//
+// The identity: ID is JoinKey(X-Shopify-Topic, X-Shopify-Event-Id). The
+// event id is "shared across all deliveries produced by the same merchant
+// action" (https://shopify.dev/docs/apps/build/webhooks/delivery-structure):
+// the same for every subscription to one topic and across retries
+// (https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates), but one
+// action can also produce deliveries on several topics (orders/create and
+// orders/paid, products/create and products/update), which are distinct
+// events for a source subscribed to both; so the topic is part of the key.
+// Without an event id, ID is X-Shopify-Webhook-Id ("a unique composite key
+// per delivery"). A delivery without X-Shopify-Topic, which Shopify sends on
+// every delivery, is refused (authenticated missing_header): the key would
+// lack a part. Type is X-Shopify-Topic, Scope is X-Shopify-Shop-Domain,
+// ObjectID is the body's admin_graphql_api_id (or id).
 type ShopifyConfig struct {
 	// Secrets are the app client secrets; several may be active during
 	// rotation. Required.
@@ -85,16 +93,22 @@ func (v *shopifyVerifier) Verify(r Request) (Result, error) {
 	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
 		return Result{}, headerErr(CodeBadSignature, ShopifyHMACHeader, "signature does not match the payload under any configured secret")
 	}
-	id := header(r.Header, ShopifyEventIDHeader)
-	if id == "" {
-		id = header(r.Header, ShopifyWebhookIDHeader)
-	}
-	if id == "" {
+	eventID, webhookID := header(r.Header, ShopifyEventIDHeader), header(r.Header, ShopifyWebhookIDHeader)
+	if eventID == "" && webhookID == "" {
 		return Result{}, authenticated(headerErr(CodeMissingHeader, ShopifyEventIDHeader, "neither X-Shopify-Event-Id nor X-Shopify-Webhook-Id is present"))
 	}
 	topic := header(r.Header, ShopifyTopicHeader)
+	if topic == "" {
+		return Result{}, authenticated(headerErr(CodeMissingHeader, ShopifyTopicHeader, "Shopify names the topic of every delivery; the key needs it"))
+	}
 	if err := v.types.check(topic, InHeader, ShopifyTopicHeader); err != nil {
 		return Result{}, err
+	}
+	// One merchant action shares its event id across the topics it
+	// triggers: the topic tells those events apart.
+	id := webhookID
+	if eventID != "" {
+		id = JoinKey(topic, eventID)
 	}
 	var body struct {
 		GID string     `json:"admin_graphql_api_id"`

@@ -41,12 +41,30 @@ var (
 //     with and without the scheme's default port.
 //
 // Twilio signs no timestamp, so there is no replay window.
-// The identity: ID is the I-Twilio-Idempotency-Token header when present
-// (kept across Twilio's retries); otherwise JoinKey(<resource sid>, <status>)
-// from CallSid/MessageSid/… and CallStatus/MessageStatus/… (a status callback
-// arrives once per status change of one resource); otherwise "sha256:" and
-// the hex SHA-256 of the sorted parameters (or the bodySHA256). Type is the
-// status value, ObjectID the resource sid.
+// The identity, in order:
+//   - the I-Twilio-Idempotency-Token header when present: Twilio's token
+//     for the webhook request, which the request's retries (connection
+//     overrides,
+//     https://www.twilio.com/docs/usage/webhooks/webhooks-connection-overrides)
+//     repeat;
+//   - for messages (MessageSid or SmsSid): JoinKey(sid, MessageStatus or
+//     SmsStatus). A message passes through each status once (queued, sent,
+//     delivered; received for an inbound one), so sid and status name one
+//     event;
+//   - for every other resource (CallSid, RecordingSid, TranscriptionSid,
+//     ConferenceSid, ParticipantSid): JoinKey(sid, status, "sha256:" and the
+//     hex SHA-256 of JoinKey(raw query, name, value, …) over the sorted
+//     parameters). A call's sid and status do not name an event: the voice
+//     URL and the call's "ringing" status callback, every <Gather> or
+//     <Record> action and the "answered" callback (CallStatus in-progress),
+//     the call's and its recording's "completed" callbacks, a conference
+//     participant muted twice, all share them. The parameters (Digits,
+//     RecordingSid, SequenceNumber, StatusCallbackEvent, Timestamp…) and the
+//     action URL's query tell them apart; a retry resends the same request;
+//   - otherwise "sha256:" and the hex SHA-256 of the sorted parameters (or
+//     the bodySHA256 of a JSON body).
+//
+// Type is the status value, ObjectID the resource sid.
 type TwilioConfig struct {
 	// Secrets are the account auth tokens (primary and secondary during
 	// rotation). Required.
@@ -188,39 +206,48 @@ func (v *twilioVerifier) Verify(r Request) (Result, error) {
 		}
 	}
 
-	get := func(names []string) (string, *Error) {
+	// get returns the first of names present with a value, and its name.
+	get := func(names []string) (string, string, *Error) {
 		for _, n := range names {
 			found := ""
 			for _, p := range params {
 				switch {
 				case p.k != n && strings.EqualFold(p.k, n):
-					return "", authenticated(bodyErr(CodeMalformedBody, p.k, "parameter name differs from "+n+" only in letter case"))
+					return "", "", authenticated(bodyErr(CodeMalformedBody, p.k, "parameter name differs from "+n+" only in letter case"))
 				case p.k != n || p.v == "":
 				case found == "":
 					found = p.v
 				case found != p.v:
-					return "", authenticated(bodyErr(CodeMalformedBody, n, "parameter appears more than once with different values"))
+					return "", "", authenticated(bodyErr(CodeMalformedBody, n, "parameter appears more than once with different values"))
 				}
 			}
 			if found != "" {
-				return found, nil
+				return n, found, nil
 			}
 		}
-		return "", nil
+		return "", "", nil
 	}
-	sid, e := get(twilioSIDParams)
+	sidName, sid, e := get(twilioSIDParams)
 	if e != nil {
 		return Result{}, e
 	}
-	status, e := get(twilioStatusParams)
+	_, status, e := get(twilioStatusParams)
 	if e != nil {
 		return Result{}, e
 	}
 	id := header(r.Header, TwilioIdempotencyHeader)
 	switch {
 	case id != "":
-	case sid != "":
+	case sid != "" && (sidName == "MessageSid" || sidName == "SmsSid"):
 		id = JoinKey(sid, status)
+	case sid != "":
+		parts := make([]string, 0, 1+2*len(params))
+		parts = append(parts, r.RawQuery)
+		for _, p := range params {
+			parts = append(parts, p.k, p.v)
+		}
+		sum := sha256.Sum256([]byte(JoinKey(parts...)))
+		id = JoinKey(sid, status, "sha256:"+hex.EncodeToString(sum[:]))
 	case bodyHash != "":
 		id = "sha256:" + strings.ToLower(bodyHash)
 	default:

@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // Zoom webhook headers (https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events).
@@ -27,10 +31,22 @@ const (
 // is a [Handshake]: 200 application/json {"plainToken": p, "encryptedToken":
 // hex(HMAC-SHA256(secret token, p))}.
 //
-// Zoom sends no delivery id, so the identity is a composite of immutable
-// fields: ID is JoinKey(event, payload.object.uuid (or payload.object.id),
-// event_ts) — JoinKey(event, event_ts) when the payload names no object;
-// Type is event, Scope is payload.account_id, ObjectID is the object uuid/id.
+// Zoom documents no event or delivery id
+// (https://developers.zoom.us/docs/api/webhooks/; its retries resend the
+// same notification, https://developers.zoom.us/blog/webhook-delays/), so
+// the identity is a composite of what the event says: ID is JoinKey(event,
+// payload.object.uuid (or payload.object.id), event_ts, "sha256:" and the
+// hex SHA-256 of the canonical JSON of payload). The object and the
+// millisecond alone do not tell events apart: two participants joining one
+// meeting in the same millisecond are two meeting.participant_joined events
+// about one meeting uuid at one event_ts, told apart only by the
+// participant inside the payload; the payload digest covers every such
+// "who" or "what" without a per-event list. A retry carries the same
+// payload, so it keeps the key. Fields outside payload (a download_token
+// issued per delivery) are not part of it. The object part is left out when
+// the payload names no object; a body without a payload is keyed
+// JoinKey(event, event_ts). Type is event, Scope is payload.account_id,
+// ObjectID is the object uuid/id.
 type ZoomConfig struct {
 	// Secrets are the app secret tokens; several may be active during
 	// rotation. Required.
@@ -116,28 +132,35 @@ func (v *zoomVerifier) Verify(r Request) (Result, error) {
 		return Result{}, windowErr(InHeader, ZoomTimestampHeader, now, ts, v.tol)
 	}
 	var b struct {
-		Event   string     `json:"event"`
-		EventTS flexString `json:"event_ts"`
-		Payload struct {
-			PlainToken string `json:"plainToken"`
-			AccountID  string `json:"account_id"`
-			Object     struct {
-				UUID string     `json:"uuid"`
-				ID   flexString `json:"id"`
-			} `json:"object"`
-		} `json:"payload"`
+		Event   string         `json:"event"`
+		EventTS flexString     `json:"event_ts"`
+		Payload jsontext.Value `json:"payload"`
 	}
 	if e := unmarshalBody(r.Body, &b); e != nil {
 		return Result{}, authenticated(e)
 	}
+	var p struct {
+		PlainToken string `json:"plainToken"`
+		AccountID  string `json:"account_id"`
+		Object     struct {
+			UUID string     `json:"uuid"`
+			ID   flexString `json:"id"`
+		} `json:"object"`
+	}
+	if len(b.Payload) > 0 {
+		if e := unmarshalBody(b.Payload, &p); e != nil {
+			e.Field = "/payload" + e.Field
+			return Result{}, authenticated(e)
+		}
+	}
 	if b.Event == "endpoint.url_validation" {
-		if b.Payload.PlainToken == "" {
+		if p.PlainToken == "" {
 			return Result{}, authenticated(bodyErr(CodeMissingField, "/payload/plainToken", "url_validation has no plainToken"))
 		}
 		out, _ := json.Marshal(struct {
 			PlainToken     string `json:"plainToken"`
 			EncryptedToken string `json:"encryptedToken"`
-		}{b.Payload.PlainToken, hex.EncodeToString(macOf(sha256.New, key, []byte(b.Payload.PlainToken)))})
+		}{p.PlainToken, hex.EncodeToString(macOf(sha256.New, key, []byte(p.PlainToken)))})
 		return Result{Handshake: &Handshake{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: out}}, nil
 	}
 	if b.Event == "" {
@@ -149,13 +172,26 @@ func (v *zoomVerifier) Verify(r Request) (Result, error) {
 	if err := v.types.check(b.Event, InBody, "/event"); err != nil {
 		return Result{}, err
 	}
-	obj := b.Payload.Object.UUID
+	obj := p.Object.UUID
 	if obj == "" {
-		obj = string(b.Payload.Object.ID)
+		obj = string(p.Object.ID)
 	}
-	id := JoinKey(b.Event, string(b.EventTS))
+	parts := []string{b.Event}
 	if obj != "" {
-		id = JoinKey(b.Event, obj, string(b.EventTS))
+		parts = append(parts, obj)
 	}
-	return Result{Events: []Event{{ID: id, Type: b.Event, Scope: b.Payload.AccountID, ObjectID: obj, Timestamp: ts}}}, nil
+	parts = append(parts, string(b.EventTS))
+	if len(b.Payload) > 0 {
+		// The canonical form (strictjson): a copy that spells the same
+		// payload otherwise (whitespace, member order, 1e3 for 1000) gets
+		// the same digest.
+		sum, err := strictjson.Hash(b.Payload)
+		if err != nil {
+			e := strictErr(err)
+			e.Field = "/payload" + e.Field
+			return Result{}, authenticated(e)
+		}
+		parts = append(parts, "sha256:"+sum)
+	}
+	return Result{Events: []Event{{ID: JoinKey(parts...), Type: b.Event, Scope: p.AccountID, ObjectID: obj, Timestamp: ts}}}, nil
 }
