@@ -122,12 +122,22 @@ type Request struct {
 	ObjectVersion *int64
 	// ExecutionID is the caller's execution id (n8n), kept in the delivery log.
 	ExecutionID string
+	// RequestID identifies this claim request to its caller, so that the
+	// caller may send it again when the answer was lost (at most
+	// MaxRequestIDLen bytes; "" for none). While the claim it won holds a
+	// valid lease, the same request again is answered Won with the same
+	// token and attempt (logged as DeliveryWonReplayed); any other request
+	// is decided as usual. It must differ between requests that must not
+	// share a claim (two items of one execution with one key), and must not
+	// change when the same request is retried. Not part of the key.
+	RequestID string
 }
 
 // Result is the answer to a claim attempt.
 type Result struct {
 	Outcome Outcome
-	// Token is the claim token; set only when Outcome is Won.
+	// Token is the claim token; set only when Outcome is Won. A replay of
+	// the winning request (same RequestID) gets the token it won.
 	Token string
 	Record
 }
@@ -168,6 +178,12 @@ type Record struct {
 
 	token string // current claim token; never leaves the package
 }
+
+// DeliveryWonReplayed is the delivery-log outcome of a replayed claim: the
+// request that holds the lease (same RequestID) asked again, was answered
+// Won with its claim token, and nothing else changed. The caller must run
+// the effect once, then Complete or Fail with that token as usual.
+const DeliveryWonReplayed = "won_replayed"
 
 // Delivery is one entry of the delivery log: a claim attempt or a transition.
 type Delivery struct {

@@ -77,6 +77,10 @@ type Ledger struct {
 }
 
 // New returns a Ledger over pool. It fails when a policy is invalid.
+// The ledger's statements are written for READ COMMITTED: build pool with
+// ConfigurePool so that its sessions run at it whatever the database's
+// defaults. The ledger's own transactions set it explicitly (RunTx), and
+// its writes are run again on a serialization failure or deadlock.
 func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	l := &Ledger{pool: pool, jitter: cfg.Jitter, obs: cfg.Observer, maxDeliv: cfg.MaxDeliveries}
 	if l.jitter == nil {
@@ -120,6 +124,7 @@ const (
 	MaxEventTypeLen = 200
 	MaxObjectIDLen  = 500
 	MaxExecIDLen    = 200
+	MaxRequestIDLen = 200
 	MaxResultRefLen = 2000
 	MaxErrorLen     = 4000
 	MaxNoteLen      = 4000
@@ -168,9 +173,12 @@ func (l *Ledger) Validate(r Request) error {
 		return apperr.Field("object_id", "must be at most %d bytes", MaxObjectIDLen)
 	case len(r.ExecutionID) > MaxExecIDLen:
 		return apperr.Field("execution_id", "must be at most %d bytes", MaxExecIDLen)
+	case len(r.RequestID) > MaxRequestIDLen:
+		return apperr.Field("request_id", "must be at most %d bytes", MaxRequestIDLen)
 	}
 	return textFields(map[string]string{"source": r.Source, "event_id": r.EventID, "action": r.Action,
-		"event_type": r.EventType, "object_id": r.ObjectID, "execution_id": r.ExecutionID})
+		"event_type": r.EventType, "object_id": r.ObjectID, "execution_id": r.ExecutionID,
+		"request_id": r.RequestID})
 }
 
 // storable reports whether s can be stored in a PostgreSQL text column:
@@ -204,8 +212,15 @@ func truncate(s string, n int) string {
 }
 
 // Claim decides one claim attempt in its own transaction. See ClaimTx.
+// A serialization failure or deadlock is retried here (a few times, see
+// RunTx) before it is reported as Unavailable.
 func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
-	return l.ClaimTx(ctx, l.pool, r)
+	var res Result
+	err := retry(ctx, func() (err error) {
+		res, err = l.ClaimTx(ctx, l.pool, r)
+		return err
+	})
+	return res, err
 }
 
 // ClaimTx decides one claim attempt with a single INSERT … ON CONFLICT
@@ -213,37 +228,43 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
 // outcome with the record as it is after the decision; the claim token only
 // when the outcome is Won. Errors: *apperr.Error Invalid for a bad request,
 // Unavailable when PostgreSQL is unreachable, otherwise an internal error.
+// A serialization failure or deadlock (RetryableTx) aborts the caller's
+// transaction: run the whole of it again (RunTx does).
 func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error) {
 	if err := l.Validate(r); err != nil {
 		return Result{}, err
 	}
-	sql, args, token := l.claimArgs(r)
+	sql, args := l.claimArgs(r)
 	rec, err := scanRecord(db.QueryRow(ctx, sql, args...))
 	if err != nil {
 		return Result{}, dbError(err)
 	}
-	return l.result(rec, token), nil
+	return l.result(rec), nil
 }
 
-func (l *Ledger) claimArgs(r Request) (string, []any, string) {
+// claimArgs returns claimSQL and its arguments for r, with a fresh claim
+// token proposed for a win.
+func (l *Ledger) claimArgs(r Request) (string, []any) {
 	p := l.Policy(r.Source)
 	lease := r.Lease
 	if lease == 0 {
 		lease = p.DefaultLease
 	}
-	token := uuid.NewString()
 	return claimSQL, []any{
-		r.Tenant, r.Source, r.EventID, r.Action, nullable(r.EventType), token,
+		r.Tenant, r.Source, r.EventID, r.Action, nullable(r.EventType), uuid.NewString(),
 		lease.Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
 		p.MaxAttempts, string(p.LeasePolicy), nullable(r.ExecutionID),
-		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(),
-	}, token
+		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
+	}
 }
 
-func (l *Ledger) result(rec Record, token string) Result {
+// result is the answer for rec as claimSQL left it. A win carries the
+// record's claim token: the one this request proposed, or, for a replay of
+// the winning request (same request id), the one it won before.
+func (l *Ledger) result(rec Record) Result {
 	res := Result{Outcome: rec.LastOutcome, Record: rec}
 	if rec.LastOutcome == Won {
-		res.Token = token
+		res.Token = rec.token
 	}
 	l.obs.Claimed(rec.Source, res.Outcome, rec.Attempt)
 	return res
@@ -254,7 +275,9 @@ func (l *Ledger) result(rec Record, token string) Result {
 // Claims are sent in key order, so concurrent batches lock rows in the same
 // order and cannot deadlock; two requests for one key in a batch are
 // decided one after the other (the second sees the first's claim).
-// The batch runs in one transaction: on an error no claim of it is kept.
+// The batch runs in one READ COMMITTED transaction (RunTx): on an error no
+// claim of it is kept; after a serialization failure or deadlock the whole
+// batch is decided again.
 func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -276,15 +299,16 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 		}
 		return ra.Action < rb.Action
 	})
-	tokens := make([]string, len(reqs))
-	b := &pgx.Batch{}
+	sqls, args := make([]string, len(reqs)), make([][]any, len(reqs))
 	for _, i := range order {
-		sql, args, token := l.claimArgs(reqs[i])
-		tokens[i] = token
-		b.Queue(sql, args...)
+		sqls[i], args[i] = l.claimArgs(reqs[i])
 	}
 	results := make([]Result, len(reqs))
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{} // a fresh batch per attempt
+		for _, i := range order {
+			b.Queue(sqls[i], args[i]...)
+		}
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {
 			rec, err := scanRecord(br.QueryRow())
@@ -300,7 +324,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 		return nil, dbError(err)
 	}
 	for i := range results {
-		results[i] = l.result(results[i].Record, tokens[i])
+		results[i] = l.result(results[i].Record)
 	}
 	return results, nil
 }
@@ -321,7 +345,7 @@ func (l *Ledger) Complete(ctx context.Context, tenant, id, token, resultRef stri
 	if err := textFields(map[string]string{"result_ref": resultRef}); err != nil {
 		return Record{}, err
 	}
-	rec, err := scanRecord(l.pool.QueryRow(ctx, completeSQL, id, tenant, token, nullable(resultRef), nil))
+	rec, err := l.writeRow(ctx, completeSQL, id, tenant, token, nullable(resultRef), nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
 		if gerr != nil {
@@ -344,6 +368,9 @@ func (l *Ledger) Complete(ctx context.Context, tenant, id, token, resultRef stri
 // Fail records a failed attempt: Retryable backs off (full jitter, capped)
 // or dead-letters at the attempt cap; Permanent dead-letters; UnknownOutcome
 // moves the record to unknown. msg is stored (not logged) as last_error.
+// Failing again with the same token, kind and msg while the record is still
+// as that Fail left it answers the record (idempotent: a retry whose answer
+// was lost).
 // Errors: Invalid, NotFound, LeaseLost as for Complete.
 func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKind, msg string) (Record, error) {
 	if err := checkTokenArgs(id, token); err != nil {
@@ -355,9 +382,16 @@ func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKi
 		return Record{}, apperr.Field("retry", "must be one of retryable, permanent, unknown")
 	}
 	msg = strings.ToValidUTF8(strings.ReplaceAll(truncate(msg, MaxErrorLen), "\x00", ""), "\uFFFD")
-	rec, err := scanRecord(l.pool.QueryRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter()))
+	rec, err := l.writeRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter())
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, l.guardMissed(ctx, tenant, id)
+		cur, gerr := l.get(ctx, tenant, id)
+		if gerr != nil {
+			return Record{}, gerr
+		}
+		if failedAs(cur, token, kind, msg) {
+			return cur, nil
+		}
+		return Record{}, leaseLost(cur)
 	}
 	if err != nil {
 		return Record{}, dbError(err)
@@ -383,7 +417,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant, id, token string, lease tim
 	if max := l.Policy(cur.Source).MaxLease; lease > max {
 		return Record{}, apperr.Field("lease_seconds", "must be at most %d for source %q", int(max/time.Second), cur.Source)
 	}
-	rec, err := scanRecord(l.pool.QueryRow(ctx, extendSQL, id, tenant, token, lease.Seconds()))
+	rec, err := l.writeRow(ctx, extendSQL, id, tenant, token, lease.Seconds())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, l.guardMissed(ctx, tenant, id)
 	}
@@ -414,7 +448,7 @@ func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome Resolve
 	if err := textFields(map[string]string{"result_ref": resultRef, "note": note}); err != nil {
 		return Record{}, err
 	}
-	rec, err := scanRecord(l.pool.QueryRow(ctx, resolveSQL, id, tenant, string(outcome), nullable(resultRef), note))
+	rec, err := l.writeRow(ctx, resolveSQL, id, tenant, string(outcome), nullable(resultRef), note)
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
 		if gerr != nil {
@@ -481,42 +515,86 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 	return rec, nil
 }
 
-// Purge deletes terminal records (completed, dead_lettered, stale) whose
-// last change is older than their source's retention, in batches of at most
-// batch rows, until none is left or ctx ends. It returns how many it
-// deleted. Records of sources without their own policy use the default
-// retention. Safe to run on several replicas at once.
-func (l *Ledger) Purge(ctx context.Context, batch int) (int, error) {
+// PurgeResult counts what one Purge removed.
+type PurgeResult struct {
+	// KeysDeleted counts records deleted after their key retention, with
+	// whatever payload and delivery log they still held.
+	KeysDeleted int
+	// PayloadsPurged counts records whose payload was removed after their
+	// payload retention (inbox body and headers, conflict bodies, delivery
+	// log, last_error); each keeps its key, hashes and final outcome.
+	PayloadsPurged int
+	// ConflictsPurged counts bodies of conflicting deliveries that arrived
+	// after their record's payload purge, removed once as old as the
+	// payload retention.
+	ConflictsPurged int
+}
+
+// Purge applies the two retentions of every source to terminal records
+// (completed, dead_lettered, stale; open records are never purged), in
+// batches of at most batch rows, until nothing is due or ctx ends:
+//
+//   - past the key retention (Policy.KeyRetention) after its last change,
+//     a record is deleted, and a later delivery of its key is a new event;
+//   - past the payload retention (Policy.Retention), its payload is removed
+//     (its inbox body and headers, bodies of conflicting deliveries, its
+//     delivery log, replaced by one payload_purged entry, and last_error)
+//     and the record kept: a redelivery or a claim of the key is still a
+//     duplicate with its result_ref, or a conflict when its hash differs.
+//
+// Records of sources without their own policy follow the default policy.
+// Safe to run on several replicas at once (rows another transaction holds
+// are skipped). On an error it returns what it removed so far.
+func (l *Ledger) Purge(ctx context.Context, batch int) (PurgeResult, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
 	ps := l.policies.Load()
+	var res PurgeResult
 	named := make([]string, 0, len(ps.BySource))
-	total := 0
 	for name, p := range ps.BySource {
 		named = append(named, name)
-		n, err := l.purgeSet(ctx, []string{name}, false, p.Retention, batch)
-		total += n
-		if err != nil {
-			return total, err
+		if err := l.purgeSet(ctx, []string{name}, false, p, batch, &res); err != nil {
+			return res, err
 		}
 	}
-	n, err := l.purgeSet(ctx, named, true, ps.Default.Retention, batch)
-	return total + n, err
+	return res, l.purgeSet(ctx, named, true, ps.Default, batch, &res)
 }
 
-func (l *Ledger) purgeSet(ctx context.Context, sources []string, exclude bool, retention time.Duration, batch int) (int, error) {
-	total := 0
-	for {
-		tag, err := l.pool.Exec(ctx, purgeSQL, sources, retention.Seconds(), batch, exclude)
-		if err != nil {
-			return total, dbError(err)
-		}
-		total += int(tag.RowsAffected())
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
+// purgeSet purges the records of sources (or of every source not in
+// sources, when exclude) under policy p: keys first (what is deleted
+// needs no payload purge), then payloads, then late conflict bodies.
+func (l *Ledger) purgeSet(ctx context.Context, sources []string, exclude bool, p Policy, batch int, res *PurgeResult) error {
+	for _, step := range []struct {
+		sql       string
+		retention time.Duration
+		count     *int
+		rows      bool // the statement returns its count as a row
+	}{
+		{purgeKeysSQL, p.KeyRetention, &res.KeysDeleted, false},
+		{purgePayloadsSQL, p.Retention, &res.PayloadsPurged, true},
+		{purgeConflictsSQL, p.Retention, &res.ConflictsPurged, false},
+	} {
+		for {
+			var n int64
+			if step.rows {
+				if err := l.pool.QueryRow(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude).Scan(&n); err != nil {
+					return dbError(err)
+				}
+			} else {
+				tag, err := l.pool.Exec(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude)
+				if err != nil {
+					return dbError(err)
+				}
+				n = tag.RowsAffected()
+			}
+			*step.count += int(n)
+			if n < int64(batch) {
+				break
+			}
 		}
 	}
+	return nil
 }
 
 // SweepExpiredLeases moves processing records whose lease expired under
@@ -530,7 +608,7 @@ func (l *Ledger) SweepExpiredLeases(ctx context.Context, batch int) (int, error)
 	total := 0
 	for {
 		var n int
-		if err := l.pool.QueryRow(ctx, sweepSQL, batch).Scan(&n); err != nil {
+		if err := retry(ctx, func() error { return l.pool.QueryRow(ctx, sweepSQL, batch).Scan(&n) }); err != nil {
 			return total, dbError(err)
 		}
 		total += n
@@ -578,6 +656,24 @@ func checkTokenArgs(id, token string) error {
 	return nil
 }
 
+// failedAs reports whether cur is as a Fail with token, kind and msg left
+// it: the token still current (no claim won since), the error stored, and
+// the state the kind leads to.
+func failedAs(cur Record, token string, kind FailKind, msg string) bool {
+	if cur.token != token || cur.LastError != msg {
+		return false
+	}
+	switch kind {
+	case Retryable:
+		return cur.State == StateRetryableFailed || cur.State == StateDeadLettered
+	case Permanent:
+		return cur.State == StateDeadLettered
+	case UnknownOutcome:
+		return cur.State == StateUnknown
+	}
+	return false
+}
+
 // guardMissed explains why a token-guarded update matched no row: the
 // record does not exist for tenant (NotFound) or the token is no longer
 // current (LeaseLost).
@@ -593,6 +689,18 @@ func leaseLost(cur Record) error {
 	return &apperr.Error{Code: apperr.LeaseLost, Message: fmt.Sprintf(
 		"lease lost: this claim token is no longer current; the claim is %s at attempt %d, "+
 			"so another holder may have reclaimed it. Do not report a result for it.", cur.State, cur.Attempt)}
+}
+
+// writeRow runs one write that returns a record (a token-guarded or
+// conditional update) on the pool, again while it fails RetryableTx.
+// pgx.ErrNoRows (the guard matched no row) is returned as it is.
+func (l *Ledger) writeRow(ctx context.Context, sql string, args ...any) (Record, error) {
+	var rec Record
+	err := retry(ctx, func() (err error) {
+		rec, err = scanRecord(l.pool.QueryRow(ctx, sql, args...))
+		return err
+	})
+	return rec, err
 }
 
 func nullable(s string) *string {
@@ -632,10 +740,16 @@ func dbError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case sqlstateReadOnly: // a standby, or default_transaction_read_only
+			return &apperr.Error{Code: apperr.Unavailable, Message: "the database is read-only (a standby, or default_transaction_read_only is on); retry", Err: err}
+		case sqlstateLockNotAvailable: // lock_timeout
+			return &apperr.Error{Code: apperr.Unavailable, Message: "the database gave up waiting for a lock (lock_timeout); retry", Err: err}
+		}
 		switch pgErr.Code[:2] {
 		case "08", "57", "53": // connection exception, operator intervention, insufficient resources
 			return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable", Err: err}
-		case "40": // serialization failure, deadlock
+		case "40": // serialization failure, deadlock: still failing after the retries (RunTx)
 			return &apperr.Error{Code: apperr.Unavailable, Message: "the database asked to retry", Err: err}
 		}
 		return fmt.Errorf("database: %w", err)
@@ -645,6 +759,94 @@ func dbError(err error) error {
 		return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unreachable", Err: err}
 	}
 	return fmt.Errorf("database: %w", err)
+}
+
+// ConfigurePool pins, on every session of pc, the run-time parameters the
+// sidecar's statements are written for, whatever the database's or role's
+// defaults (a parameter sent at connection start overrides ALTER DATABASE
+// or ALTER ROLE … SET): default_transaction_isolation = read committed.
+// The claim is one INSERT … ON CONFLICT … DO UPDATE: at READ COMMITTED a
+// concurrent claim of the same key waits for the row and then decides on
+// it as the other claim left it; at REPEATABLE READ or SERIALIZABLE the
+// same statement fails with a serialization failure instead, and a storm
+// of duplicate deliveries turns into a storm of 503s. A connection pooler
+// that drops start-up parameters defeats this; claimd's readiness check
+// reports the isolation its sessions really run at.
+func ConfigurePool(pc *pgxpool.Config) {
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	pc.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+}
+
+// SQLSTATEs the database edge tells apart.
+const (
+	sqlstateSerializationFailure = "40001" // serialization_failure
+	sqlstateDeadlockDetected     = "40P01" // deadlock_detected
+	sqlstateReadOnly             = "25006" // read_only_sql_transaction
+	sqlstateLockNotAvailable     = "55P03" // lock_not_available
+)
+
+// Bounds of the retries of RunTx and of the ledger's own writes: at most
+// maxTxAttempts runs in all, with a full-jitter pause of up to
+// min(retryCap, retryBase·2^n) before run n+1 (about 100 ms at most in
+// all), well inside a request's timeout.
+const (
+	maxTxAttempts = 5
+	retryBase     = 4 * time.Millisecond
+	retryCap      = 50 * time.Millisecond
+)
+
+// RetryableTx reports whether err (or an error it wraps, an *apperr.Error
+// included) is PostgreSQL rolling back a statement or transaction because
+// of concurrent work: a serialization failure (40001) or a deadlock
+// (40P01). Nothing of it was committed, so running the whole of it again
+// is safe. It classifies by SQLSTATE only.
+func RetryableTx(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) &&
+		(pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
+}
+
+// retry runs fn, and again while it fails RetryableTx, at most maxTxAttempts
+// times in all, pausing a short full-jitter backoff between runs. It
+// returns fn's last error; when ctx ends during a pause, the error that
+// preceded it. fn must be one whole statement or transaction.
+func retry(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || attempt >= maxTxAttempts || !RetryableTx(err) {
+			return err
+		}
+		pause := time.Duration(rand.Float64() * float64(min(retryCap, retryBase<<attempt)))
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// TxStarter begins transactions: a *pgxpool.Pool, a *pgxpool.Conn or a
+// *pgx.Conn.
+type TxStarter interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// RunTx runs fn in a transaction on db and commits it when fn returns nil.
+// The transaction is READ COMMITTED, set explicitly (BEGIN ISOLATION LEVEL
+// READ COMMITTED), whatever the session's default_transaction_isolation.
+// When PostgreSQL rolls it back as RetryableTx (a statement of fn, or the
+// commit), the whole transaction runs again, at most maxTxAttempts times
+// in all: fn must do all its work through tx, and what it keeps from a
+// run must be overwritten by the next. Errors are returned as they are
+// (fn's, or the driver's from begin or commit); the caller maps them.
+func RunTx(ctx context.Context, db TxStarter, fn func(pgx.Tx) error) error {
+	return retry(ctx, func() error {
+		return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+	})
 }
 
 // Page sizes of List.

@@ -405,42 +405,6 @@ func TestTenantIsolation(t *testing.T) {
 	require.Equal(t, claim.StateProcessing, got.State, "untouched by tenant-b")
 }
 
-func TestRetentionPurge(t *testing.T) {
-	t.Parallel()
-	b := setup(t, claim.Policies{BySource: map[string]claim.Policy{"short": {Retention: 2 * time.Hour}}})
-	mk := func(source, event string, complete bool) claim.Result {
-		r, err := b.ledger.Claim(b.ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: source, EventID: event}})
-		require.NoError(t, err)
-		if complete {
-			_, err = b.ledger.Complete(b.ctx, "a", r.ID, r.Token, "")
-			require.NoError(t, err)
-		}
-		return r
-	}
-	oldDefault := mk("stripe", "old", true)
-	youngDefault := mk("stripe", "young", true)
-	openOld := mk("stripe", "open", false)
-	shortOld := mk("short", "s_old", true)
-	shortYoung := mk("short", "s_young", true)
-	b.travel(t, oldDefault.ID, 31*24*time.Hour)
-	b.travel(t, youngDefault.ID, 29*24*time.Hour)
-	b.travel(t, openOld.ID, 90*24*time.Hour)
-	b.travel(t, shortOld.ID, 3*time.Hour)
-	b.travel(t, shortYoung.ID, time.Hour)
-
-	n, err := b.ledger.Purge(b.ctx, 1)
-	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	for _, gone := range []string{oldDefault.ID, shortOld.ID} {
-		_, err := b.ledger.Get(b.ctx, "a", gone)
-		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
-	}
-	for _, kept := range []string{youngDefault.ID, openOld.ID, shortYoung.ID} {
-		_, err := b.ledger.Get(b.ctx, "a", kept)
-		require.NoError(t, err)
-	}
-}
-
 func TestBatchDecidesEachItem(t *testing.T) {
 	t.Parallel()
 	b := setup(t, claim.Policies{})

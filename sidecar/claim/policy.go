@@ -3,6 +3,7 @@ package claim
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
@@ -37,10 +38,21 @@ type Policy struct {
 	// ("full jitter"). Defaults 30 seconds and 1 hour.
 	BackoffBase time.Duration `json:"backoff_base" yaml:"backoff_base"`
 	BackoffCap  time.Duration `json:"backoff_cap" yaml:"backoff_cap"`
-	// Retention keeps terminal records (completed, dead_lettered, stale) this
-	// long after their last change; default 30 days. Keep it longer than the
-	// provider's redelivery window (Stripe retries for up to 3 days).
+	// Retention is the payload retention: a terminal record (completed,
+	// dead_lettered, stale) keeps what it carried this long after its last
+	// change: the inbox body and headers, bodies of conflicting deliveries,
+	// the delivery log and last_error. Then the purge removes them and keeps
+	// the record (see KeyRetention). Default 30 days.
 	Retention time.Duration `json:"retention" yaml:"retention"`
+	// KeyRetention keeps the terminal record itself this long after its
+	// last change: its key, payload and receipt hashes, state, result_ref
+	// and times, so that a provider's resend or an operator's replay of the
+	// event is still a duplicate (with its result_ref), or a conflict when
+	// the payload differs, never a new event. Then the purge deletes the
+	// record and a later delivery of the key is a new event. Default
+	// DefaultKeyRetention, or Retention when that is longer; it cannot be
+	// shorter than Retention.
+	KeyRetention time.Duration `json:"key_retention" yaml:"key_retention"`
 	// VolatileFields are JSON pointers (RFC 6901) to fields of a claim's
 	// payload that the sender changes on every retry (a delivery
 	// timestamp): they are left out of the payload hash the claims API
@@ -82,10 +94,51 @@ func (p Policy) WithDefaults() Policy {
 		p.BackoffCap = time.Hour
 	}
 	if p.Retention == 0 {
-		p.Retention = 30 * 24 * time.Hour
+		p.Retention = DefaultRetention
+	}
+	if p.KeyRetention == 0 {
+		p.KeyRetention = max(DefaultKeyRetention, p.Retention)
 	}
 	return p
 }
+
+// DefaultRetention is the default payload retention (Policy.Retention).
+const DefaultRetention = 30 * 24 * time.Hour
+
+// DefaultKeyRetention is the default key retention (Policy.KeyRetention):
+// 400 days. A kept key must cover the longest time in which a sender may
+// still deliver the event again. The windows of the providers we verify:
+//
+//   - Stripe: automatic retries for up to 3 days; events are listed and
+//     resendable through the API and Dashboard for 30 days, and the
+//     Dashboard lists them for 13 months (summary view after 30 days)
+//     (https://docs.stripe.com/webhooks/process-undelivered-events,
+//     https://support.stripe.com/questions/stripe-event-retention-period);
+//   - Standard Webhooks senders such as Svix: retries for about a day, then
+//     Resend and "recover failed messages" for as long as the payload is
+//     kept, 90 days by default, longer on request
+//     (https://docs.svix.com/retries, https://docs.svix.com/retention);
+//   - Paddle: retries for 3 days, replay of notifications up to 90 days old
+//     (https://developer.paddle.com/webhooks/about/respond-to-webhooks,
+//     https://developer.paddle.com/api-reference/notifications/replay-notification);
+//   - GitHub: no automatic retry, manual redelivery for 3 days
+//     (https://docs.github.com/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks);
+//   - Shopify: 8 retries over 4 hours
+//     (https://shopify.dev/changelog/updates-to-webhook-retry-mechanism);
+//   - Microsoft Graph: retries for up to 4 hours
+//     (https://learn.microsoft.com/graph/change-notifications-delivery-webhooks);
+//   - Zoom: 3 retries, the last about 85 minutes after the first attempt
+//     (https://developers.zoom.us/blog/webhook-delays);
+//   - Slack Events API: 3 retries within about 5 minutes
+//     (https://docs.slack.dev/apis/events-api/);
+//   - Twilio: retries only within the request (connection overrides)
+//     (https://www.twilio.com/docs/usage/webhooks/webhooks-connection-overrides).
+//
+// The longest resend window is 90 days (Svix, Paddle); the longest horizon
+// in which a sender still shows the event to an operator is Stripe's 13
+// months. 400 days covers both, and a sender whose retention was raised to
+// a year, with a month to spare.
+const DefaultKeyRetention = 400 * 24 * time.Hour
 
 // Validate reports the first invalid field of p (after WithDefaults).
 func (p Policy) Validate() error {
@@ -104,6 +157,9 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("backoff_cap (%s) cannot be shorter than backoff_base (%s)", p.BackoffCap, p.BackoffBase)
 	case p.Retention < time.Hour:
 		return fmt.Errorf("retention must be at least 1h, got %s", p.Retention)
+	case p.KeyRetention < p.Retention:
+		return fmt.Errorf("key_retention_days (%s) cannot be shorter than retention_days (%s): the key must outlive "+
+			"the payload, or a resend after the purge is taken for a new event", days(p.KeyRetention), days(p.Retention))
 	}
 	for i, s := range p.VolatileFields {
 		if _, err := strictjson.ParsePointer(s); err != nil || s == "" {
@@ -173,7 +229,18 @@ func inherit(p, d Policy) Policy {
 	if p.Retention == 0 {
 		p.Retention = d.Retention
 	}
+	if p.KeyRetention == 0 {
+		p.KeyRetention = max(d.KeyRetention, p.Retention)
+	}
 	return p
+}
+
+// days writes a retention in whole days when it is one, else as a duration.
+func days(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10)
+	}
+	return d.String()
 }
 
 // Validate validates every policy, naming the source of the first bad one.

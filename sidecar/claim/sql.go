@@ -9,11 +9,22 @@ const recordColumns = `id, tenant, source, event_id, action, COALESCE(event_type
 	COALESCE(object_id, ''), object_version, conflict_count, created_at, updated_at,
 	claimed_at, completed_at, claim_token::text, COALESCE(receipt_hash, '')`
 
-// outcomeExpr decides the outcome for an existing, locked row (cl) against the
-// proposed row (excluded); see the claim_outcome function in the schema.
-const outcomeExpr = `claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at,
+// baseOutcomeExpr decides the outcome for an existing, locked row (cl)
+// against the proposed row (excluded); see the claim_outcome function in
+// the schema.
+const baseOutcomeExpr = `claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at,
 	cl.attempt, cl.max_attempts, cl.lease_policy, excluded.payload_hash,
 	excluded.state = 'stale', statement_timestamp())`
+
+// outcomeExpr is baseOutcomeExpr, except for the holder asking again: a
+// claim that anyone else would be answered in_progress for (the record is
+// processing, its lease valid, the payload hash not in conflict) and that
+// carries the request id of the claim holding that lease ($16, see
+// migration 00006) is 'won_replayed': the same request, whose answer was
+// lost. It is answered won with the stored claim token; the attempt,
+// token and lease stay as they are (see claimSQL).
+var outcomeExpr = strings.ReplaceAll(`CASE WHEN cl.request_id = $16::text AND {B} = 'in_progress'
+	THEN 'won_replayed' ELSE {B} END`, "{B}", baseOutcomeExpr)
 
 // newStateExpr is the state after the decision {O}.
 const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown'
@@ -26,10 +37,17 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // outcome is stored in last_outcome and returned; the delivery log entry is
 // written by the same statement.
 //
+// A winning claim stores its request id ($16, NULL when it has none). A
+// replay (outcomeExpr: the same request again while its lease is valid)
+// changes nothing but last_outcome, which becomes 'won' again: the caller
+// reads the stored claim token, and the log tells the replay from a fresh
+// win by the token (a fresh win stores $6) and records it as won_replayed.
+// Concurrent copies of one request therefore all get the one claim.
+//
 // $1 tenant, $2 source, $3 event_id, $4 action, $5 event_type, $6 new claim
 // token, $7 lease seconds, $8 payload hash, $9 object id, $10 object
 // version, $11 max attempts, $12 lease policy, $13 execution id,
-// $14 backoff base seconds, $15 backoff cap seconds.
+// $14 backoff base seconds, $15 backoff cap seconds, $16 request id.
 var claimSQL = strings.NewReplacer("{O}", outcomeExpr, "{S}", strings.ReplaceAll(newStateExpr, "{O}", outcomeExpr)).Replace(`
 WITH obj AS (
 	-- The object of the claim: the request's, else the one stored with the
@@ -48,7 +66,7 @@ WITH obj AS (
 ), c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
 		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
-		payload_hash, object_id, object_version, claimed_at, created_at, updated_at)
+		payload_hash, object_id, object_version, claimed_at, created_at, updated_at, request_id)
 	SELECT $1, $2, $3, $4, $5,
 		CASE WHEN req.stale THEN 'stale' ELSE 'processing' END,
 		CASE WHEN req.stale THEN 'stale' ELSE 'won' END,
@@ -58,13 +76,15 @@ WITH obj AS (
 		CASE WHEN req.stale THEN NULL ELSE statement_timestamp() + make_interval(secs => $7) END,
 		$8, $9, $10,
 		CASE WHEN req.stale THEN NULL ELSE statement_timestamp() END,
-		statement_timestamp(), statement_timestamp()
+		statement_timestamp(), statement_timestamp(),
+		CASE WHEN req.stale THEN NULL ELSE $16::text END
 	FROM req
 	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
-		last_outcome    = {O},
+		last_outcome    = CASE WHEN {O} = 'won_replayed' THEN 'won' ELSE {O} END,
 		state           = {S},
 		attempt         = cl.attempt + CASE WHEN {O} = 'won' THEN 1 ELSE 0 END,
 		claim_token     = CASE WHEN {O} = 'won' THEN $6::uuid ELSE cl.claim_token END,
+		request_id      = CASE WHEN {O} = 'won' THEN $16::text ELSE cl.request_id END,
 		lease_until     = CASE WHEN {O} = 'won' THEN statement_timestamp() + make_interval(secs => $7) ELSE cl.lease_until END,
 		next_attempt_at = CASE WHEN {O} = 'won' THEN NULL ELSE cl.next_attempt_at END,
 		claimed_at      = CASE WHEN {O} = 'won' THEN statement_timestamp() ELSE cl.claimed_at END,
@@ -78,8 +98,9 @@ WITH obj AS (
 		updated_at      = CASE WHEN {O} = 'won' OR {S} <> cl.state THEN statement_timestamp() ELSE cl.updated_at END
 	RETURNING *
 ), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id)
-	SELECT id, last_outcome, attempt, $8, $13 FROM c
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail)
+	SELECT id, CASE WHEN last_outcome = 'won' AND claim_token <> $6::uuid THEN 'won_replayed' ELSE last_outcome END,
+		attempt, $8, $13, 'request_id=' || $16::text FROM c
 )
 SELECT ` + recordColumns + ` FROM c`)
 
@@ -173,18 +194,94 @@ const deliveriesSQL = `SELECT at, outcome, attempt, COALESCE(payload_hash, ''),
 	COALESCE(execution_id, ''), COALESCE(detail, '')
 	FROM claim_deliveries WHERE claim_id = $1 ORDER BY id LIMIT $2`
 
-// purgeSQL deletes one bounded batch of terminal records of the given
-// sources ($1, or every source NOT in $1 when $4) older than $2 seconds.
-const purgeSQL = `
+// The retention purge, per set of sources: the sources named in $1, or,
+// when $4, every source NOT named in $1 (those under the default policy).
+// Each statement handles one bounded batch ($3 rows) of terminal records
+// (completed, dead_lettered, stale; open records are never purged) whose
+// last change (updated_at) is older than $2 seconds, oldest first, and
+// skips rows another transaction holds (SKIP LOCKED: a claim or a
+// redelivery deciding on them, or a purge on another replica). ORDER BY
+// the indexed column keeps the plan on the partial index whatever the
+// estimate: the planner cannot estimate "older than now() minus $2" and
+// assumes a third of the rows match, and with a bare LIMIT it would then
+// rather scan the table for the first matches, which with nothing due
+// means reading every kept key on every run. On the index a batch reads
+// about as many entries as it removes, and a run with nothing due a few
+// pages.
+
+// purgeKeysSQL deletes one batch of records past their key retention
+// ($2): the key, its hashes and result, and by cascade whatever payload
+// and delivery log they still hold. A later delivery of such a key is a
+// new event. Index: claims_terminal_updated_idx.
+const purgeKeysSQL = `
 WITH doomed AS (
 	SELECT id FROM claims
 	WHERE state IN ('completed', 'dead_lettered', 'stale')
 	  AND updated_at < statement_timestamp() - make_interval(secs => $2)
 	  AND (CASE WHEN $4 THEN source <> ALL($1::text[]) ELSE source = ANY($1::text[]) END)
+	ORDER BY updated_at
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 )
 DELETE FROM claims USING doomed WHERE claims.id = doomed.id`
+
+// purgePayloadsSQL removes the payload of one batch of records past their
+// payload retention ($2) and keeps the records: the inbox body and headers
+// (the inbox_events row: a dispatch job still queued for it finds nothing
+// and ends, a redelivery finds nothing to re-arm), the bodies of
+// conflicting deliveries, the delivery log and last_error. One
+// payload_purged entry, counting the entries removed, replaces the log.
+// The key, payload_hash, receipt_hash, state, result_ref, attempt and
+// times stay, so a redelivery or a claim of the key is still decided as
+// before: duplicate with its result_ref, conflict on another hash.
+// payload_purged_at takes the record out of the partial index the batch
+// is chosen by (claims_payload_purge_idx). FOR NO KEY UPDATE: the purge
+// changes no key column, so it never waits for, or blocks, a delivery-log
+// insert of the same record (a foreign-key check). The rows of the batch
+// are found as "claim_id = ANY(array)", by index whatever the tables'
+// sizes (a join with c may be planned as a scan of the whole delivery log).
+const purgePayloadsSQL = `
+WITH doomed AS (
+	SELECT id FROM claims
+	WHERE state IN ('completed', 'dead_lettered', 'stale') AND payload_purged_at IS NULL
+	  AND updated_at < statement_timestamp() - make_interval(secs => $2)
+	  AND (CASE WHEN $4 THEN source <> ALL($1::text[]) ELSE source = ANY($1::text[]) END)
+	ORDER BY updated_at
+	LIMIT $3
+	FOR NO KEY UPDATE SKIP LOCKED
+), c AS (
+	UPDATE claims SET payload_purged_at = statement_timestamp(), last_error = NULL
+	FROM doomed WHERE claims.id = doomed.id
+	RETURNING claims.id, claims.attempt
+), body AS (
+	DELETE FROM inbox_events WHERE claim_id = ANY(ARRAY(SELECT id FROM c))
+), conflicts AS (
+	DELETE FROM inbox_conflicts WHERE claim_id = ANY(ARRAY(SELECT id FROM c))
+), trail AS (
+	DELETE FROM claim_deliveries WHERE claim_id = ANY(ARRAY(SELECT id FROM c)) RETURNING claim_id
+), summary AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT c.id, 'payload_purged', c.attempt, 'removed ' || COALESCE(n.entries, 0) || ' entries'
+	FROM c LEFT JOIN (SELECT claim_id, count(*) AS entries FROM trail GROUP BY claim_id) n ON n.claim_id = c.id
+)
+SELECT count(*) FROM c`
+
+// purgeConflictsSQL deletes one batch of conflicting deliveries' bodies
+// that arrived after their record's payload purge and are now older than
+// the payload retention ($2), counted from their own arrival (the
+// record's conflict_count keeps counting them). Index:
+// inbox_conflicts_received_idx.
+const purgeConflictsSQL = `
+WITH doomed AS (
+	SELECT f.id FROM inbox_conflicts f JOIN claims c ON c.id = f.claim_id
+	WHERE f.received_at < statement_timestamp() - make_interval(secs => $2)
+	  AND c.payload_purged_at IS NOT NULL
+	  AND (CASE WHEN $4 THEN c.source <> ALL($1::text[]) ELSE c.source = ANY($1::text[]) END)
+	ORDER BY f.received_at
+	LIMIT $3
+	FOR UPDATE OF f SKIP LOCKED
+)
+DELETE FROM inbox_conflicts WHERE id = ANY(ARRAY(SELECT id FROM doomed))`
 
 // sweepSQL moves one bounded batch of expired processing leases under lease
 // policy review to unknown.

@@ -69,7 +69,8 @@ var Vars = []Var{
 	{"CLAIMD_MAX_ATTEMPTS", "max-attempts", "5", "Attempts before a record is dead-lettered."},
 	{"CLAIMD_BACKOFF_BASE_SECONDS", "backoff-base-seconds", "30", "Retry backoff base: attempt n waits up to base·2^(n-1), full jitter."},
 	{"CLAIMD_BACKOFF_CAP_SECONDS", "backoff-cap-seconds", "3600", "Retry backoff cap."},
-	{"CLAIMD_RETENTION_DAYS", "retention-days", "30", "Keep terminal records this many days after their last change."},
+	{"CLAIMD_RETENTION_DAYS", "retention-days", "30", "Payload retention: keep terminal records' payloads and delivery log this many days after their last change."},
+	{"CLAIMD_KEY_RETENTION_DAYS", "key-retention-days", "0", "Key retention: keep terminal records' keys, hashes and result_ref this many days; 0 = the longer of 400 days (providers' resend windows) and the payload retention."},
 	{"CLAIMD_BODY_LIMIT_BYTES", "body-limit-bytes", "4194304", "Largest accepted API request body."},
 	{"CLAIMD_MAX_BATCH", "max-batch", "1000", "Largest claim batch (items)."},
 	{"CLAIMD_REQUEST_TIMEOUT_SECONDS", "request-timeout-seconds", "10", "Database time budget of one request."},
@@ -122,6 +123,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 			BackoffBase:  p.secs("CLAIMD_BACKOFF_BASE_SECONDS"),
 			BackoffCap:   p.secs("CLAIMD_BACKOFF_CAP_SECONDS"),
 			Retention:    time.Duration(p.int("CLAIMD_RETENTION_DAYS")) * 24 * time.Hour,
+			KeyRetention: time.Duration(p.int("CLAIMD_KEY_RETENTION_DAYS")) * 24 * time.Hour,
 		}},
 	}
 	if p.err != nil {

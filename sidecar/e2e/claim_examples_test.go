@@ -161,6 +161,30 @@ func TestExampleWorkflowsRegularMode(t *testing.T) {
 		}
 	})
 
+	t.Run("claims carry a request id", func(t *testing.T) {
+		// The node sends "execution:node name:run index:item index" (issue
+		// B19), read from the real engine ($thisRunIndex), so a retry of
+		// the same claim gets its claim back.
+		ev := newEvent(t, "rid")
+		tg.deliver(t, 0, ev)
+		rec := lookupClaim(t, d.claimd, inlineSource, ev.ID)
+		status, body := d.claimd.Do(t, 0, http.MethodGet, "/v1/claims/"+rec.ClaimID, nil)
+		var full struct {
+			Deliveries []struct {
+				ExecutionID string `json:"execution_id"`
+				Detail      string `json:"detail"`
+			} `json:"deliveries"`
+		}
+		if err := json.Unmarshal(body, &full); status != http.StatusOK || err != nil || len(full.Deliveries) == 0 {
+			t.Fatalf("GET claim: status %d, %v, %.300s", status, err, body)
+		}
+		first := full.Deliveries[0]
+		if want := "request_id=" + first.ExecutionID + ":"; first.ExecutionID == "" ||
+			!strings.HasPrefix(first.Detail, want) || !strings.HasSuffix(first.Detail, ":0:0") {
+			t.Errorf("first claim's log entry: %+v, want detail %s<node name>:0:0", first, want)
+		}
+	})
+
 	t.Run("3 new event id", func(t *testing.T) {
 		first, second := newEvent(t, "new"), newEvent(t, "new")
 		for _, ev := range []event{first, second, first, second} {

@@ -31,6 +31,7 @@ type claimBody struct {
 	ObjectID      string         `json:"object_id" validate:"max=500"`
 	ObjectVersion *int64         `json:"object_version"`
 	ExecutionID   string         `json:"execution_id" validate:"max=200"`
+	RequestID     string         `json:"request_id" validate:"max=200"`
 }
 
 // request turns a decoded body into a ledger request: it derives the event
@@ -41,7 +42,8 @@ type claimBody struct {
 // key, so each is refused naming it.
 func (b claimBody) request(tenant, prefix string, p claim.Policy) (claim.Request, error) {
 	r := claim.Request{Tenant: tenant, Key: claim.Key{Source: b.Source, Action: b.Action},
-		EventType: b.EventType, ObjectID: b.ObjectID, ObjectVersion: b.ObjectVersion, ExecutionID: b.ExecutionID}
+		EventType: b.EventType, ObjectID: b.ObjectID, ObjectVersion: b.ObjectVersion, ExecutionID: b.ExecutionID,
+		RequestID: b.RequestID}
 	given := 0
 	for _, set := range []bool{b.EventID != "", b.KeyParts != nil, isSet(b.KeyFields)} {
 		if set {

@@ -37,13 +37,63 @@ func OpenAPI() []byte { return openAPI }
 // migrations applied. It returns a reason when not ready.
 type Readiness func(ctx context.Context) error
 
+// DatabaseReadiness is a Readiness that also returns what /readyz shows
+// about the database, ready or not (zero facts when it is unreachable).
+type DatabaseReadiness func(ctx context.Context) (DatabaseFacts, error)
+
+// DatabaseFacts is the database as the sidecar's sessions see it: the
+// settings of a fresh transaction on one of them. /readyz shows it under
+// "database".
+type DatabaseFacts struct {
+	// TransactionIsolation is the isolation the sidecar's statements run
+	// at; they are written for "read committed".
+	TransactionIsolation string `json:"transaction_isolation"`
+	// ReadOnly: a transaction cannot write (a standby, or
+	// default_transaction_read_only = on for the database or role).
+	ReadOnly bool `json:"read_only"`
+	// InRecovery: the server is a standby (pg_is_in_recovery()).
+	InRecovery bool `json:"in_recovery"`
+	// StatementTimeoutMS and LockTimeoutMS are the sessions'
+	// statement_timeout and lock_timeout in milliseconds; 0 is none.
+	StatementTimeoutMS int64 `json:"statement_timeout_ms"`
+	LockTimeoutMS      int64 `json:"lock_timeout_ms"`
+	// SynchronousCommit is the sessions' synchronous_commit.
+	SynchronousCommit string `json:"synchronous_commit"`
+	// SynchronousStandby: synchronous_standby_names is set.
+	SynchronousStandby bool `json:"synchronous_standby"`
+	// Durability is what an acknowledged claim survives; see the
+	// Durability constants.
+	Durability Durability `json:"durability"`
+}
+
+// Durability is what a claim acknowledged by the sidecar survives, as the
+// commit that stored it waited for.
+type Durability string
+
+// Durability values.
+const (
+	// DurabilityNone: synchronous_commit = off, the commit did not wait for
+	// the local WAL flush: a crash of the server can lose acknowledged
+	// claims, and their next delivery runs the effect again.
+	DurabilityNone Durability = "none"
+	// DurabilityLocal: the commit waited for the local WAL flush: it
+	// survives a crash of the server, not a failover to a standby.
+	DurabilityLocal Durability = "local"
+	// DurabilityStandby: the commit waited for a synchronous standby
+	// (synchronous_standby_names): it survives a failover to that standby.
+	DurabilityStandby Durability = "standby"
+)
+
 // Config holds the transport's dependencies and limits.
 type Config struct {
 	Ledger  *claim.Ledger
 	Keys    *auth.Keys
 	Metrics *metrics.Metrics
 	Ready   Readiness
-	Logger  zerolog.Logger
+	// ReadyDatabase, when set, is used by /readyz instead of Ready, and
+	// its facts are shown under "database".
+	ReadyDatabase DatabaseReadiness
+	Logger        zerolog.Logger
 	// BodyLimit is the largest accepted request body in bytes; default 4 MiB.
 	BodyLimit int
 	// MaxBatch is the largest accepted claim batch (items); default 1000.
@@ -161,15 +211,25 @@ func (s *Server) observe(c *fiber.Ctx) error {
 }
 
 func (s *Server) readyz(c *fiber.Ctx) error {
-	if s.cfg.Ready == nil {
-		return c.JSON(fiber.Map{"status": "ready"})
-	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
 	defer cancel()
-	if err := s.cfg.Ready(ctx); err != nil {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not_ready", "reason": err.Error()})
+	var err error
+	body := fiber.Map{"status": "ready"}
+	switch {
+	case s.cfg.ReadyDatabase != nil:
+		var facts DatabaseFacts
+		facts, err = s.cfg.ReadyDatabase(ctx)
+		if facts != (DatabaseFacts{}) {
+			body["database"] = facts
+		}
+	case s.cfg.Ready != nil:
+		err = s.cfg.Ready(ctx)
 	}
-	return c.JSON(fiber.Map{"status": "ready"})
+	if err != nil {
+		body["status"], body["reason"] = "not_ready", err.Error()
+		return c.Status(fiber.StatusServiceUnavailable).JSON(body)
+	}
+	return c.JSON(body)
 }
 
 func (s *Server) limitAPIBody(c *fiber.Ctx) error {

@@ -64,7 +64,8 @@ type Options struct {
 	// ingest-only replica: it stores and enqueues, others dispatch.
 	Dispatch bool
 	// HTTPClient posts to targets; default a client without a global timeout
-	// (each source's forward timeout applies per request).
+	// (each source's forward timeout applies per request). Its
+	// CheckRedirect is replaced: the dispatcher never follows redirects.
 	HTTPClient *http.Client
 	// Jitter returns a uniform number in [0, 1) for the backoff; default math/rand/v2.
 	Jitter func() float64
@@ -79,9 +80,14 @@ func New(o Options) (*Inbox, error) {
 	if in.obs == nil {
 		in.obs = nopObserver{}
 	}
-	if in.client == nil {
-		in.client = &http.Client{}
+	// The dispatcher never follows a redirect (see Work): a 3xx is the
+	// answer of the attempt. A copy, so the caller's client keeps its own.
+	hc := http.Client{}
+	if o.HTTPClient != nil {
+		hc = *o.HTTPClient
 	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	in.client = &hc
 	if in.jitter == nil {
 		in.jitter = rand.Float64
 	}
@@ -125,10 +131,33 @@ func New(o Options) (*Inbox, error) {
 	return in, nil
 }
 
-// Start runs the dispatch workers (no-op for an ingest-only inbox).
+// Start runs the dispatch workers (no-op for an ingest-only inbox). Pending
+// events of a source the configuration no longer names get a dispatch queue
+// too, so they are seen and wait visibly (see Work) instead of sitting
+// unnoticed in a queue nobody works.
 func (in *Inbox) Start(ctx context.Context) error {
 	if !in.dispatching {
 		return nil
+	}
+	rows, err := in.pool.Query(ctx, `SELECT DISTINCT source FROM inbox_events WHERE dispatch_state = 'pending'`)
+	if err != nil {
+		return fmt.Errorf("read pending dispatches: %w", err)
+	}
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read pending dispatches: %w", err)
+	}
+	cfg := in.cfg.Load()
+	for _, name := range pending {
+		if cfg.Sources[name] != nil {
+			continue
+		}
+		err := in.river.Queues().Add(queueName(name), river.QueueConfig{MaxWorkers: 1})
+		var dup *river.QueueAlreadyAddedError
+		if err != nil && !errors.As(err, &dup) {
+			return fmt.Errorf("source %q: add dispatch queue: %w", name, err)
+		}
+		in.log.Warn().Str("source", name).Msg("pending dispatches of a source the sources file does not configure: they wait until it is configured again")
 	}
 	return in.river.Start(ctx)
 }
@@ -141,9 +170,15 @@ func (in *Inbox) Stop(ctx context.Context) error {
 	return in.river.Stop(ctx)
 }
 
-// Reload swaps the source configuration. New sources get their dispatch
-// queue; a changed concurrency of an existing source applies after restart.
-func (in *Inbox) Reload(cfg Config) error {
+// Reload swaps the source configuration, whole or not at all: on error the
+// running configuration is kept. New sources get their dispatch queue; a
+// changed concurrency of an existing source applies after restart. A
+// source the new configuration no longer names keeps its stored events:
+// their dispatches wait (see Work) and are never dead-lettered for it. The
+// waiting dispatches of a source that is configured again are made due at
+// once (errors doing so are logged; they resume at their next check
+// anyway, at most SourceWaitCap later).
+func (in *Inbox) Reload(ctx context.Context, cfg Config) error {
 	if cfg.Sources == nil {
 		cfg.Sources = map[string]*Source{}
 	}
@@ -156,8 +191,75 @@ func (in *Inbox) Reload(cfg Config) error {
 			}
 		}
 	}
-	in.cfg.Store(&cfg)
+	old := in.cfg.Swap(&cfg)
+	if !in.dispatching {
+		return nil
+	}
+	for name := range cfg.Sources {
+		if old != nil && old.Sources[name] != nil {
+			continue
+		}
+		n, err := in.resumeWaiting(ctx, name)
+		switch {
+		case err != nil:
+			in.log.Warn().Err(err).Str("source", name).Msg("waiting dispatches not resumed at once; they resume at their next check")
+		case n > 0:
+			in.log.Info().Str("source", name).Int("dispatches", n).Msg("source configured again: its waiting dispatches resume")
+		}
+	}
 	return nil
+}
+
+// SourceWaitCap bounds the delay between two checks of a dispatch whose
+// source is not configured.
+const SourceWaitCap = time.Minute
+
+// waitingReason is last_dispatch_error (and the delivery-log detail) of a
+// dispatch waiting for its source.
+func waitingReason(source string) string {
+	return fmt.Sprintf("source %q is not configured; waiting (the dispatch resumes when the sources file configures it again)", source)
+}
+
+// resumeWaiting makes the dispatch jobs waiting for source (see Work) due
+// now and returns how many it woke. Other scheduled jobs of the source (a
+// target's Retry-After) keep their time.
+func (in *Inbox) resumeWaiting(ctx context.Context, source string) (int, error) {
+	rows, err := in.pool.Query(ctx, `SELECT claim_id::text FROM inbox_events
+		WHERE source = $1 AND dispatch_state = 'pending' AND last_dispatch_error = $2`, source, waitingReason(source))
+	if err != nil {
+		return 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	waiting := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		waiting[id] = true
+	}
+	n := 0
+	params := river.NewJobListParams().Kinds(DispatchArgs{}.Kind()).Queues(queueName(source)).
+		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).First(1000)
+	for {
+		res, err := in.river.JobList(ctx, params)
+		if err != nil {
+			return n, err
+		}
+		for _, j := range res.Jobs {
+			var a DispatchArgs
+			if json.Unmarshal(j.EncodedArgs, &a) != nil || a.Source != source || !waiting[a.ClaimID] {
+				continue
+			}
+			if _, err := in.river.JobRetry(ctx, j.ID); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if len(res.Jobs) < 1000 {
+			return n, nil
+		}
+		params = params.After(res.LastCursor)
+	}
 }
 
 // riverQueueName is what River accepts as a queue name (besides at most 64
@@ -244,6 +346,21 @@ type stored struct {
 // with backoff, or after Retry-After when the target sent one; any other
 // status → dead letter at once; attempt cap → dead letter naming the last
 // answer. Every retry and dead letter is a delivery-log row with its reason.
+//
+// Redirects are never followed: the event is posted to forward.url and
+// nowhere else. Following one would turn the POST into a GET without the
+// event (301/302/303: a 2xx there would count as delivered, the event
+// lost) and would carry forward.headers to whatever Location names. A 3xx
+// is the attempt's answer, judged by forward.retry_statuses like any
+// other (not in the defaults: dead letter at once), with a reason naming
+// the status and the Location (userinfo, query and fragment removed) and
+// saying to fix forward.url.
+//
+// A source the configuration does not name (removed from the sources
+// file, or not yet back) is no reason to give up on its events: the
+// dispatch waits, retried with backoff up to SourceWaitCap without using
+// an attempt, visible as last_dispatch_error and one dispatch_failed
+// delivery-log row, and resumes when the source is configured again.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	in := w.in
 	var st stored
@@ -264,11 +381,18 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	_ = json.Unmarshal(hdr, &st.headers)
 	src := in.Source(job.Args.Source)
 	if src == nil {
-		return in.deadLetter(ctx, job.Args, st, 0, "source is no longer configured")
+		return in.waitForSource(ctx, job, st)
 	}
 	attempt := st.attempts + 1
-	status, retryAfter, derr := in.post(ctx, src, job.Args, st, attempt)
+	ans, derr := in.post(ctx, src, job.Args, st, attempt)
+	status, retryAfter := ans.status, ans.retryAfter
 	switch {
+	case derr == nil && status >= 300 && status < 400:
+		reason := redirectReason(src.Forward.URL, status, ans.location)
+		if !src.Forward.RetryStatuses.Has(status) {
+			return in.deadLetter(ctx, job.Args, st, status, reason)
+		}
+		derr = errors.New(reason + " (retryable for this source: in forward.retry_statuses)")
 	case derr == nil && status >= 200 && status < 300:
 		// With require_claim, a 2xx counts only once the workflow has
 		// claimed the event: n8n answers 200 "n8n is starting up" while it
@@ -297,6 +421,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 	reason := fmt.Sprintf("target answered HTTP %d (retryable for this source)", status)
 	switch {
+	case derr != nil && status >= 300 && status < 400: // a redirect listed in forward.retry_statuses
+		reason = derr.Error()
 	case derr != nil && status != 0: // a 2xx the workflow did not claim
 		reason = "target answered " + derr.Error() + "; for a target that does not claim, set forward.require_claim: false"
 	case derr != nil:
@@ -322,6 +448,30 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	return errors.New(reason)
 }
 
+// waitForSource records that the dispatch waits for its source to be
+// configured again and checks again later. The record and the delivery
+// log change only when the wait begins (not on every check), and no
+// attempt is used: nothing was sent.
+func (in *Inbox) waitForSource(ctx context.Context, job *river.Job[DispatchArgs], st stored) error {
+	reason := waitingReason(job.Args.Source)
+	tag, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET last_dispatch_error = $2
+		WHERE claim_id = $1 AND dispatch_state = 'pending' AND last_dispatch_error IS DISTINCT FROM $2 RETURNING claim_id)
+		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+		SELECT claim_id, 'dispatch_failed', $3, $2 FROM e`, job.Args.ClaimID, reason, st.attempts)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() > 0 {
+		in.log.Warn().Str("source", job.Args.Source).Str("claim_id", job.Args.ClaimID).Msg("dispatch waits: its source is not configured")
+	}
+	in.obs.Dispatched(job.Args.Source, "waiting", 0)
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &meta)
+	return river.JobSnooze(backoff(DefaultDispatchBase, SourceWaitCap, meta.Snoozes+1, in.jitter()))
+}
+
 func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, st stored, status int, reason string) error {
 	_, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered', dispatch_attempts = dispatch_attempts + 1,
 		last_dispatch_status = NULLIF($2, 0), last_dispatch_error = $3 WHERE claim_id = $1 RETURNING claim_id, dispatch_attempts)
@@ -335,10 +485,19 @@ func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, st stored, stat
 	return river.JobCancel(errors.New(reason))
 }
 
-// post sends one dispatch attempt. It returns the status, the Retry-After
-// delay when the target asked for one (seconds or HTTP date, RFC 9110
-// §10.2.3), and a transport error.
-func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st stored, attempt int) (int, time.Duration, error) {
+// answer is what the target answered one dispatch attempt.
+type answer struct {
+	status int
+	// retryAfter is the delay the target asked for (Retry-After), or 0.
+	retryAfter time.Duration
+	// location is the Location header as sent (a redirect's target).
+	location string
+}
+
+// post sends one dispatch attempt, never following a redirect. It returns
+// the answer (the Retry-After delay parsed as seconds or HTTP date, RFC
+// 9110 §10.2.3) or a transport error.
+func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st stored, attempt int) (answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, src.Forward.Timeout)
 	defer cancel()
 	body := st.body
@@ -349,7 +508,7 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.Forward.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, err
+		return answer{}, err
 	}
 	for k, v := range st.headers {
 		req.Header.Set(k, v)
@@ -378,11 +537,53 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
 	resp, err := in.client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), nil
+	return answer{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		location: resp.Header.Get("Location")}, nil
+}
+
+// maxLocationLen bounds the redirect target quoted in a reason, in bytes.
+const maxLocationLen = 300
+
+// redirectReason describes a 3xx answer to forward.url: the status, where
+// it points (resolved against forward.url; userinfo, query and fragment
+// removed, as they may carry a token; "another origin" when scheme, host
+// or port differ) and what to do.
+func redirectReason(forwardURL string, status int, location string) string {
+	where := "without a Location"
+	if location != "" {
+		where = "to an unparsable Location"
+		base, berr := url.Parse(forwardURL)
+		loc, lerr := url.Parse(location)
+		if berr == nil && lerr == nil {
+			u := base.ResolveReference(loc)
+			u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+			where = "to " + truncate(u.String(), maxLocationLen)
+			if !sameOrigin(base, u) {
+				where += " (another origin)"
+			}
+		}
+	}
+	return fmt.Sprintf("target answered HTTP %d redirect %s — fix forward.url: redirects are not followed "+
+		"(a redirected POST can arrive as a GET without the event, and forward.headers never leave forward.url's origin)", status, where)
+}
+
+// sameOrigin reports whether a and b share scheme, host and port (RFC
+// 6454), default ports made explicit.
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 // isJSONType reports whether a media type is JSON (application/json or

@@ -140,7 +140,9 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 		reqs[i] = r
 	}
 	receipts := make([]Receipt, len(events))
-	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
+	// READ COMMITTED, set explicitly, and run again on a serialization
+	// failure or deadlock (claim.RunTx): every receipt is rewritten per run.
+	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		for _, i := range order {
 			payload, ct := body, contentType
 			if events[i].Payload != nil {
@@ -525,7 +527,7 @@ func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, err
 	if src == nil {
 		return InboxEvent{}, &apperr.Error{Code: apperr.InvalidState, Message: fmt.Sprintf("source %q is no longer configured", cur.Source)}
 	}
-	err = pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
+	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		// cur is the caller's tenant's record (Get above), so id is in scope.
 		rearmed, err := in.rearm(ctx, tx, id, src, "operator replay")
 		if err == nil && !rearmed {

@@ -7,13 +7,17 @@ package ingest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -49,7 +53,8 @@ import (
 //	      require_claim: true        # a 2xx counts once the workflow claimed the event
 //	      retry_statuses: [404, 408, 409, 425, 429, "500-599"]  # the default; any other non-2xx dead-letters at once
 //	    lease_policy: reclaim        # claim-ledger policy of this source
-//	    retention_days: 30
+//	    retention_days: 30           # payload retention
+//	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
 //
 // A source without provider is a claim-only source (policies, no ingest).
 type File struct {
@@ -83,7 +88,12 @@ type SourceSpec struct {
 	MaxAttempts        int    `yaml:"max_attempts"`
 	BackoffBaseSeconds int    `yaml:"backoff_base_seconds"`
 	BackoffCapSeconds  int    `yaml:"backoff_cap_seconds"`
-	RetentionDays      int    `yaml:"retention_days"`
+	// RetentionDays is the payload retention, KeyRetentionDays the key
+	// retention (claim.Policy.Retention and KeyRetention): days after a
+	// terminal record's last change until its payload, then its key, is
+	// purged. Unset: 30, and 400 days or the payload retention if longer.
+	RetentionDays    int `yaml:"retention_days"`
+	KeyRetentionDays int `yaml:"key_retention_days"`
 }
 
 // ForwardSpec is where and how stored events are dispatched.
@@ -168,6 +178,9 @@ type Forward struct {
 type Config struct {
 	Sources  map[string]*Source
 	Policies map[string]claim.Policy
+	// Digest is the hex SHA-256 of the file's bytes as parsed: a reload
+	// compares it to tell a changed file from a rewrite of the same bytes.
+	Digest string
 }
 
 var sourceNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,99}$`)
@@ -183,14 +196,44 @@ func ReadFile(path string, getenv func(string) string) (Config, error) {
 }
 
 // Parse parses and validates a sources file. Errors name the source and field.
+//
+// A file is a configuration only when it says so, because a file being
+// rewritten in place (truncated, then written) is read part way too:
+//   - an empty file (no YAML document: zero bytes, only blanks or
+//     comments), a document without a `sources` key and `sources:` with no
+//     value are refused; a configuration without any source is written
+//     `sources: {}`;
+//   - a key with nothing after it (`lease_policy:`, `payments:`) is refused
+//     anywhere in the file: it is how a file cut short ends, and would
+//     otherwise give a default silently. Leave the key out, write `{}` for
+//     a claim-only source with the default policy, or null where null is
+//     documented;
+//   - a source without provider (claim-only) that sets an ingest setting
+//     (tenant, secrets, forward…) is refused: it is either a file cut
+//     before the provider line or a mistake.
 func Parse(b []byte, getenv func(string) string) (Config, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(&f); errors.Is(err, io.EOF) {
+		return Config{}, errors.New("sources file is empty (no YAML document; a file being written looks like this too): " +
+			"a configuration without sources is written `sources: {}`")
+	} else if err != nil {
 		return Config{}, fmt.Errorf("sources file: %w", err)
 	}
-	cfg := Config{Sources: map[string]*Source{}, Policies: map[string]claim.Policy{}}
+	if f.Sources == nil {
+		return Config{}, errors.New("sources file has no `sources:` mapping (missing, or without a value, as in a file cut short): " +
+			"a configuration without sources is written `sources: {}`")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return Config{}, fmt.Errorf("sources file: %w", err)
+	}
+	if err := checkNoEmptyValues(&root, ""); err != nil {
+		return Config{}, err
+	}
+	sum := sha256.Sum256(b)
+	cfg := Config{Sources: map[string]*Source{}, Policies: map[string]claim.Policy{}, Digest: hex.EncodeToString(sum[:])}
 	names := make([]string, 0, len(f.Sources))
 	for n := range f.Sources {
 		names = append(names, n)
@@ -199,8 +242,16 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 	queues := map[string]string{}
 	for _, name := range names {
 		spec := f.Sources[name]
+		if lp := claim.LeasePolicy(spec.LeasePolicy); lp != "" && lp != claim.Reclaim && lp != claim.Review {
+			return Config{}, fmt.Errorf("source %q: lease_policy must be %q or %q, got %q", name, claim.Reclaim, claim.Review, lp)
+		}
 		cfg.Policies[name] = spec.policy()
 		if spec.Provider == "" {
+			if set := spec.ingestSettings(); len(set) > 0 {
+				return Config{}, fmt.Errorf("source %q: %s set without provider: a claim-only source takes only claim settings "+
+					"(lease_policy, lease_seconds, max_lease_seconds, max_attempts, backoff_base_seconds, backoff_cap_seconds, "+
+					"retention_days, volatile_fields); add the provider, or remove them", name, strings.Join(set, ", "))
+			}
 			continue
 		}
 		src, err := spec.build(name, getenv)
@@ -220,6 +271,58 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
+// checkNoEmptyValues refuses a mapping key with nothing after it (an
+// implicit null: `key:` and no value), naming it and its line.
+func checkNoEmptyValues(n *yaml.Node, path string) error {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := path
+			if n.Kind == yaml.SequenceNode {
+				p = fmt.Sprintf("%s[%d]", path, i)
+			}
+			if err := checkNoEmptyValues(c, p); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" && v.Value == "" && v.Style == 0 {
+				return fmt.Errorf("sources file line %d: %s has no value (a file cut short ends like this): "+
+					"leave the key out, or give it a value (`{}` for a claim-only source with the default policy)", k.Line, p)
+			}
+			if err := checkNoEmptyValues(v, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ingestSettings lists the ingest settings s sets, in file order.
+func (s SourceSpec) ingestSettings() []string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"tenant", s.Tenant != ""}, {"secrets", s.Secrets != nil}, {"tolerance_seconds", s.ToleranceSeconds != 0},
+		{"allowed_event_types", s.AllowedEventTypes != nil}, {"max_body_bytes", s.MaxBodyBytes != 0},
+		{"unauthenticated_status", s.UnauthenticatedStatus != 0}, {"options", s.Options != nil},
+		{"dedupe_scope", s.DedupeScope != ""}, {"key", s.Key != nil}, {"forward", !reflect.ValueOf(s.Forward).IsZero()},
+	} {
+		if f.set {
+			set = append(set, f.name)
+		}
+	}
+	return set
+}
+
 func (s SourceSpec) policy() claim.Policy {
 	return claim.Policy{
 		LeasePolicy:  claim.LeasePolicy(s.LeasePolicy),
@@ -229,6 +332,7 @@ func (s SourceSpec) policy() claim.Policy {
 		BackoffBase:  time.Duration(s.BackoffBaseSeconds) * time.Second,
 		BackoffCap:   time.Duration(s.BackoffCapSeconds) * time.Second,
 		Retention:    time.Duration(s.RetentionDays) * 24 * time.Hour,
+		KeyRetention: time.Duration(s.KeyRetentionDays) * 24 * time.Hour,
 		// The same volatile rule on every attempt: claims of this source
 		// leave these fields out of their payload hash too.
 		VolatileFields: s.VolatileFields,

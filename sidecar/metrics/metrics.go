@@ -26,6 +26,8 @@ type Metrics struct {
 	ingest          *prometheus.CounterVec
 	dispatch        *prometheus.CounterVec
 	dispatchLatency prometheus.Histogram
+	reloads         *prometheus.CounterVec
+	reloadOK        prometheus.Gauge
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -62,13 +64,25 @@ func New(stats StatsFunc) *Metrics {
 		Help: "Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).",
 	}, []string{"source", "result"})
 	m.dispatch = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "claimd_dispatch_total", Help: "Dispatch attempts to targets by source and result (dispatched, retry, dead_lettered).",
+		Name: "claimd_dispatch_total",
+		Help: "Dispatch attempts to targets by source and result (dispatched, retry, dead_lettered), and checks of dispatches waiting for their source to be configured again (waiting).",
 	}, []string{"source", "result"})
 	m.dispatchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "claimd_dispatch_latency_seconds", Help: "Time from receipt to successful dispatch, in seconds.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800},
 	})
-	m.Registry.MustRegister(m.ingest, m.dispatch, m.dispatchLatency)
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_sources_reloads_total",
+		Help: "Reloads of the sources file by result: applied, or refused (empty, cut short, unreadable or invalid; the running configuration was kept).",
+	}, []string{"result"})
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "claimd_sources_file_applied",
+		Help: "0 while the sources file on disk was refused (the running configuration is an earlier one), else 1.",
+	})
+	m.reloads.WithLabelValues("applied")
+	m.reloads.WithLabelValues("refused")
+	m.reloadOK.Set(1)
+	m.Registry.MustRegister(m.ingest, m.dispatch, m.dispatchLatency, m.reloads, m.reloadOK)
 	for _, o := range claim.Outcomes {
 		m.claims.WithLabelValues(string(o))
 	}
@@ -161,3 +175,19 @@ func (m *Metrics) Dispatched(source, result string, sinceReceipt time.Duration) 
 		m.dispatchLatency.Observe(sinceReceipt.Seconds())
 	}
 }
+
+// SourcesReloaded counts one reload of the sources file: applied, or
+// refused with the running configuration kept.
+func (m *Metrics) SourcesReloaded(applied bool) {
+	if applied {
+		m.reloads.WithLabelValues("applied").Inc()
+		m.reloadOK.Set(1)
+		return
+	}
+	m.reloads.WithLabelValues("refused").Inc()
+	m.reloadOK.Set(0)
+}
+
+// SourcesFileCurrent records that the sources file on disk is the running
+// configuration again (a refused file was put back as it was).
+func (m *Metrics) SourcesFileCurrent() { m.reloadOK.Set(1) }

@@ -37,6 +37,16 @@
 // (p99 acknowledgement under 50 ms at moderate load) and whether the run
 // met it; it never changes the exit status.
 //
+// Then the retention section, with -retention-keys N (alone with
+// -retention-only, which needs neither claimd nor pgbench): in a scratch
+// database of its own, N kept keys (payload purged) and -retention-due
+// records due for each purge, written with generate_series; it prints the
+// bytes a kept key costs per table and index, then times the ledger's
+// Purge statement by statement, and an idle Purge with its plans (see
+// retention.go). The figure:
+//
+//	go run ./sidecar/cmd/claimbench -retention-only -retention-keys 10000000
+//
 // The sidecar runs with default settings plus any CLAIMD_* variables of
 // the environment (their names are printed). Its pool size comes from the
 // URL as in production (e.g. DATABASE_URL=…?pool_max_conns=32); pgx-only
@@ -78,6 +88,12 @@ type settings struct {
 	claimd      string
 	keepDB      bool
 	showScript  bool
+	// The retention section (retention.go).
+	retentionKeys int
+	retentionDue  int
+	retentionBody int
+	retentionOnly bool
+	purgeBatch    int
 }
 
 func main() {
@@ -104,6 +120,11 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.claimd, "claimd", "", "prebuilt claimd binary (default: go build ./sidecar/cmd/claimd)")
 	fs.BoolVar(&s.keepDB, "keep-db", false, "keep the benchmark database instead of dropping it")
 	fs.BoolVar(&s.showScript, "show-script", false, "print the generated pgbench script of a single claim")
+	fs.IntVar(&s.retentionKeys, "retention-keys", 0, "run the retention section with this many kept keys (0: skip; the issue's figure: 10000000)")
+	fs.IntVar(&s.retentionDue, "retention-due", 100_000, "retention section: records due for the payload purge, and as many past the key retention")
+	fs.IntVar(&s.retentionBody, "retention-body-bytes", 1024, "retention section: inbox body size of the records due for the payload purge")
+	fs.BoolVar(&s.retentionOnly, "retention-only", false, "run only the retention section (needs neither claimd nor pgbench)")
+	fs.IntVar(&s.purgeBatch, "purge-batch", 1000, "retention section: rows per purge statement (CLAIMD_PURGE_BATCH)")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -123,7 +144,7 @@ func parseFlags(args []string) (settings, error) {
 	if s.forwardConc < 0 || s.forwardConc > 1000 {
 		return s, errors.New("-forward-concurrency must be between 0 and 1000")
 	}
-	return s, nil
+	return s, checkRetentionFlags(s)
 }
 
 // parseCounts parses a comma-separated list of positive integers.
@@ -150,6 +171,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if serverURL == "" {
 		return errors.New("set DATABASE_URL or TEST_DATABASE_URL (a postgres:// URL; the benchmark creates and drops its own database on that server)")
+	}
+	if s.retentionOnly {
+		return runRetention(ctx, os.Stdout, serverURL, s)
 	}
 	if _, err := exec.LookPath("pgbench"); err != nil {
 		return errors.New("pgbench not found on PATH (it ships with the PostgreSQL client tools, e.g. the postgresql-client package)")
@@ -206,6 +230,11 @@ func run(ctx context.Context, args []string) error {
 	if s.ingest {
 		sc.stop() // the ingest section measures a claimd of its own
 		if err := b.runIngest(ctx, os.Stdout, sc.bin, db.url); err != nil {
+			return err
+		}
+	}
+	if s.retentionKeys > 0 {
+		if err := runRetention(ctx, os.Stdout, serverURL, s); err != nil {
 			return err
 		}
 	}

@@ -177,6 +177,7 @@ func captureClaimStatement(ctx context.Context, dbURL string) (*statement, error
 	if err != nil {
 		return nil, err
 	}
+	claim.ConfigurePool(pc) // the isolation the claim statement is written for, as claimd sets it
 	tr := &captureTracer{}
 	pc.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, pc)

@@ -3,7 +3,8 @@
 //	claimd [serve] [flags]     run the HTTP API (default)
 //	claimd migrate             apply pending migrations and exit
 //	claimd keys create TENANT [NAME] | keys revoke ID_OR_PREFIX | keys list
-//	claimd purge               run the retention purge once and exit
+//	claimd purge               run the retention purge once and exit (payloads past
+//	                           retention_days, records past key_retention_days)
 //	claimd healthcheck [URL]   exit 0 when GET URL (default http://CLAIMD_ADDR/readyz) answers 200
 //	claimd help                print the settings table
 //
@@ -13,6 +14,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +23,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -103,8 +108,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		n, err := l.Purge(ctx, cfg.PurgeBatch)
-		log.Info().Int("deleted", n).Msg("retention purge")
+		res, err := l.Purge(ctx, cfg.PurgeBatch)
+		logPurge(log.Info(), res).Msg("retention purge")
 		return err
 	default:
 		return keysCommand(ctx, cfg, rest, stdout)
@@ -269,6 +274,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	m.logSession(ctx)
 	var ledger *claim.Ledger
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
 	ledger, err = claim.New(pool, claim.Config{Policies: m.Config.Policies, Observer: met})
@@ -280,6 +286,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if m.Config.Dispatch {
+		if err := m.waitWritable(ctx); err != nil {
+			return err
+		}
+	}
 	// Not ctx: River treats a cancelled start context as a hard stop that
 	// cancels running dispatches; Stop below drains them instead.
 	if err := inbox.Start(context.WithoutCancel(ctx)); err != nil {
@@ -288,7 +299,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = httpapi.New(httpapi.Config{
 		Ledger: ledger, Keys: auth.NewKeys(pool, m.Config.APIKeys, m.Config.KeyCacheTTL), Metrics: met,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
-		RequestTimeout: m.Config.RequestTimeout, Ready: m.ready, Inbox: inbox,
+		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox,
 	})
 	app := m.server.App()
 	ln, err := listen(m.Config.Addr)
@@ -309,7 +320,7 @@ func (m *Main) Run(ctx context.Context) error {
 	maintDone := make(chan struct{})
 	mctx, stopMaint := context.WithCancel(ctx)
 	go func() { defer close(maintDone); m.maintain(mctx, ledger) }()
-	go m.watchSources(mctx, hup, ledger, inbox)
+	go m.watchSources(mctx, hup, ledger, inbox, met)
 
 	select {
 	case err := <-serveErr:
@@ -356,18 +367,32 @@ func (m *Main) migrateWithRetry(ctx context.Context) error {
 	}
 }
 
-func (m *Main) ready(ctx context.Context) error {
-	if err := m.pool.Ping(ctx); err != nil {
-		return errors.New("database unreachable")
+// ready is /readyz: "ready" means "can write". One read of a session's
+// settings (which is also the ping, see readSession) and the migration
+// version. A setting claimd cannot work with makes it not ready, with a
+// reason naming it; unless the server is a standby (its promotion makes
+// the same sessions writable) the pool's sessions are then renewed, since
+// a session keeps the defaults it started with and a fix made with ALTER
+// DATABASE … SET reaches new sessions only.
+func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
+	facts, err := readSession(ctx, m.pool)
+	if err != nil {
+		return httpapi.DatabaseFacts{}, errors.New("database unreachable")
+	}
+	if ps := sessionProblems(facts); len(ps) > 0 {
+		if !facts.InRecovery {
+			m.pool.Reset()
+		}
+		return facts, errors.New(strings.Join(ps, "; "))
 	}
 	pending, err := migrate.Pending(ctx, m.pool)
 	if err != nil {
-		return errors.New("cannot read the migration version")
+		return facts, errors.New("cannot read the migration version")
 	}
 	if pending {
-		return errors.New("migrations pending")
+		return facts, errors.New("migrations pending")
 	}
-	return nil
+	return facts, nil
 }
 
 // maintain runs the lease sweep and the retention purge periodically.
@@ -388,61 +413,205 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 		} else if n > 0 {
 			m.Log.Info().Int("moved_to_unknown", n).Msg("lease sweep")
 		}
-		if n, err := l.Purge(ctx, m.Config.PurgeBatch); err != nil {
-			m.Log.Warn().Err(err).Msg("retention purge failed")
-		} else if n > 0 {
-			m.Log.Info().Int("deleted", n).Msg("retention purge")
+		if res, err := l.Purge(ctx, m.Config.PurgeBatch); err != nil {
+			logPurge(m.Log.Warn().Err(err), res).Msg("retention purge failed")
+		} else if res != (claim.PurgeResult{}) {
+			logPurge(m.Log.Info(), res).Msg("retention purge")
 		}
 	}
 }
 
-// watchSources reloads the sources file on SIGHUP and when its
-// modification time changes (checked every ReloadInterval). A file that
-// fails to parse is logged and the running configuration kept.
-func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox) {
-	path := m.Config.SourcesFile
-	if path == "" {
+// logPurge adds what a retention purge removed to e: deleted (records
+// past their key retention), payloads_purged (records past their payload
+// retention: key kept, payload and delivery log removed) and
+// conflicts_purged (late conflict bodies).
+func logPurge(e *zerolog.Event, res claim.PurgeResult) *zerolog.Event {
+	return e.Int("deleted", res.KeysDeleted).Int("payloads_purged", res.PayloadsPurged).Int("conflicts_purged", res.ConflictsPurged)
+}
+
+// watchSources keeps the running source configuration in step with the
+// sources file until ctx ends; see sourcesWatcher for the rules.
+func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox, met *metrics.Metrics) {
+	if m.Config.SourcesFile == "" {
 		return // SIGHUP is still taken (and ignored), never fatal
 	}
+	w := &sourcesWatcher{path: m.Config.SourcesFile, log: m.Log, env: m.Config.Policies, ledger: l, inbox: in,
+		met: met, running: m.Config.Ingest}
 	var tick <-chan time.Time
 	if m.Config.ReloadInterval > 0 {
 		t := time.NewTicker(m.Config.ReloadInterval)
 		defer t.Stop()
 		tick = t.C
 	}
-	modTime := func() time.Time {
-		if fi, err := os.Stat(path); err == nil {
-			return fi.ModTime()
-		}
-		return time.Time{}
-	}
-	last := modTime()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			w.reload(ctx, "SIGHUP")
 		case <-tick:
-			if mt := modTime(); mt.Equal(last) {
-				continue
-			} else {
-				last = mt
-			}
+			w.poll(ctx)
 		}
-		cfg, err := ingest.ReadFile(path, os.Getenv)
-		if err == nil {
-			ps := m.Config.Policies
-			ps.BySource = cfg.Policies
-			if err = l.SetPolicies(ps); err == nil {
-				err = in.Reload(cfg)
-			}
-		}
-		if err != nil {
-			m.Log.Error().Err(err).Msg("sources file not reloaded; keeping the running configuration")
-			continue
-		}
-		m.Log.Info().Int("ingest_sources", len(cfg.Sources)).Msg("sources file reloaded")
 	}
+}
+
+// sourcesWatcher applies the sources file whole or not at all.
+//
+//   - SIGHUP reads the file and applies it at once.
+//   - The poll (every ReloadInterval) reads the file's bytes and compares
+//     their SHA-256 with the running configuration's, so a change is seen
+//     even when the modification time did not move. A changed file is acted
+//     on only once two consecutive polls read the same bytes, so a file
+//     rewritten in place (truncated, then written) is never applied half
+//     way when its writer finishes within one interval. A change that
+//     removes a source waits longer: removalPolls consecutive polls (30 s
+//     at the default interval), since a file cut short where the part
+//     written is itself valid looks exactly like a removal.
+//   - A file that cannot be read, is empty, has no `sources:` mapping, does
+//     not parse or does not validate (sources, claim policies, dispatch
+//     queues) is refused: logged once per content as an error, counted in
+//     claimd_sources_reloads_total{result="refused"}, and the running
+//     configuration stays, ingest sources and claim policies alike. Zero
+//     sources is a configuration only when written `sources: {}`.
+//
+// A source left out on purpose is applied and named in a warning: its
+// pending dispatches wait until it is configured again (never
+// dead-lettered for it), its records keep the lease policy, attempt cap and
+// backoff they were created under, and its new claims take the default
+// policy. A writer stalling longer than that at a valid cut cannot be told
+// from an edit: write the file atomically (a new file renamed over it).
+type sourcesWatcher struct {
+	path   string
+	log    zerolog.Logger
+	env    claim.Policies // the default policy from the environment
+	ledger *claim.Ledger
+	inbox  *ingest.Inbox
+	met    *metrics.Metrics
+	// running is the applied configuration.
+	running ingest.Config
+	// seen is the digest the last poll read and did not apply; polls is
+	// how many consecutive polls read it.
+	seen  string
+	polls int
+	// refused is the digest of the content refused last ("" when the
+	// running configuration is the file's), so a refusal is logged once.
+	refused string
+}
+
+// removalPolls is how many consecutive polls must read the same bytes
+// before a change that removes a source is applied.
+const removalPolls = 6
+
+// read returns the file's bytes and a digest of what was read: the
+// SHA-256 of the bytes, or the read error.
+func (w *sourcesWatcher) read() ([]byte, string, error) {
+	b, err := os.ReadFile(w.path)
+	if err != nil {
+		return nil, "unreadable: " + err.Error(), fmt.Errorf("sources file: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return b, hex.EncodeToString(sum[:]), nil
+}
+
+func (w *sourcesWatcher) poll(ctx context.Context) {
+	b, digest, err := w.read()
+	switch {
+	case digest == w.running.Digest:
+		w.seen, w.polls = "", 0
+		if w.refused != "" {
+			w.refused = ""
+			w.met.SourcesFileCurrent()
+			w.log.Info().Msg("sources file is the running configuration again")
+		}
+		return
+	case digest != w.seen:
+		w.seen, w.polls = digest, 1 // changed since the last poll: maybe still being written
+		return
+	case digest == w.refused:
+		return
+	}
+	w.polls++
+	cfg, err := w.parse(b, err)
+	if err == nil {
+		if removed := w.removed(cfg); len(removed) > 0 && w.polls < removalPolls {
+			if w.polls == 2 {
+				w.log.Warn().Strs("removed_sources", removed).Int("after_polls", removalPolls).
+					Msg("sources file removes sources: applied once it has read the same on consecutive polls (or at once on SIGHUP)")
+			}
+			return
+		}
+	}
+	w.apply(ctx, cfg, digest, err, "poll")
+}
+
+func (w *sourcesWatcher) reload(ctx context.Context, trigger string) {
+	b, digest, err := w.read()
+	cfg, err := w.parse(b, err)
+	w.apply(ctx, cfg, digest, err, trigger)
+}
+
+func (w *sourcesWatcher) parse(b []byte, readErr error) (ingest.Config, error) {
+	if readErr != nil {
+		return ingest.Config{}, readErr
+	}
+	return ingest.Parse(b, os.Getenv)
+}
+
+// removed lists the sources of the running configuration that cfg does
+// not name, sorted.
+func (w *sourcesWatcher) removed(cfg ingest.Config) []string {
+	var out []string
+	for name := range w.running.Policies {
+		if _, kept := cfg.Policies[name]; !kept {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// apply installs cfg, or refuses it when err (reading or parsing) is set
+// or it does not install.
+func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest string, err error, trigger string) {
+	if err == nil {
+		err = w.install(ctx, cfg)
+	}
+	if err != nil {
+		w.refused = digest
+		w.met.SourcesReloaded(false)
+		w.log.Error().Err(err).Str("trigger", trigger).Int("running_sources", len(w.running.Policies)).
+			Msg("sources file not reloaded; keeping the running configuration")
+		return
+	}
+	defaults := w.env.WithDefaults().Default
+	for _, name := range w.removed(cfg) {
+		w.log.Warn().Str("source", name).Str("default_lease_policy", string(defaults.LeasePolicy)).
+			Msg("source removed from the sources file: its new claims take the default policy, its records keep the policy they were created under, its pending dispatches wait until it is configured again")
+	}
+	w.running, w.refused, w.seen, w.polls = cfg, "", "", 0
+	w.met.SourcesReloaded(true)
+	w.log.Info().Str("trigger", trigger).Int("ingest_sources", len(cfg.Sources)).Int("sources", len(cfg.Policies)).
+		Msg("sources file reloaded")
+}
+
+// install applies cfg to the inbox and the ledger, or changes neither.
+func (w *sourcesWatcher) install(ctx context.Context, cfg ingest.Config) error {
+	ps := w.env
+	ps.BySource = cfg.Policies
+	if err := ps.WithDefaults().Validate(); err != nil {
+		return err
+	}
+	if err := w.inbox.Reload(ctx, cfg); err != nil {
+		return err
+	}
+	if err := w.ledger.SetPolicies(ps); err != nil {
+		// Validated above; should it fail anyway, the inbox goes back too.
+		if rerr := w.inbox.Reload(ctx, w.running); rerr != nil {
+			w.log.Error().Err(rerr).Msg("restoring the running ingest configuration")
+		}
+		return err
+	}
+	return nil
 }
 
 // Close releases the database pool.

@@ -13,7 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 )
 
 // openPool opens the pgx pool of DATABASE_URL. When the URL sets no
@@ -34,6 +36,11 @@ func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 		pc.MaxConns = int32(max(16, 4*runtime.NumCPU()))
 	}
 	pc.ConnConfig.RuntimeParams["application_name"] = "claimd"
+	// READ COMMITTED on every session, whatever the database's or role's
+	// default_transaction_isolation (a serializable default turned most
+	// concurrent duplicates into 503s): River's statements and the
+	// dispatcher's run on these sessions too.
+	claim.ConfigurePool(pc)
 	var lastBroken atomic.Int64
 	pc.ConnConfig.Tracer = brokenConnTracer{last: &lastBroken}
 	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
@@ -57,5 +64,133 @@ func (t brokenConnTracer) TraceQueryEnd(_ context.Context, conn *pgx.Conn, d pgx
 	var pgErr *pgconn.PgError
 	if conn.IsClosed() || (errors.As(d.Err, &pgErr) && (strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P"))) {
 		t.last.Store(time.Now().UnixNano())
+	}
+}
+
+// sessionSQL reads, in one round trip on one pooled session, what decides
+// whether claimd can work on this database: the isolation and read-only
+// state of a fresh transaction (the session's defaults, or a standby), the
+// timeouts its statements run under, and what a commit waits for.
+const sessionSQL = `SELECT current_setting('transaction_isolation'),
+	current_setting('transaction_read_only') = 'on', pg_is_in_recovery(),
+	(extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint,
+	(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint,
+	current_setting('synchronous_commit'), current_setting('synchronous_standby_names') <> ''`
+
+// minSessionTimeout is the smallest statement_timeout or lock_timeout
+// (other than 0, none) claimd can work under: a claim may wait for the row
+// of a concurrent claim of its key, or behind a batch of up to MaxBatch
+// claims, and the purge and the lease sweep run batches of PurgeBatch rows.
+const minSessionTimeout = time.Second
+
+// readSession returns the database facts of one of pool's sessions.
+func readSession(ctx context.Context, pool *pgxpool.Pool) (httpapi.DatabaseFacts, error) {
+	var f httpapi.DatabaseFacts
+	err := pool.QueryRow(ctx, sessionSQL).Scan(&f.TransactionIsolation, &f.ReadOnly, &f.InRecovery,
+		&f.StatementTimeoutMS, &f.LockTimeoutMS, &f.SynchronousCommit, &f.SynchronousStandby)
+	if err != nil {
+		return httpapi.DatabaseFacts{}, err
+	}
+	switch {
+	case f.SynchronousCommit == "off":
+		f.Durability = httpapi.DurabilityNone
+	case f.SynchronousStandby && f.SynchronousCommit != "local":
+		f.Durability = httpapi.DurabilityStandby
+	default:
+		f.Durability = httpapi.DurabilityLocal
+	}
+	return f, nil
+}
+
+// sessionProblems lists, for an operator, the settings of f that claimd
+// cannot work with; empty when there is none. Each names the setting.
+// Not ready: nothing can be written (a standby, or transactions read-only
+// by default: "ready" means "can write"); the sessions do not run at READ
+// COMMITTED although claimd asks for it at connection start (a connection
+// pooler dropping start-up parameters); statement_timeout or lock_timeout
+// below minSessionTimeout. synchronous_commit and synchronous_standby_names
+// are reported (Durability), never refused.
+func sessionProblems(f httpapi.DatabaseFacts) []string {
+	var ps []string
+	switch {
+	case f.ReadOnly && f.InRecovery:
+		ps = append(ps, "the database is a standby (pg_is_in_recovery): claims cannot be written until a primary answers")
+	case f.ReadOnly:
+		ps = append(ps, "transactions are read-only (default_transaction_read_only = on for this database or role, "+
+			"or transaction_read_only): claims cannot be written")
+	}
+	if f.TransactionIsolation != "read committed" {
+		ps = append(ps, fmt.Sprintf("transactions run at %s, not read committed (default_transaction_isolation; claimd sets it "+
+			"at connection start, so something between claimd and PostgreSQL drops start-up parameters)", f.TransactionIsolation))
+	}
+	for _, t := range []struct {
+		name string
+		ms   int64
+	}{{"statement_timeout", f.StatementTimeoutMS}, {"lock_timeout", f.LockTimeoutMS}} {
+		if t.ms > 0 && t.ms < minSessionTimeout.Milliseconds() {
+			ps = append(ps, fmt.Sprintf("%s = %dms is too low: at least %s, or 0 (claimd bounds each request itself)",
+				t.name, t.ms, minSessionTimeout))
+		}
+	}
+	return ps
+}
+
+// logSession logs, on start, the database as claimd's sessions see it and,
+// as errors, each setting claimd cannot work with. claimd serves anyway and
+// stays not ready (/readyz names the setting) until it is fixed; it does
+// not exit: a standby is promoted, and ALTER DATABASE … SET fixes the rest,
+// without a restart.
+func (m *Main) logSession(ctx context.Context) {
+	f, err := readSession(ctx, m.pool)
+	if err != nil {
+		m.Log.Warn().Err(err).Msg("cannot read the database session settings")
+		return
+	}
+	m.Log.Info().Str("transaction_isolation", f.TransactionIsolation).Bool("read_only", f.ReadOnly).
+		Bool("in_recovery", f.InRecovery).Int64("statement_timeout_ms", f.StatementTimeoutMS).
+		Int64("lock_timeout_ms", f.LockTimeoutMS).Str("synchronous_commit", f.SynchronousCommit).
+		Str("durability", string(f.Durability)).Msg("database session")
+	if f.Durability == httpapi.DurabilityNone {
+		m.Log.Warn().Str("synchronous_commit", f.SynchronousCommit).
+			Msg("synchronous_commit is off: a crash of the database can lose claims already acknowledged, and their next delivery runs the effect again")
+	}
+	for _, p := range sessionProblems(f) {
+		m.Log.Error().Str("problem", p).Msg("database setting claimd cannot work with; not ready until it is fixed")
+	}
+}
+
+// writableRetry is how often waitWritable checks the database again.
+const writableRetry = 2 * time.Second
+
+// waitWritable returns once a session of the pool can write. The
+// dispatcher writes as it starts (River's leader and queue rows), so on a
+// standby, or a database whose transactions are read-only by default,
+// claimd starts and waits (see logSession) instead of exiting, and goes on
+// once the standby is promoted or the setting fixed. It returns ctx's
+// error when ctx ends first; when the database cannot be read it returns
+// nil and leaves the error to the start that follows.
+func (m *Main) waitWritable(ctx context.Context) error {
+	waited := false
+	for {
+		f, err := readSession(ctx, m.pool)
+		if err != nil || !f.ReadOnly {
+			if waited {
+				m.Log.Info().Msg("the database takes writes; starting")
+			}
+			return nil
+		}
+		if !f.InRecovery {
+			m.pool.Reset() // sessions keep the defaults they started with
+		}
+		if !waited {
+			m.Log.Warn().Str("retry", writableRetry.String()).
+				Msg("the database does not take writes (a standby, or default_transaction_read_only = on): waiting before serving")
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(writableRetry):
+		}
 	}
 }
