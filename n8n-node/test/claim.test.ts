@@ -53,12 +53,13 @@ describe('Claim request shape', () => {
 		});
 		expect(options.headers).not.toHaveProperty('Authorization');
 		expect(claimsOf(ctx)).toEqual(
-			items.map((item) => ({
+			items.map((item, index) => ({
 				source: 'stripe',
 				event_id: (item.json.body as IDataObject).id,
 				payload: { body: item.json.body },
 				lease_seconds: 300,
 				execution_id: 'exec-42',
+				request_id: `exec-42:Idempotent Claim:0:${index}`,
 			})),
 		);
 	});
@@ -351,7 +352,7 @@ describe('Claim failures', () => {
 		const items = webhookItems(['evt_1', 'evt_2']);
 		const ctx = createContext({
 			items,
-			params: claimParams(items, { separateConflictOutputs: true }),
+			params: claimParams(items, { separateConflictOutputs: true, sidecarWaitBetweenTries: 0 }),
 			continueOnFail: true,
 		});
 		ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(
@@ -368,7 +369,10 @@ describe('Claim failures', () => {
 
 	it('fails the node when the batch call fails and the node does not continue on fail', async () => {
 		const items = webhookItems(['evt_1']);
-		const ctx = createContext({ items, params: claimParams(items) });
+		const ctx = createContext({
+			items,
+			params: claimParams(items, { sidecarWaitBetweenTries: 0 }),
+		});
 		ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(
 			Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8080'), { code: 'ECONNREFUSED' }),
 		);

@@ -4,6 +4,7 @@ import type {
 	IHttpRequestOptions,
 	INode,
 	INodeExecutionData,
+	IWorkflowDataProxyData,
 } from 'n8n-workflow';
 import { mockDeep, type DeepMockProxy } from 'vitest-mock-extended';
 
@@ -28,6 +29,8 @@ export interface ContextOptions {
 	items: INodeExecutionData[];
 	continueOnFail?: boolean;
 	executionId?: string;
+	/** The node's run index in the execution ($thisRunIndex); default 0. */
+	runIndex?: number;
 	baseUrl?: string;
 }
 
@@ -44,6 +47,10 @@ export function createContext(options: ContextOptions): Context {
 	ctx.getNode.mockReturnValue(NODE);
 	ctx.continueOnFail.mockReturnValue(options.continueOnFail ?? false);
 	ctx.getExecutionId.mockReturnValue(options.executionId ?? 'exec-42');
+	ctx.getWorkflowDataProxy.mockReturnValue({
+		$thisRunIndex: options.runIndex ?? 0,
+	} as unknown as IWorkflowDataProxyData);
+	ctx.getExecutionCancelSignal.mockReturnValue(undefined);
 	ctx.getCredentials.mockResolvedValue({
 		baseUrl: options.baseUrl ?? BASE_URL,
 		apiKey: 'test-key',

@@ -9,6 +9,7 @@ import type {
 import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 
 import { FieldError } from '../helpers/fields';
+import { MAX_TRIES, MAX_WAIT_MS, NO_RETRY, type RetryPolicy } from '../transport';
 import type { ItemResult } from './types';
 
 /** Turns anything thrown while handling an item into a node error that names the item. */
@@ -130,3 +131,71 @@ export function claimIdAndToken(
 }
 
 export { CLAIM_ID_HINT };
+
+/** Operations whose sidecar calls are retried (all safe to send again). */
+const RETRIED: ShowWhen = { operation: ['claim', 'complete', 'fail'] };
+
+const DEFAULT_TRIES = 3;
+const DEFAULT_WAIT_MS = 500;
+
+/**
+ * The retry settings of the sidecar calls, on by default, shown with Claim,
+ * Complete and Fail. Retrying is safe: a Claim is sent again with the same
+ * request IDs, so a claim whose answer was lost comes back as the same won
+ * claim (same token); Complete and Fail carry the same token and are
+ * idempotent.
+ */
+export const retryProperties: INodeProperties[] = [
+	{
+		displayName: 'Retry Sidecar Calls',
+		name: 'retrySidecarCalls',
+		type: 'boolean',
+		default: true,
+		description:
+			"Whether to send a request again when the connection to the sidecar fails, breaks or times out, or it answers 5xx (e.g. 503 during a database failover). Safe: a claim is sent with the same request ID and a claim it made comes back won with the same token; Complete and Fail with the same token are idempotent. n8n's Retry On Fail of this node is safe in the same way.",
+		displayOptions: { show: RETRIED },
+	},
+	{
+		displayName: 'Max Tries',
+		name: 'sidecarMaxTries',
+		type: 'number',
+		typeOptions: { minValue: 2, maxValue: MAX_TRIES },
+		default: DEFAULT_TRIES,
+		description: 'How many times a request is sent at most, the first included',
+		displayOptions: { show: { ...RETRIED, retrySidecarCalls: [true] } },
+	},
+	{
+		displayName: 'Wait Between Tries (Ms)',
+		name: 'sidecarWaitBetweenTries',
+		type: 'number',
+		typeOptions: { minValue: 0, maxValue: MAX_WAIT_MS },
+		default: DEFAULT_WAIT_MS,
+		description: `Wait before the second try; doubled before each further try, at most ${MAX_WAIT_MS} ms`,
+		displayOptions: { show: { ...RETRIED, retrySidecarCalls: [true] } },
+	},
+];
+
+function boundedInteger(value: unknown, min: number, max: number, fallback: number): number {
+	const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+	if (typeof n !== 'number' || !Number.isFinite(n)) return fallback;
+	return Math.min(max, Math.max(min, Math.trunc(n)));
+}
+
+/** The retry policy of one item's sidecar call, from the retry settings. */
+export function sidecarRetry(this: IExecuteFunctions, itemIndex: number): RetryPolicy {
+	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) return NO_RETRY;
+	return {
+		tries: boundedInteger(
+			this.getNodeParameter('sidecarMaxTries', itemIndex, DEFAULT_TRIES),
+			1,
+			MAX_TRIES,
+			DEFAULT_TRIES,
+		),
+		waitMs: boundedInteger(
+			this.getNodeParameter('sidecarWaitBetweenTries', itemIndex, DEFAULT_WAIT_MS),
+			0,
+			MAX_WAIT_MS,
+			DEFAULT_WAIT_MS,
+		),
+	};
+}

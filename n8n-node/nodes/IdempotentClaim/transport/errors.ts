@@ -9,6 +9,8 @@ export interface ErrorContext {
 	baseUrl?: string;
 	/** Item the failure belongs to; unset for a failure of a whole batch. */
 	itemIndex?: number;
+	/** How many times the request was sent; more than 1 when it was retried. */
+	tries?: number;
 }
 
 /** Node.js socket codes meaning the request never reached the sidecar. */
@@ -57,6 +59,7 @@ const FIELD_LABELS: Record<string, string> = {
 	object_id: 'Object ID',
 	object_version: 'Object Version',
 	execution_id: 'Execution ID',
+	request_id: 'Request ID (execution, node, run and item)',
 	claim_token: 'Claim Token',
 	claim_id: 'Claim ID',
 	result_ref: 'Result Reference',
@@ -248,6 +251,29 @@ export function sidecarEntryError(
 }
 
 /**
+ * Whether a failed sidecar request may be sent again as it is: the connection
+ * failed or broke before an answer (refused, reset, aborted, timed out) or the
+ * answer was a 5xx (the sidecar's 503 while its database is unavailable, a
+ * proxy's 502/504). Sending again is safe for Claim (same request ID: a claim
+ * it made is answered again with the same token), Complete and Fail (same
+ * token: idempotent). A 4xx is never retried: the same request would be
+ * refused again.
+ */
+export function isRetryable(error: unknown): boolean {
+	const found = extract(error);
+	if (found.status !== undefined) return found.status >= 500;
+	return (
+		found.socketCode !== undefined &&
+		(NOT_REACHED_CODES.has(found.socketCode) || BROKEN_CODES.has(found.socketCode))
+	);
+}
+
+/** " (sent 3 times)" when the request was retried, else "". */
+function triesNote(tries: number | undefined): string {
+	return tries !== undefined && tries > 1 ? ` (sent ${tries} times)` : '';
+}
+
+/**
  * Maps any failure of a sidecar request to a NodeApiError: unreachable sidecar,
  * rejected API key, invalid field (named from the answer's `error.field`), lease
  * lost, not found, too large, unavailable or internal failure.
@@ -261,7 +287,7 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 			node,
 			{
 				message: `Cannot reach the Idempotent Claim sidecar${where}`,
-				description: `Connection failed (${found.socketCode}). Check the Base URL of the Idempotent Claim API credential and that the sidecar is running. No claim was made; deliver the event again later.`,
+				description: `Connection failed (${found.socketCode})${triesNote(ctx.tries)}. Check the Base URL of the Idempotent Claim API credential and that the sidecar is running. No claim was made; deliver the event again later.`,
 			},
 			undefined,
 			{ code: 'unreachable', socket: found.socketCode },
@@ -273,7 +299,7 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 			node,
 			{
 				message: `Lost the connection to the Idempotent Claim sidecar${where}`,
-				description: `Connection broke (${found.socketCode}) before an answer arrived, so the outcome is unknown. Delivering the event again is safe: a claim made by this request is reported as in progress until its lease expires.`,
+				description: `Connection broke (${found.socketCode}) before an answer arrived${triesNote(ctx.tries)}, so the outcome is unknown. Running this node again in the same execution (Retry On Fail) is safe: a claim this request made comes back as the same won claim while its lease lasts, and Complete or Fail with the same token is idempotent. A new execution finds such a claim in progress until its lease expires.`,
 			},
 			undefined,
 			{ code: 'unreachable', socket: found.socketCode },
@@ -293,9 +319,13 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 			ctx.itemIndex,
 		);
 	}
+	const parts = messagesFor(code, found.body, found.status);
+	if (ctx.tries !== undefined && ctx.tries > 1) {
+		parts.description = `${parts.description ? `${parts.description} ` : ''}Sent ${ctx.tries} times.`;
+	}
 	return build(
 		node,
-		messagesFor(code, found.body, found.status),
+		parts,
 		found.status ?? (code ? STATUS_BY_CODE[code] : undefined),
 		{ ...(found.body ?? {}), code: code ?? null } as JsonObject,
 		ctx.itemIndex,

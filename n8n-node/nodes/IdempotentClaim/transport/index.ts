@@ -4,14 +4,34 @@ import type {
 	IHttpRequestMethods,
 	IHttpRequestOptions,
 } from 'n8n-workflow';
+import { sleep } from 'n8n-workflow';
 
-import { mapSidecarError } from './errors';
+import { isRetryable, mapSidecarError } from './errors';
 
 /** Name of the credential type that authenticates every sidecar request. */
 export const CREDENTIAL_TYPE = 'idempotentClaimApi';
 
 /** Upper bound for one sidecar request; a claim answers in milliseconds. */
 const REQUEST_TIMEOUT_MS = 30_000;
+
+/**
+ * How a request is sent again after a failure that isRetryable allows (the
+ * connection failed or broke, or a 5xx answer): the same request, body
+ * included, so a Claim keeps its request IDs and Complete / Fail their token.
+ */
+export interface RetryPolicy {
+	/** Sends in all, at least 1 (1: no retry). */
+	tries: number;
+	/** Wait before the second send, in ms; doubled before each further send. */
+	waitMs: number;
+}
+
+/** Send once. */
+export const NO_RETRY: RetryPolicy = { tries: 1, waitMs: 0 };
+
+/** Bounds of RetryPolicy, and the longest single wait. */
+export const MAX_TRIES = 5;
+export const MAX_WAIT_MS = 5_000;
 
 export interface SidecarRequest {
 	method: IHttpRequestMethods;
@@ -21,12 +41,17 @@ export interface SidecarRequest {
 	qs?: IDataObject;
 	/** Item the request is made for; unset for a batch. */
 	itemIndex?: number;
+	/** Retries after a transport failure or a 5xx; default NO_RETRY. */
+	retry?: RetryPolicy;
 }
 
 /**
  * Sends one request to the Idempotent Claim sidecar through the credential
- * (Bearer API key) and returns the parsed JSON answer. Every failure becomes a
- * NodeApiError from mapSidecarError.
+ * (Bearer API key) and returns the parsed JSON answer. A failure that
+ * isRetryable allows is sent again per `request.retry` (waits from n8n's
+ * sleep, cut short when the execution is cancelled); every failure that
+ * remains becomes a NodeApiError from mapSidecarError, saying how often the
+ * request was sent.
  */
 export async function sidecarRequest<T>(
 	this: IExecuteFunctions,
@@ -44,14 +69,24 @@ export async function sidecarRequest<T>(
 	if (request.body !== undefined) options.body = request.body;
 	if (request.qs !== undefined) options.qs = request.qs;
 
-	try {
-		return (await this.helpers.httpRequestWithAuthentication.call(
-			this,
-			CREDENTIAL_TYPE,
-			options,
-		)) as T;
-	} catch (error) {
-		throw mapSidecarError(this.getNode(), error, { baseUrl, itemIndex: request.itemIndex });
+	const { tries, waitMs } = request.retry ?? NO_RETRY;
+	for (let sent = 1; ; sent++) {
+		try {
+			return (await this.helpers.httpRequestWithAuthentication.call(this, CREDENTIAL_TYPE, {
+				...options,
+				headers: { ...options.headers },
+			})) as T;
+		} catch (error) {
+			if (sent >= tries || !isRetryable(error)) {
+				throw mapSidecarError(this.getNode(), error, {
+					baseUrl,
+					itemIndex: request.itemIndex,
+					tries: sent,
+				});
+			}
+		}
+		const wait = Math.min(MAX_WAIT_MS, waitMs * 2 ** (sent - 1));
+		if (wait > 0) await sleep(wait, this.getExecutionCancelSignal());
 	}
 }
 

@@ -31,6 +31,8 @@ export interface ClaimRequest extends IDataObject {
 	object_id?: string;
 	object_version?: number;
 	execution_id?: string;
+	/** Identifies this request, the same on a retry: "execution:node:run:item". */
+	request_id?: string;
 }
 
 /** A successful claim result (200 of POST /v1/claims, one entry of the batch results). */

@@ -12,7 +12,15 @@ import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity
 import { sidecarRequest } from '../../transport';
 import { sidecarEntryError } from '../../transport/errors';
 import type { BatchResponse, ClaimRequest, SidecarErrorBody } from '../../transport/types';
-import { optionalText, positiveSeconds, requiredText, toNodeError, type ShowWhen } from '../common';
+import {
+	optionalText,
+	positiveSeconds,
+	requiredText,
+	retryProperties,
+	sidecarRetry,
+	toNodeError,
+	type ShowWhen,
+} from '../common';
 import { claimOutputIndex } from '../outputs';
 import type { ItemResult } from '../types';
 
@@ -209,7 +217,47 @@ export const description: INodeProperties[] = [
 			},
 		],
 	},
+	...retryProperties,
 ];
+
+/** The sidecar's limit for request_id, in bytes. */
+const MAX_REQUEST_ID_BYTES = 200;
+/** Room kept for ":" and an item index. */
+const ITEM_SUFFIX_BYTES = 12;
+
+function utf8Bytes(text: string): number {
+	return new TextEncoder().encode(text).length;
+}
+
+/**
+ * What the request IDs of this node's claims start with: the execution ID,
+ * the node's name (unique in a workflow; its ID when the name is too long
+ * for the sidecar's 200 bytes) and the node's run index. With ":" and the
+ * item index this identifies one claim request, and stays the same when
+ * n8n's Retry On Fail (or the node's own retry) sends it again, so the
+ * sidecar answers such a retry with the claim it already made (same token)
+ * instead of in_progress; two items with one key in one execution, or two
+ * runs of the node in a loop, stay distinct requests (one wins). Undefined
+ * when the execution ID or run index is unknown: then no request ID is sent
+ * and a retry is decided like any other claim.
+ */
+function requestIdPrefix(
+	this: IExecuteFunctions,
+	executionId: string | undefined,
+): string | undefined {
+	if (executionId === undefined) return undefined;
+	const runIndex: unknown = this.getWorkflowDataProxy(0).$thisRunIndex;
+	if (typeof runIndex !== 'number' || !Number.isSafeInteger(runIndex) || runIndex < 0) {
+		return undefined;
+	}
+	const node = this.getNode();
+	for (const name of [node.name, node.id]) {
+		if (!name) continue;
+		const prefix = `${executionId}:${name}:${runIndex}`;
+		if (utf8Bytes(prefix) <= MAX_REQUEST_ID_BYTES - ITEM_SUFFIX_BYTES) return prefix;
+	}
+	return undefined;
+}
 
 function wholeItemPayload(json: IDataObject): IDataObject {
 	const payload: IDataObject = {};
@@ -225,6 +273,7 @@ function buildClaim(
 	itemIndex: number,
 	item: INodeExecutionData,
 	executionId: string | undefined,
+	requestIdBase: string | undefined,
 ): ClaimRequest {
 	const claim: ClaimRequest = {
 		source: requiredText(this.getNodeParameter('source', itemIndex), 'Source').trim(),
@@ -281,6 +330,7 @@ function buildClaim(
 	}
 
 	if (executionId) claim.execution_id = executionId;
+	if (requestIdBase !== undefined) claim.request_id = `${requestIdBase}:${itemIndex}`;
 	return claim;
 }
 
@@ -297,7 +347,10 @@ function isErrorEntry(entry: unknown): entry is { error: SidecarErrorBody } {
  * Claims every item of the execution in one POST /v1/claims/batch and routes
  * each result on its own: won → Won; conflict → Conflict and in_progress /
  * retry_later → In Progress when separate outputs are on; everything else →
- * Duplicate. Items whose parameters cannot be sent are not claimed.
+ * Duplicate. Items whose parameters cannot be sent are not claimed. Each
+ * claim carries a request ID (see requestIdPrefix), and the batch call is
+ * retried per the retry settings: a retry gets back the claims the lost
+ * answer held.
  */
 export async function execute(
 	this: IExecuteFunctions,
@@ -307,6 +360,7 @@ export async function execute(
 	const continueOnFail = this.continueOnFail();
 	const separate = this.getNodeParameter('separateConflictOutputs', 0, false) === true;
 	const executionId = optionalText(this.getExecutionId());
+	const requestIdBase = requestIdPrefix.call(this, executionId);
 
 	const results: ItemResult[] = new Array(items.length);
 	const claims: ClaimRequest[] = [];
@@ -316,7 +370,7 @@ export async function execute(
 	// before claims are held for the others.
 	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
 		try {
-			claims.push(buildClaim.call(this, itemIndex, items[itemIndex], executionId));
+			claims.push(buildClaim.call(this, itemIndex, items[itemIndex], executionId, requestIdBase));
 			claimedItems.push(itemIndex);
 		} catch (error) {
 			const nodeError = toNodeError(node, error, itemIndex);
@@ -332,6 +386,7 @@ export async function execute(
 			method: 'POST',
 			path: '/v1/claims/batch',
 			body: { claims },
+			retry: sidecarRetry.call(this, 0),
 		})) as BatchResponse;
 	} catch (error) {
 		const nodeError = toNodeError(node, error);

@@ -13,6 +13,7 @@ import {
 	claimIdProperty,
 	claimTokenProperty,
 	forEachItem,
+	sidecarRetry,
 	optionalText,
 	type ShowWhen,
 } from '../common';
@@ -50,6 +51,7 @@ export async function execute(
 			path: claimPath(claimId, 'complete'),
 			body,
 			itemIndex,
+			retry: sidecarRetry.call(this, itemIndex),
 		})) as ClaimRecord;
 		return withIdempotency(item.json, recordSidecar(item.json.idempotency, record));
 	});

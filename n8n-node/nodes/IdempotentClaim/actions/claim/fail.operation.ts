@@ -9,6 +9,7 @@ import {
 	claimIdProperty,
 	claimTokenProperty,
 	forEachItem,
+	sidecarRetry,
 	requiredText,
 	type ShowWhen,
 } from '../common';
@@ -77,6 +78,7 @@ export async function execute(
 			path: claimPath(claimId, 'fail'),
 			body: { claim_token: claimToken, error, retry },
 			itemIndex,
+			retry: sidecarRetry.call(this, itemIndex),
 		})) as ClaimRecord;
 		return withIdempotency(item.json, recordSidecar(item.json.idempotency, record));
 	});
