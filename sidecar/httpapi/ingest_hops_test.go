@@ -1,9 +1,13 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,4 +112,75 @@ sources:
 	require.Equal(t, len(records), e.counts(t, "forms").claims+e.counts(t, "sensors").claims,
 		"no second record: the workflow never claimed another key")
 	require.Equal(t, int32(len(records)), claims.Load())
+}
+
+// A provider header holding a control character (allowed through by the
+// server that received it, but sendable by no HTTP client) is left out of
+// the forwarded headers; the event id it carried travels header-safe, and
+// the event is dispatched on the first attempt instead of failing until
+// its dead letter.
+func TestIngestControlCharacterHeadersNeverBlockDispatch(t *testing.T) {
+	t.Parallel()
+	target := newIngestTarget(t, nil)
+	const token = "ctl-token-0123456789"
+	e := setupIngest(t, `
+sources:
+  ids:
+    tenant: acme
+    provider: token
+    secrets: ["`+token+`"]
+    options: {header: X-Api-Key, key: {id_header: X-Event-Id}}
+    forward: {url: "${TARGET_URL}", require_claim: false, max_attempts: 3, backoff_base_seconds: 1, backoff_cap_seconds: 1}
+`, ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL}})
+	body := `{"n":1}`
+	raw := "POST /ingest/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Api-Key: " + token +
+		"\r\nX-Event-Id: a\x01b\r\nX-Trace: t\x7fx\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte(raw))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	answer, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", answer)
+	var rc struct {
+		Received []ingestReceipt `json:"received"`
+	}
+	require.NoError(t, json.Unmarshal(answer, &rc))
+	require.Equal(t, "a%01b", rc.Received[0].EventID)
+	e.waitDispatchState(t, rc.Received[0].ClaimID, "dispatched")
+	require.Equal(t, "1", e.scalar(t, `SELECT dispatch_attempts::text FROM inbox_events WHERE claim_id = $1`, rc.Received[0].ClaimID))
+	got := target.requests()[0]
+	require.Equal(t, "a%01b", got.header.Get(ingest.HeaderEventID))
+	require.Empty(t, got.header.Get("X-Trace"), "the unsendable provider header is left out")
+}
+
+// A redirect whose Location does not parse is still a redirect: dead-
+// lettered at once, and nothing of the Location (a token in its query or
+// userinfo) is stored.
+func TestIngestUnparsableRedirectLocationLeaksNothing(t *testing.T) {
+	t.Parallel()
+	target := newIngestTarget(t, func(int) (int, http.Header) {
+		return http.StatusFound, http.Header{"Location": {"http://admin:LEAKPASS@[::1/hook?token=LEAKTOKEN"}}
+	})
+	e := setupIngest(t, `
+sources:
+  hooks:
+    tenant: acme
+    provider: github
+    secrets: ["`+dispatchSecret+`"]
+    forward: {url: "${TARGET_URL}", require_claim: false, max_attempts: 3, backoff_base_seconds: 1, backoff_cap_seconds: 1}
+`, ingestOptions{dispatch: true, env: map[string]string{"TARGET_URL": target.srv.URL}})
+	id := e.receiveOne(t, "bad-location-1")
+	e.waitDispatchState(t, id, "dead_lettered")
+	require.Len(t, target.requests(), 1, "dead-lettered at once")
+	reason := e.scalar(t, `SELECT last_dispatch_error FROM inbox_events WHERE claim_id = $1`, id)
+	require.Contains(t, reason, "302")
+	for _, secret := range []string{"LEAKPASS", "LEAKTOKEN"} {
+		require.NotContains(t, reason, secret)
+		require.NotContains(t, strings.Join(e.deliveryLog(t, id), " "), secret)
+		require.Equal(t, "0", e.scalar(t, `SELECT count(*)::text FROM claim_deliveries WHERE detail LIKE '%'||$1||'%'`, secret))
+		require.NotContains(t, e.logs.String(), secret)
+	}
 }

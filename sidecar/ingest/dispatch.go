@@ -511,7 +511,9 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 		return answer{}, err
 	}
 	for k, v := range st.headers {
-		req.Header.Set(k, v)
+		if sendableHeaderValue(v) { // a provider header no HTTP client can send again is left out
+			req.Header.Set(k, v)
+		}
 	}
 	// The idempotency headers are the dispatcher's own: a provider header
 	// of the same name (the event type is optional) never passes through.
@@ -535,7 +537,15 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 		req.Header.Set(HeaderEventType, forHeader(st.eventType))
 	}
 	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
-	resp, err := in.client.Do(req)
+	// The transport, not the client: a client parses a redirect's Location
+	// before any redirect policy is asked, and its parse error would quote
+	// the Location (a token in its query or userinfo) as a transport error.
+	// Redirects are never followed anyway (see redirectReason).
+	rt := in.client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return answer{}, err
 	}
@@ -584,6 +594,17 @@ func sameOrigin(a, b *url.URL) bool {
 		return "80"
 	}
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// sendableHeaderValue reports whether v can be sent as an HTTP field value
+// (RFC 9110 §5.5): no control characters but horizontal tab.
+func sendableHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // isJSONType reports whether a media type is JSON (application/json or

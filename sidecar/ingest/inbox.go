@@ -454,6 +454,9 @@ func (s *Source) hashedContent(contentType string, payload []byte) ([]byte, erro
 func ForwardableHeaders(visit func(func(name, value string)), credential ...string) map[string]string {
 	out := map[string]string{}
 	visit(func(name, value string) {
+		if !sendableHeaderValue(value) {
+			return // control characters: no HTTP client could forward it
+		}
 		n := strings.ToLower(name)
 		for _, c := range credential {
 			if strings.EqualFold(n, c) {
