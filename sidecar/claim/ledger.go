@@ -74,6 +74,7 @@ type Ledger struct {
 	jitter   func() float64
 	obs      Observer
 	maxDeliv int
+	hints    retryHints // estimates of RetryAfter (hint.go)
 }
 
 // New returns a Ledger over pool. It fails when a policy is invalid.

@@ -32,12 +32,18 @@ var fastBackoff = map[string]string{
 }
 
 // Credential ids the tests import; the example workflows reference them
-// through their __CREDENTIAL_ID__ / __HOOK_CREDENTIAL_ID__ placeholders.
+// through their __CREDENTIAL_ID__ / __HOOK_CREDENTIAL_ID__ /
+// __OPERATOR_CREDENTIAL_ID__ placeholders.
 const (
-	claimCredID  = "icE2eClaimCred01"
-	claimCredIDB = "icE2eClaimCred02"
-	hookCredID   = "icE2eHookCred001"
+	claimCredID    = "icE2eClaimCred01"
+	claimCredIDB   = "icE2eClaimCred02"
+	hookCredID     = "icE2eHookCred001"
+	operatorCredID = "icE2eOperCred001"
 )
+
+// operatorHeader is the header the reconciliation example's webhook
+// requires (Header Auth), as the e2e operator credential names it.
+const operatorHeader = "X-Operator-Token"
 
 // ingestSourceName is the standard-webhooks source of the durable-path test.
 const ingestSourceName = "e2e-std"
@@ -60,6 +66,11 @@ type regularDeployment struct {
 	inline, durable string
 	// ingestSecret signs deliveries to POST /ingest/ingestSourceName.
 	ingestSecret string
+	// operatorToken is the reconciliation webhook's Header Auth value.
+	operatorToken string
+	// shortTimeout is the id of the inline example's copy whose protected
+	// call times out after shortEffectTimeout (path inlinePath-to).
+	shortTimeout string
 }
 
 // startRegularDeployment starts the sidecar first (its sources file forwards
@@ -67,7 +78,7 @@ type regularDeployment struct {
 // n8n will use), then n8n with the three examples imported and published.
 func startRegularDeployment(t *testing.T) *regularDeployment {
 	t.Helper()
-	d := &regularDeployment{counter: NewCounter(t)}
+	d := &regularDeployment{counter: NewCounter(t), operatorToken: RandomHex(t, 24)}
 	port := FreePort(t)
 	hookToken := RandomHex(t, 24)
 	d.ingestSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte(RandomHex(t, 16)))
@@ -117,19 +128,23 @@ func startRegularDeployment(t *testing.T) *regularDeployment {
 		claimCredential(claimCredID, "Idempotent Claim API (e2e)", d.claimd.URL(), d.claimd.APIKey),
 		{ID: hookCredID, Name: "Sidecar dispatch token (e2e)", Type: "httpHeaderAuth",
 			Data: map[string]any{"name": "Authorization", "value": "Bearer " + hookToken}},
+		{ID: operatorCredID, Name: "Reconciliation operator token (e2e)", Type: "httpHeaderAuth",
+			Data: map[string]any{"name": operatorHeader, "value": d.operatorToken}},
 	})
-	vars := exampleVars{"EFFECT_URL": d.counter.URL + "/effect", "CREDENTIAL_ID": claimCredID, "HOOK_CREDENTIAL_ID": hookCredID}
+	vars := exampleVars{"EFFECT_URL": d.counter.URL + "/effect", "CREDENTIAL_ID": claimCredID,
+		"HOOK_CREDENTIAL_ID": hookCredID, "OPERATOR_CREDENTIAL_ID": operatorCredID}
 	d.n = StartN8N(t, N8NConfig{
 		Workflows: []string{
 			WriteExample(t, inlineExample, vars, ""),
 			WriteExample(t, durableExample, vars, ""),
 			WriteExample(t, reconciliationExample, vars, ""),
+			shortTimeoutCopy(t, vars),
 		},
 		Credentials: []string{creds},
 		NodePackage: nodePackageDir,
 		Port:        port,
 	})
-	d.inline, d.durable = d.n.WorkflowIDs[0], d.n.WorkflowIDs[1]
+	d.inline, d.durable, d.shortTimeout = d.n.WorkflowIDs[0], d.n.WorkflowIDs[1], d.n.WorkflowIDs[3]
 	return d
 }
 
@@ -216,6 +231,14 @@ func TestExampleWorkflowsRegularMode(t *testing.T) {
 		checkFailThenRedelivery(t, d.claimd, d.counter, tg)
 	})
 
+	t.Run("in progress is answered 409 with a short Retry-After, never 200", func(t *testing.T) {
+		checkInProgressAnswers(t, d)
+	})
+
+	t.Run("a timed-out effect is failed as unknown", func(t *testing.T) {
+		checkTimeoutIsUnknown(t, d)
+	})
+
 	t.Run("7 ten events five copies in parallel", func(t *testing.T) {
 		checkStorm7(t, d.claimd, d.counter, tg)
 	})
@@ -234,6 +257,7 @@ func TestExampleWorkflowsRegularMode(t *testing.T) {
 
 	checkNoFailedExecutions(t, d.n, d.inline)
 	checkNoFailedExecutions(t, d.n, d.durable)
+	checkNoFailedExecutions(t, d.n, d.shortTimeout)
 }
 
 // TestExampleWorkflowsQueueMode is storm 6: storms 1, 2 and 7 with n8n in
@@ -555,7 +579,18 @@ func checkReconciliation(t *testing.T, d *regularDeployment) {
 	}
 
 	resolve := map[string]any{"source": inlineSource, "event_id": ev.ID, "resolution": "retry", "note": "e2e: the effect did not happen"}
-	if a := deliver(t, d.n, reconciliationPath, resolve, nil); a.Code != http.StatusOK || a.Status != "resolved" {
+	// The operator webhook settles claims: without the operator's header,
+	// or with a wrong one, n8n refuses the request and nothing changes.
+	for _, headers := range []map[string]string{nil, {operatorHeader: "not-the-token"}} {
+		if a := deliver(t, d.n, reconciliationPath, resolve, headers); a.Code != http.StatusForbidden && a.Code != http.StatusUnauthorized {
+			t.Errorf("reconciliation with headers %v: %s, want 401 or 403", headers, a)
+		}
+	}
+	if rec := lookupClaim(t, d.claimd, inlineSource, ev.ID); rec.State != "unknown" {
+		t.Fatalf("record after unauthenticated reconciliation attempts: state %s, want unknown (untouched)", rec.State)
+	}
+	operator := map[string]string{operatorHeader: d.operatorToken}
+	if a := deliver(t, d.n, reconciliationPath, resolve, operator); a.Code != http.StatusOK || a.Status != "resolved" {
 		t.Fatalf("reconciliation: %s, want 200 resolved", a)
 	}
 	if rec := lookupClaim(t, d.claimd, inlineSource, ev.ID); rec.State != "retryable_failed" {
@@ -565,7 +600,7 @@ func checkReconciliation(t *testing.T, d *regularDeployment) {
 		t.Errorf("delivery after the resolution: %s, want 200 done", a)
 	}
 	checkEffects(t, d.counter, "resolved as retry, then delivered", 1, claimKey(d.claimd, ev))
-	if a := deliver(t, d.n, reconciliationPath, resolve, nil); a.Code != http.StatusConflict || a.Status != "not_resolvable" {
+	if a := deliver(t, d.n, reconciliationPath, resolve, operator); a.Code != http.StatusConflict || a.Status != "not_resolvable" {
 		t.Errorf("second reconciliation of a completed claim: %s, want 409 not_resolvable", a)
 	}
 }

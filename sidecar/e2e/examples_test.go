@@ -42,7 +42,8 @@ const (
 const answerDeadline = 2 * time.Minute
 
 // exampleVars are the placeholder values of an example workflow (see
-// WriteWorkflow): EFFECT_URL, CREDENTIAL_ID, HOOK_CREDENTIAL_ID.
+// WriteWorkflow): EFFECT_URL, CREDENTIAL_ID, HOOK_CREDENTIAL_ID,
+// OPERATOR_CREDENTIAL_ID.
 type exampleVars map[string]string
 
 // WriteExample writes example workflow file with its placeholders replaced

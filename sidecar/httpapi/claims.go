@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,18 @@ type claimBody struct {
 	ObjectVersion *int64         `json:"object_version"`
 	ExecutionID   string         `json:"execution_id" validate:"max=200"`
 	RequestID     string         `json:"request_id" validate:"max=200"`
+	// WaitSeconds lets an in_progress claim wait for the holder (0 to
+	// claim.MaxWait seconds; see claim.Waiter). Not part of the request
+	// the ledger decides.
+	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max=25"`
+}
+
+// wait is how long the claim may wait for a concurrent holder.
+func (b claimBody) wait() time.Duration {
+	if b.WaitSeconds == nil {
+		return 0
+	}
+	return time.Duration(*b.WaitSeconds) * time.Second
 }
 
 // request turns a decoded body into a ledger request: it derives the event
@@ -193,20 +207,12 @@ func toRecordJSON(r claim.Record) recordJSON {
 	return out
 }
 
-func toClaimResult(r claim.Result, now time.Time) claimResult {
+// toClaimResult is r on the wire, with retry_after_seconds (whole seconds,
+// rounded up) for in_progress and retry_later: see claim.Ledger.RetryAfter.
+func (s *Server) toClaimResult(ctx context.Context, r claim.Result, now time.Time) claimResult {
 	out := claimResult{Outcome: r.Outcome, ClaimToken: r.Token, recordJSON: toRecordJSON(r.Record)}
-	var until *time.Time
-	switch r.Outcome {
-	case claim.InProgress:
-		until = r.LeaseUntil
-	case claim.RetryLater:
-		until = r.NextAttemptAt
-	}
-	if until != nil {
-		secs := int(until.Sub(now).Seconds() + 0.999)
-		if secs < 1 {
-			secs = 1
-		}
+	if after, ok := s.cfg.Ledger.RetryAfter(ctx, r, now); ok {
+		secs := max(1, int(math.Ceil(after.Seconds())))
 		out.RetryAfterSeconds = &secs
 	}
 	return out
@@ -221,13 +227,22 @@ func (s *Server) claimOne(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	res, err := s.cfg.Ledger.Claim(ctx, r)
+	var res claim.Result
+	if wait := b.wait(); wait > 0 && s.cfg.Waiter != nil {
+		// Each database step has its own RequestTimeout; the wait has its
+		// own bound (wait_seconds).
+		res, err = s.cfg.Waiter.Claim(c.UserContext(), r, wait)
+	} else {
+		ctx, cancel := s.ctx(c)
+		defer cancel()
+		res, err = s.cfg.Ledger.Claim(ctx, r)
+	}
 	if err != nil {
 		return err
 	}
-	return c.JSON(toClaimResult(res, time.Now()))
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	return c.JSON(s.toClaimResult(ctx, res, time.Now()))
 }
 
 type batchBody struct {
@@ -262,6 +277,7 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 	}
 	items := make([]batchItem, len(b.Claims))
 	var reqs []claim.Request
+	var waits []time.Duration
 	var idx []int
 	for i, raw := range b.Claims {
 		prefix := fmt.Sprintf("claims[%d].", i)
@@ -286,17 +302,26 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 			continue
 		}
 		reqs = append(reqs, r)
+		waits = append(waits, cb.wait())
 		idx = append(idx, i)
 	}
-	ctx, cancel := s.ctx(c)
-	defer cancel()
-	results, err := s.cfg.Ledger.ClaimBatch(ctx, reqs)
+	var results []claim.Result
+	var err error
+	if slices.ContainsFunc(waits, func(w time.Duration) bool { return w > 0 }) && s.cfg.Waiter != nil {
+		results, err = s.cfg.Waiter.ClaimBatch(c.UserContext(), reqs, waits)
+	} else {
+		ctx, cancel := s.ctx(c)
+		defer cancel()
+		results, err = s.cfg.Ledger.ClaimBatch(ctx, reqs)
+	}
 	if err != nil {
 		return err
 	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
 	now := time.Now()
 	for j, res := range results {
-		cr := toClaimResult(res, now)
+		cr := s.toClaimResult(ctx, res, now)
 		items[idx[j]].claimResult = &cr
 	}
 	return c.JSON(fiber.Map{"results": items})

@@ -296,6 +296,20 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	require.Len(t, res.Results, 3)
 	require.Equal(t, "claims[1].event_id", res.Results[1].Error.Field)
 
+	// Complete and fail in batches, one item each way.
+	cb := claims(map[string]any{"source": "stripe", "event_id": "evt_cb"})
+	fb := claims(map[string]any{"source": "stripe", "event_id": "evt_fb"})
+	settled := post("/v1/claims/complete/batch", map[string]any{"claims": []any{
+		map[string]any{"claim_id": cb.ClaimID, "claim_token": cb.ClaimToken, "result_ref": "inv_cb"},
+		map[string]any{"claim_id": fb.ClaimID, "claim_token": cb.ClaimToken},
+	}})
+	require.Equal(t, "completed", settled.Results[0].State)
+	require.Equal(t, "lease_lost", settled.Results[1].Error.Code)
+	settled = post("/v1/claims/fail/batch", map[string]any{"claims": []any{
+		map[string]any{"claim_id": fb.ClaimID, "claim_token": fb.ClaimToken, "error": "smtp 451", "retry": "retryable"},
+	}})
+	require.Equal(t, "retryable_failed", settled.Results[0].State)
+
 	// Error statuses.
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: `{"source":`}, http.StatusBadRequest, "malformed", "")
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: map[string]any{"source": "stripe"}},

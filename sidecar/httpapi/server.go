@@ -102,6 +102,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Inbox enables POST /ingest/{source} and /v1/inbox; nil disables them.
 	Inbox *ingest.Inbox
+	// Waiter lets claims with wait_seconds wait for a concurrent holder;
+	// nil: wait_seconds is accepted and claims are answered at once.
+	Waiter *claim.Waiter
 }
 
 // Server is the HTTP API.
@@ -158,6 +161,8 @@ func New(cfg Config) *Server {
 	v1.Get("/whoami", s.whoami)
 	v1.Post("/claims", s.claimOne)
 	v1.Post("/claims/batch", s.claimBatch)
+	v1.Post("/claims/complete/batch", s.completeBatch)
+	v1.Post("/claims/fail/batch", s.failBatch)
 	v1.Get("/claims", s.find)
 	v1.Get("/claims/list", s.list) // before /claims/:id, so "list" is not an id
 	v1.Get("/claims/:id", s.get)

@@ -296,10 +296,20 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := inbox.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start dispatcher: %w", err)
 	}
+	// Claims that wait for a concurrent holder (wait_seconds) are woken by
+	// PostgreSQL notifications on a connection of the waiter's own; its
+	// context ends with ctx, before the drain below, so that no request
+	// drains for a whole wait.
+	waiter := claim.NewWaiter(ledger, claim.WaiterConfig{ConnConfig: pool.Config().ConnConfig,
+		StepTimeout: m.Config.RequestTimeout, Logger: m.Log})
+	wctx, stopWaiter := context.WithCancel(ctx)
+	waiterDone := make(chan struct{})
+	go func() { defer close(waiterDone); _ = waiter.Run(wctx) }()
+	defer func() { stopWaiter(); <-waiterDone }()
 	m.server = httpapi.New(httpapi.Config{
 		Ledger: ledger, Keys: auth.NewKeys(pool, m.Config.APIKeys, m.Config.KeyCacheTTL), Metrics: met,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
-		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox,
+		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter,
 	})
 	app := m.server.App()
 	ln, err := listen(m.Config.Addr)

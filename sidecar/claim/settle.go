@@ -1,0 +1,197 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+// Completion is one item of CompleteBatch: what Complete takes.
+type Completion struct {
+	ID, Token string
+	// ResultRef is the effect's external reference; may be empty.
+	ResultRef string
+}
+
+// Failure is one item of FailBatch: what Fail takes.
+type Failure struct {
+	ID, Token string
+	Kind      FailKind
+	// Error is stored as last_error, cut to MaxErrorLen bytes.
+	Error string
+}
+
+// Settled is the answer for one item of CompleteBatch or FailBatch: the
+// record as the report left it, or Err, the *apperr.Error the same report
+// would get alone (Invalid naming the field, NotFound, LeaseLost).
+type Settled struct {
+	Record Record
+	Err    error
+}
+
+// settleItem is one token-guarded write of a settle batch.
+type settleItem struct {
+	id, token string
+	// order is the record id in canonical form: batches lock rows in this
+	// order.
+	order string
+	sql   string
+	args  []any
+	// replayed reports whether cur, the record after the guard matched no
+	// row, is as this very report left it (an idempotent repeat).
+	replayed func(cur Record) bool
+	// done is called once, after commit, for an item the batch moved.
+	done func(rec Record)
+	err  error
+}
+
+// CompleteBatch is Complete for many records of tenant in one round trip
+// and one transaction; results are in items order, one per item. Each item
+// is decided exactly as Complete decides it alone: completing again with
+// the same token answers the completed record (a retry whose answer was
+// lost), a superseded token is LeaseLost, an unknown id NotFound. Those
+// are per-item results; the error return is for the batch as a whole
+// (Unavailable when PostgreSQL is unreachable, otherwise internal), and
+// then no item of it is kept. Rows are locked in id order; a serialization
+// failure or deadlock runs the whole batch again (RunTx).
+func (l *Ledger) CompleteBatch(ctx context.Context, tenant string, items []Completion) ([]Settled, error) {
+	batch := make([]settleItem, len(items))
+	for i, c := range items {
+		it := settleItem{id: c.ID, token: c.Token, sql: completeSQL}
+		it.err = checkTokenArgs(c.ID, c.Token)
+		if it.err == nil && len(c.ResultRef) > MaxResultRefLen {
+			it.err = apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
+		}
+		if it.err == nil {
+			it.err = textFields(map[string]string{"result_ref": c.ResultRef})
+		}
+		token := c.Token
+		it.args = []any{c.ID, tenant, c.Token, nullable(c.ResultRef), nil}
+		it.replayed = func(cur Record) bool { return cur.State == StateCompleted && cur.token == token }
+		it.done = func(rec Record) {
+			if rec.ClaimedAt != nil && rec.CompletedAt != nil {
+				l.obs.Completed(rec.Source, rec.CompletedAt.Sub(*rec.ClaimedAt))
+			}
+		}
+		batch[i] = it
+	}
+	return l.settleBatch(ctx, tenant, batch)
+}
+
+// FailBatch is Fail for many records of tenant in one round trip and one
+// transaction, with CompleteBatch's rules: results in items order, each
+// item decided as Fail decides it alone (failing again with the same token,
+// kind and error answers the record), per-item errors in Settled.Err, the
+// error return for the whole batch.
+func (l *Ledger) FailBatch(ctx context.Context, tenant string, items []Failure) ([]Settled, error) {
+	batch := make([]settleItem, len(items))
+	for i, f := range items {
+		it := settleItem{id: f.ID, token: f.Token, sql: failSQL}
+		it.err = checkTokenArgs(f.ID, f.Token)
+		switch f.Kind {
+		case Retryable, Permanent, UnknownOutcome:
+		default:
+			if it.err == nil {
+				it.err = apperr.Field("retry", "must be one of retryable, permanent, unknown")
+			}
+		}
+		msg := failText(f.Error)
+		token, kind := f.Token, f.Kind
+		it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, l.jitter()}
+		it.replayed = func(cur Record) bool { return failedAs(cur, token, kind, msg) }
+		it.done = func(rec Record) { l.obs.Failed(rec.Source, kind) }
+		batch[i] = it
+	}
+	return l.settleBatch(ctx, tenant, batch)
+}
+
+// failText is the error text Fail stores: at most MaxErrorLen bytes, valid
+// UTF-8, no NUL characters.
+func failText(msg string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(truncate(msg, MaxErrorLen), "\x00", ""), "\uFFFD")
+}
+
+// settleBatch runs the writes of the items without an error in one
+// transaction, in id order, pipelined (one round trip), then reads the
+// records whose guard matched no row (second round trip, same
+// transaction) to tell a replay from a lost lease or a missing record.
+func (l *Ledger) settleBatch(ctx context.Context, tenant string, items []settleItem) ([]Settled, error) {
+	out := make([]Settled, len(items))
+	var order []int
+	for i := range items {
+		if items[i].err != nil {
+			out[i].Err = items[i].err
+			continue
+		}
+		items[i].order = uuid.MustParse(items[i].id).String() // checkTokenArgs parsed it
+		order = append(order, i)
+	}
+	if len(order) == 0 {
+		return out, nil
+	}
+	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].order < items[order[b]].order })
+
+	moved := make([]bool, len(items))
+	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+		var missed []int
+		b := &pgx.Batch{}
+		for _, i := range order {
+			b.Queue(items[i].sql, items[i].args...)
+		}
+		br := tx.SendBatch(ctx, b)
+		for _, i := range order {
+			rec, err := scanRecord(br.QueryRow())
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				missed = append(missed, i)
+				moved[i] = false
+			case err != nil:
+				br.Close()
+				return err
+			default:
+				out[i], moved[i] = Settled{Record: rec}, true
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if len(missed) == 0 {
+			return nil
+		}
+		b = &pgx.Batch{}
+		for _, i := range missed {
+			b.Queue(getSQL, items[i].id, tenant)
+		}
+		br = tx.SendBatch(ctx, b)
+		for _, i := range missed {
+			cur, err := scanRecord(br.QueryRow())
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				out[i] = Settled{Err: apperr.New(apperr.NotFound, "no claim %q", items[i].id)}
+			case err != nil:
+				br.Close()
+				return err
+			case items[i].replayed(cur):
+				out[i] = Settled{Record: cur}
+			default:
+				out[i] = Settled{Err: leaseLost(cur)}
+			}
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return nil, dbError(err)
+	}
+	for _, i := range order {
+		if moved[i] {
+			items[i].done(out[i].Record)
+		}
+	}
+	return out, nil
+}
