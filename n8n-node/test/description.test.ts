@@ -92,9 +92,9 @@ describe('node description', () => {
 	describe('each operation reads only parameters it shows and calls its endpoint', () => {
 		const cases: Array<[string, INodeParameters, string, string]> = [
 			['claim', { source: 'stripe', eventId: 'evt_1' }, 'POST', '/v1/claims/batch'],
-			['complete', {}, 'POST', '/v1/claims/c1/complete'],
+			['complete', {}, 'POST', '/v1/claims/complete/batch'],
 			['extendLease', {}, 'POST', '/v1/claims/c1/extend'],
-			['fail', { errorMessage: 'boom' }, 'POST', '/v1/claims/c1/fail'],
+			['fail', { errorMessage: 'boom' }, 'POST', '/v1/claims/fail/batch'],
 			['lookup', {}, 'GET', '/v1/claims/c1'],
 			['resolve', { note: 'checked' }, 'POST', '/v1/claims/c1/resolve'],
 		];
@@ -103,12 +103,15 @@ describe('node description', () => {
 			// Stand-ins for the default expressions that read $json.idempotency.
 			if (params.claimId !== undefined) params.claimId = 'c1';
 			if (params.claimToken !== undefined) params.claimToken = 't1';
+			if (params.leaseUntil !== undefined) params.leaseUntil = '2030-01-01T00:00:00Z';
 			const items = [{ json: { body: { id: 'evt_1' } } }];
 			const ctx = createContext({ items, params });
 			ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
 				operation === 'claim'
 					? { results: [{ outcome: 'won', claim_id: 'c1', claim_token: 't1' }] }
-					: { claim_id: 'c1', state: 'completed' },
+					: operation === 'complete' || operation === 'fail'
+						? { results: [{ claim_id: 'c1', state: 'completed' }] }
+						: { claim_id: 'c1', state: 'completed' },
 			);
 
 			const outputs = await run(ctx);

@@ -2,7 +2,7 @@ import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
 import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 import { describe, expect, it } from 'vitest';
 
-import { AxiosError, BASE_URL, createContext, deepFreeze, requests, run } from './helpers';
+import { BASE_URL, createContext, deepFreeze, requests, run } from './helpers';
 
 /** An item as the Won output of a Claim hands it on. */
 function wonItem(claimId: string, token: string): INodeExecutionData {
@@ -46,7 +46,7 @@ function fromItem(items: INodeExecutionData[]) {
 }
 
 describe('Complete', () => {
-	it('posts the token and result reference, one request per item', async () => {
+	it('posts every item in one batch, token and result reference, answers paired by position', async () => {
 		const items = deepFreeze([wonItem('c1', 't1'), wonItem('c2', 't2')]);
 		const ctx = createContext({
 			items,
@@ -56,26 +56,30 @@ describe('Complete', () => {
 				resultRef: (i: number) => (i === 0 ? 'inv_9' : ''),
 			},
 		});
-		ctx.helpers.httpRequestWithAuthentication.mockImplementation(async (_type, options) =>
-			record(String(options.url).split('/')[5], { result_ref: 'inv_9' }),
-		);
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [record('c1', { result_ref: 'inv_9' }), record('c2')],
+		});
 
 		const outputs = await run(ctx);
 
 		expect(requests(ctx)).toEqual([
 			expect.objectContaining({
 				method: 'POST',
-				url: `${BASE_URL}/v1/claims/c1/complete`,
-				body: { claim_token: 't1', result_ref: 'inv_9' },
-			}),
-			expect.objectContaining({
-				method: 'POST',
-				url: `${BASE_URL}/v1/claims/c2/complete`,
-				body: { claim_token: 't2' },
+				url: `${BASE_URL}/v1/claims/complete/batch`,
+				body: {
+					claims: [
+						{ claim_id: 'c1', claim_token: 't1', result_ref: 'inv_9' },
+						{ claim_id: 'c2', claim_token: 't2' },
+					],
+				},
 			}),
 		]);
 		expect(outputs).toHaveLength(1);
 		expect(outputs[0].map((item) => item.pairedItem)).toEqual([{ item: 0 }, { item: 1 }]);
+		expect(outputs[0].map((item) => (item.json.idempotency as IDataObject).claim_id)).toEqual([
+			'c1',
+			'c2',
+		]);
 	});
 
 	it("lays the record over the item's idempotency of the same claim, keeping token and outcome", async () => {
@@ -84,9 +88,9 @@ describe('Complete', () => {
 			items,
 			params: { operation: 'complete', ...fromItem(items), resultRef: '' },
 		});
-		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
-			record('c1', { result_ref: 'inv_9' }),
-		);
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [record('c1', { result_ref: 'inv_9' })],
+		});
 
 		const [[out]] = await run(ctx);
 
@@ -123,23 +127,21 @@ describe('Complete', () => {
 		expect(ctx.helpers.httpRequestWithAuthentication).not.toHaveBeenCalled();
 	});
 
-	it('reports a superseded token as lease lost', async () => {
-		const items = [wonItem('c1', 'old')];
+	it('reports a superseded token as lease lost, for its item', async () => {
+		const items = [wonItem('c1', 't1'), wonItem('c2', 'old')];
 		const ctx = createContext({
 			items,
 			params: { operation: 'complete', ...fromItem(items), resultRef: '' },
 		});
-		ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(
-			new AxiosError('Request failed with status code 409', 'ERR_BAD_REQUEST', {
-				status: 409,
-				data: { error: { code: 'lease_lost', message: 'claim token superseded' } },
-			}),
-		);
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [record('c1'), { error: { code: 'lease_lost', message: 'claim token superseded' } }],
+		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
 		expect(failure).toBeInstanceOf(NodeApiError);
 		expect(failure.message).toBe('Lease lost: this claim token is no longer current');
 		expect(failure.httpCode).toBe('409');
-		expect(failure.context.itemIndex).toBe(0);
+		expect(failure.context.itemIndex).toBe(1);
+		expect(requests(ctx)).toHaveLength(1);
 	});
 });
 
@@ -155,14 +157,16 @@ describe('Fail, Extend Lease, Lookup, Resolve', () => {
 				retryKind: 'retryable',
 			},
 		});
-		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
-			record('c1', { state: 'retryable_failed', last_error: 'SMTP 451' }),
-		);
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [record('c1', { state: 'retryable_failed', last_error: 'SMTP 451' })],
+		});
 		const [[out]] = await run(ctx);
 		expect(requests(ctx)[0]).toMatchObject({
 			method: 'POST',
-			url: `${BASE_URL}/v1/claims/c1/fail`,
-			body: { claim_token: 't1', error: 'SMTP 451', retry: 'retryable' },
+			url: `${BASE_URL}/v1/claims/fail/batch`,
+			body: {
+				claims: [{ claim_id: 'c1', claim_token: 't1', error: 'SMTP 451', retry: 'retryable' }],
+			},
 		});
 		expect(out.json.idempotency).toMatchObject({ state: 'retryable_failed', claim_token: 't1' });
 	});
@@ -275,24 +279,55 @@ describe('Fail, Extend Lease, Lookup, Resolve', () => {
 });
 
 describe('Single-output operations and failures', () => {
-	it('stops at the first failing item when the node does not continue on fail', async () => {
+	it('reports every item, then stops at the first failing one when the node does not continue on fail', async () => {
 		const items = [wonItem('c1', 't1'), wonItem('c2', 't2'), wonItem('c3', 't3')];
 		const ctx = createContext({
 			items,
 			params: { operation: 'complete', ...fromItem(items), resultRef: '' },
 		});
-		ctx.helpers.httpRequestWithAuthentication
-			.mockResolvedValueOnce(record('c1'))
-			.mockRejectedValueOnce(
-				new AxiosError('Request failed with status code 404', 'ERR_BAD_REQUEST', {
-					status: 404,
-					data: { error: { code: 'not_found', message: 'no such claim' } },
-				}),
-			);
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [
+				record('c1'),
+				{ error: { code: 'not_found', message: 'no such claim' } },
+				record('c3'),
+			],
+		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
 		expect(failure.message).toBe('Claim not found');
 		expect(failure.context.itemIndex).toBe(1);
-		expect(ctx.helpers.httpRequestWithAuthentication).toHaveBeenCalledTimes(2);
+		// The effects have run: c3 is reported although c2 failed before it.
+		expect(requests(ctx)).toHaveLength(1);
+		expect((requests(ctx)[0].body as { claims: unknown[] }).claims).toHaveLength(3);
+	});
+
+	it('still reports the other items when one cannot be sent, then stops at it', async () => {
+		const items: INodeExecutionData[] = [
+			wonItem('c1', 't1'),
+			{ json: { body: {} } },
+			wonItem('c3', 't3'),
+		];
+		const ctx = createContext({
+			items,
+			params: {
+				operation: 'complete',
+				claimId: (i: number) => (items[i].json.idempotency as IDataObject | undefined)?.claim_id,
+				claimToken: (i: number) =>
+					(items[i].json.idempotency as IDataObject | undefined)?.claim_token,
+				resultRef: '',
+			},
+		});
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [record('c1'), record('c3')],
+		});
+		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeOperationError;
+		expect(failure.message).toBe('Claim ID is empty');
+		expect(failure.context.itemIndex).toBe(1);
+		expect(requests(ctx)[0].body).toEqual({
+			claims: [
+				{ claim_id: 'c1', claim_token: 't1' },
+				{ claim_id: 'c3', claim_token: 't3' },
+			],
+		});
 	});
 
 	it('with continue on fail, keeps going and outputs the failed item with its error', async () => {
@@ -312,9 +347,9 @@ describe('Single-output operations and failures', () => {
 				resultRef: '',
 			},
 		});
-		ctx.helpers.httpRequestWithAuthentication.mockImplementation(async (_type, options) =>
-			record(String(options.url).split('/')[5]),
-		);
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [record('c1'), record('c3')],
+		});
 		const outputs = await run(ctx);
 		expect(outputs).toHaveLength(1);
 		expect(outputs[0].map((item) => item.pairedItem)).toEqual([
@@ -325,6 +360,7 @@ describe('Single-output operations and failures', () => {
 		const failed = outputs[0][1];
 		expect(failed.json).toEqual({ error: 'Claim ID is empty' });
 		expect(failed.error).toBeInstanceOf(NodeOperationError);
-		expect(ctx.helpers.httpRequestWithAuthentication).toHaveBeenCalledTimes(2);
+		expect(outputs[0][2].json.idempotency).toMatchObject({ claim_id: 'c3', state: 'completed' });
+		expect(ctx.helpers.httpRequestWithAuthentication).toHaveBeenCalledTimes(1);
 	});
 });

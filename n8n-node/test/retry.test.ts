@@ -1,9 +1,4 @@
-import type {
-	IDataObject,
-	IHttpRequestOptions,
-	INodeExecutionData,
-	JsonObject,
-} from 'n8n-workflow';
+import type { IDataObject, IHttpRequestOptions, JsonObject } from 'n8n-workflow';
 import { NodeApiError, sleep } from 'n8n-workflow';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 
@@ -165,62 +160,25 @@ describe('Claim retries', () => {
 	});
 });
 
-describe('Complete and Fail retries', () => {
-	const wonItem: INodeExecutionData = {
-		json: { idempotency: { claim_id: 'c1', claim_token: 't1', outcome: 'won' } },
-	};
-	const fromItem = {
-		claimId: () => 'c1',
-		claimToken: () => 't1',
-	};
-	const record = { claim_id: 'c1', idempotency_key: 'stripe:evt_1', state: 'completed' };
-
-	for (const [operation, extra] of [
-		['complete', { resultRef: 'inv_1' }],
-		['fail', { errorMessage: 'smtp 451', retryKind: 'retryable' }],
-	] as const) {
-		it(`${operation} is sent again with the same token after a transport error and a 503`, async () => {
-			const ctx = createContext({
-				items: [wonItem],
-				params: { operation, ...fromItem, ...extra },
-			});
-			ctx.helpers.httpRequestWithAuthentication
-				.mockRejectedValueOnce(refused())
-				.mockRejectedValueOnce(status(503, 'unavailable'))
-				.mockResolvedValueOnce(record);
-			const outputs = await run(ctx);
-			expect(outputs[0]).toHaveLength(1);
-			const sent = requests(ctx);
-			expect(sent).toHaveLength(3);
-			for (const options of sent) {
-				expect(options.url).toBe(`http://127.0.0.1:8080/v1/claims/c1/${operation}`);
-				expect(options.body).toMatchObject({ claim_token: 't1' });
-			}
-		});
-
-		it(`${operation} is not retried on lease lost (409)`, async () => {
-			const ctx = createContext({
-				items: [wonItem],
-				params: { operation, ...fromItem, ...extra },
-			});
-			ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(status(409, 'lease_lost'));
-			await expect(run(ctx)).rejects.toThrow('Lease lost');
-			expect(requests(ctx)).toHaveLength(1);
-		});
-	}
-});
-
 describe('retry settings', () => {
-	it('are shown with Claim, Complete and Fail, on by default', () => {
+	it('are shown with Claim, Complete and Fail, on by default; Complete and Fail keep trying until the lease end', () => {
 		const { properties } = new IdempotentClaim().description;
-		const byName = (name: string) => properties.find((property) => property.name === name);
-		expect(byName('retrySidecarCalls')).toMatchObject({
-			type: 'boolean',
-			default: true,
-			displayOptions: { show: { operation: ['claim', 'complete', 'fail'] } },
-		});
-		expect(byName('sidecarMaxTries')?.default).toBe(3);
-		expect(byName('sidecarWaitBetweenTries')?.default).toBe(500);
+		const named = (name: string) => properties.filter((property) => property.name === name);
+		const shownFor = (name: string) =>
+			named(name).map((property) => property.displayOptions?.show?.operation);
+		expect(shownFor('retrySidecarCalls')).toEqual([['claim'], ['complete'], ['fail']]);
+		for (const property of named('retrySidecarCalls')) {
+			expect(property).toMatchObject({ type: 'boolean', default: true });
+		}
+		expect(shownFor('sidecarMaxTries')).toEqual([['claim']]);
+		expect(named('sidecarMaxTries')[0].default).toBe(3);
+		expect(named('sidecarWaitBetweenTries')[0].default).toBe(500);
+		expect(shownFor('keepTryingUntil')).toEqual([['complete'], ['fail']]);
+		for (const property of named('keepTryingUntil')) expect(property.default).toBe('leaseEnd');
+		for (const property of named('leaseUntil')) {
+			expect(property.default).toBe('={{ $json.idempotency.lease_until }}');
+		}
+		for (const property of named('keepTryingSeconds')) expect(property.default).toBe(300);
 	});
 
 	it('retry only what is safe to send again', () => {

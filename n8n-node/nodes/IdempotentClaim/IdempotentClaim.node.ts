@@ -7,7 +7,7 @@ import type {
 import { NodeConnectionTypes } from 'n8n-workflow';
 
 import { properties } from './actions/claim';
-import { OUTPUTS_EXPRESSION } from './actions/outputs';
+import { NODE_HINTS, OUTPUTS_EXPRESSION } from './actions/outputs';
 import { router } from './actions/router';
 
 export class IdempotentClaim implements INodeType {
@@ -19,7 +19,13 @@ export class IdempotentClaim implements INodeType {
 			dark: 'file:../../icons/idempotent-claim.dark.svg',
 		},
 		group: ['transform'],
-		version: 1,
+		// Version 2 changed Claim's outputs (outputs.ts): in-progress claims
+		// always leave by In Progress, failed claims by Error. n8n stores no
+		// parameter left at its default, so changing a default in place
+		// would change saved workflows silently; they keep version 1, new
+		// nodes get version 2.
+		version: [1, 2],
+		defaultVersion: 2,
 		subtitle:
 			'={{ $parameter["operation"] === "claim" ? "claim: " + $parameter["source"] : $parameter["operation"] }}',
 		description:
@@ -30,6 +36,7 @@ export class IdempotentClaim implements INodeType {
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: OUTPUTS_EXPRESSION,
+		hints: NODE_HINTS,
 		credentials: [
 			{
 				name: 'idempotentClaimApi',

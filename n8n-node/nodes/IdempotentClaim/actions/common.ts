@@ -132,18 +132,20 @@ export function claimIdAndToken(
 
 export { CLAIM_ID_HINT };
 
-/** Operations whose sidecar calls are retried (all safe to send again). */
-const RETRIED: ShowWhen = { operation: ['claim', 'complete', 'fail'] };
-
 const DEFAULT_TRIES = 3;
 const DEFAULT_WAIT_MS = 500;
 
+/** First wait of Complete and Fail between tries; doubled up to MAX_WAIT_MS. */
+export const SETTLE_WAIT_MS = 1_000;
+
+/** How long Complete and Fail keep trying when the lease end is not known (the default lease). */
+export const DEFAULT_KEEP_TRYING_SECONDS = 300;
+
 /**
- * The retry settings of the sidecar calls, on by default, shown with Claim,
- * Complete and Fail. Retrying is safe: a Claim is sent again with the same
+ * The retry settings of Claim, on by default: the batch is sent up to Max
+ * Tries times. Retrying is safe: a Claim is sent again with the same
  * request IDs, so a claim whose answer was lost comes back as the same won
- * claim (same token); Complete and Fail carry the same token and are
- * idempotent.
+ * claim (same token).
  */
 export const retryProperties: INodeProperties[] = [
 	{
@@ -153,7 +155,7 @@ export const retryProperties: INodeProperties[] = [
 		default: true,
 		description:
 			"Whether to send a request again when the connection to the sidecar fails, breaks or times out, or it answers 5xx (e.g. 503 during a database failover). Safe: a claim is sent with the same request ID and a claim it made comes back won with the same token; Complete and Fail with the same token are idempotent. n8n's Retry On Fail of this node is safe in the same way.",
-		displayOptions: { show: RETRIED },
+		displayOptions: { show: { operation: ['claim'] } },
 	},
 	{
 		displayName: 'Max Tries',
@@ -162,7 +164,7 @@ export const retryProperties: INodeProperties[] = [
 		typeOptions: { minValue: 2, maxValue: MAX_TRIES },
 		default: DEFAULT_TRIES,
 		description: 'How many times a request is sent at most, the first included',
-		displayOptions: { show: { ...RETRIED, retrySidecarCalls: [true] } },
+		displayOptions: { show: { operation: ['claim'], retrySidecarCalls: [true] } },
 	},
 	{
 		displayName: 'Wait Between Tries (Ms)',
@@ -171,9 +173,74 @@ export const retryProperties: INodeProperties[] = [
 		typeOptions: { minValue: 0, maxValue: MAX_WAIT_MS },
 		default: DEFAULT_WAIT_MS,
 		description: `Wait before the second try; doubled before each further try, at most ${MAX_WAIT_MS} ms`,
-		displayOptions: { show: { ...RETRIED, retrySidecarCalls: [true] } },
+		displayOptions: { show: { operation: ['claim'], retrySidecarCalls: [true] } },
 	},
 ];
+
+/**
+ * The retry settings of Complete or Fail (shown for `show`), on by default.
+ * They report an effect that has already run, so they keep trying until
+ * Keep Trying Until: by default the claim's lease end, after which the
+ * report can no longer keep another delivery from winning the claim and
+ * running the effect again (under lease policy reclaim).
+ */
+export function settleRetryProperties(show: ShowWhen): INodeProperties[] {
+	return [
+		{
+			displayName: 'Retry Sidecar Calls',
+			name: 'retrySidecarCalls',
+			type: 'boolean',
+			default: true,
+			description:
+				"Whether to keep sending the report while the sidecar cannot be reached, the connection breaks or times out, or it answers 5xx (e.g. 503 during a database failover), until it lands or Keep Trying Until. The effect has already run: a report that is lost leaves the claim processing until its lease ends. Safe: a claim is sent with the same request ID and a claim it made comes back won with the same token; Complete and Fail with the same token are idempotent. n8n's Retry On Fail of this node is safe in the same way.",
+			displayOptions: { show },
+		},
+		{
+			displayName: 'Keep Trying Until',
+			name: 'keepTryingUntil',
+			type: 'options',
+			noDataExpression: true,
+			default: 'leaseEnd',
+			description: `How long to keep sending the report (waits of ${SETTLE_WAIT_MS / 1000} s, doubling, at most ${MAX_WAIT_MS / 1000} s). When it gives up, the item fails with an error saying that the outcome is unknown and how to settle it.`,
+			options: [
+				{
+					name: 'Lease End',
+					value: 'leaseEnd',
+					description:
+						"Until the claim's lease ends: after that, under lease policy reclaim, another delivery may win the claim and run the effect again",
+				},
+				{
+					name: 'Time Limit',
+					value: 'timeLimit',
+					description: 'For a number of seconds after the first try',
+				},
+			],
+			displayOptions: { show: { ...show, retrySidecarCalls: [true] } },
+		},
+		{
+			displayName: 'Lease Until',
+			name: 'leaseUntil',
+			type: 'string',
+			default: '={{ $json.idempotency.lease_until }}',
+			placeholder: "e.g. {{ $('Idempotent Claim').item.json.idempotency.lease_until }}",
+			description: `When the claim's lease ends: lease_until of the Claim (or Extend Lease) output, mapped like Claim ID. When empty or not a time, the node keeps trying for ${DEFAULT_KEEP_TRYING_SECONDS} seconds (the default lease).`,
+			displayOptions: {
+				show: { ...show, retrySidecarCalls: [true], keepTryingUntil: ['leaseEnd'] },
+			},
+		},
+		{
+			displayName: 'Time Limit (Seconds)',
+			name: 'keepTryingSeconds',
+			type: 'number',
+			typeOptions: { minValue: 1 },
+			default: DEFAULT_KEEP_TRYING_SECONDS,
+			description: 'How long to keep trying after the first try',
+			displayOptions: {
+				show: { ...show, retrySidecarCalls: [true], keepTryingUntil: ['timeLimit'] },
+			},
+		},
+	];
+}
 
 function boundedInteger(value: unknown, min: number, max: number, fallback: number): number {
 	const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
@@ -181,7 +248,7 @@ function boundedInteger(value: unknown, min: number, max: number, fallback: numb
 	return Math.min(max, Math.max(min, Math.trunc(n)));
 }
 
-/** The retry policy of one item's sidecar call, from the retry settings. */
+/** The retry policy of one item's sidecar call, from the retry settings (Claim). */
 export function sidecarRetry(this: IExecuteFunctions, itemIndex: number): RetryPolicy {
 	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) return NO_RETRY;
 	return {
@@ -198,4 +265,59 @@ export function sidecarRetry(this: IExecuteFunctions, itemIndex: number): RetryP
 			DEFAULT_WAIT_MS,
 		),
 	};
+}
+
+/** Until when one item's Complete or Fail keeps trying, and what that moment is. */
+export interface SettleDeadline {
+	/** Epoch ms; undefined when Retry Sidecar Calls is off (send once). */
+	until?: number;
+	/** "the lease end", "the time limit" or the fallback, for the error message. */
+	what: string;
+}
+
+function parseTime(value: unknown): number | undefined {
+	if (value instanceof Date) return Number.isFinite(value.getTime()) ? value.getTime() : undefined;
+	if (typeof value !== 'string' || value.trim() === '') return undefined;
+	const ms = Date.parse(value);
+	return Number.isFinite(ms) ? ms : undefined;
+}
+
+/**
+ * The deadline of one item's Complete or Fail, from the retry settings:
+ * its claim's lease end (Lease Until), a time limit after now, or, when
+ * Lease Until is empty or not a time, DEFAULT_KEEP_TRYING_SECONDS after
+ * now. Never fails: a report must be sent whatever the settings say.
+ */
+export function settleDeadline(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	now: number,
+): SettleDeadline {
+	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) {
+		return { what: 'Retry Sidecar Calls is off' };
+	}
+	const limit = (seconds: number, what: string) => ({ until: now + seconds * 1000, what });
+	if (this.getNodeParameter('keepTryingUntil', itemIndex, 'leaseEnd') === 'timeLimit') {
+		const seconds = boundedInteger(
+			this.getNodeParameter('keepTryingSeconds', itemIndex, DEFAULT_KEEP_TRYING_SECONDS),
+			1,
+			Number.MAX_SAFE_INTEGER / 1000,
+			DEFAULT_KEEP_TRYING_SECONDS,
+		);
+		return limit(seconds, 'the time limit');
+	}
+	let leaseEnd: unknown;
+	try {
+		leaseEnd = this.getNodeParameter('leaseUntil', itemIndex, '');
+	} catch {
+		// An expression that cannot be resolved for this item (e.g. the Claim
+		// node it names did not run): the fallback below applies.
+		leaseEnd = undefined;
+	}
+	const until = parseTime(leaseEnd);
+	if (until !== undefined) return { until, what: 'the lease end' };
+	return limit(
+		DEFAULT_KEEP_TRYING_SECONDS,
+		`${DEFAULT_KEEP_TRYING_SECONDS} s, as Lease Until was empty`,
+	);
 }

@@ -1,5 +1,5 @@
 import type { INode, JsonObject } from 'n8n-workflow';
-import { NodeApiError } from 'n8n-workflow';
+import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 
 import type { SidecarErrorBody } from './types';
 
@@ -31,6 +31,24 @@ const BROKEN_CODES = new Set([
 	'EPIPE',
 	'ESOCKETTIMEDOUT',
 ]);
+
+/**
+ * Messages of n8n's own database failing to serve a query: the PostgreSQL
+ * pool of n8n (pg-pool) had no free connection within
+ * DB_POSTGRESDB_CONNECTION_TIMEOUT, the connection broke, the server is
+ * full or restarting, or SQLite is locked. n8n reads the credential from
+ * it; such a failure is n8n's, never the sidecar's.
+ */
+const N8N_DATABASE_MESSAGES = [
+	/timeout exceeded when trying to connect/i,
+	/Connection terminated/i,
+	/too many clients already|remaining connection slots are reserved/i,
+	/the database system is (starting up|shutting down|in recovery mode)/i,
+	/SQLITE_BUSY|database is locked/i,
+];
+
+/** The pg-pool message of an exhausted pool. */
+const POOL_EXHAUSTED = /timeout exceeded when trying to connect/i;
 
 /** HTTP status the sidecar answers for each error code of its contract. */
 const STATUS_BY_CODE: Record<string, number> = {
@@ -75,6 +93,8 @@ interface Extracted {
 	body?: SidecarErrorBody;
 	socketCode?: string;
 	message?: string;
+	/** Every message along the cause chain, outermost first. */
+	messages: string[];
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -104,7 +124,7 @@ function toErrorBody(value: unknown): SidecarErrorBody | undefined {
  * client's error (with `code` and `response`), possibly nested further.
  */
 function extract(error: unknown): Extracted {
-	const found: Extracted = {};
+	const found: Extracted = { messages: [] };
 	let current: unknown = error;
 	for (let depth = 0; depth < 6 && isObject(current); depth++) {
 		const response = isObject(current.response) ? current.response : undefined;
@@ -122,8 +142,9 @@ function extract(error: unknown): Extracted {
 		if (typeof current.code === 'string' && /^E[A-Z_]+$/.test(current.code)) {
 			found.socketCode ??= current.code;
 		}
-		if (found.message === undefined && typeof current.message === 'string') {
-			found.message = current.message;
+		if (typeof current.message === 'string') {
+			found.message ??= current.message;
+			found.messages.push(current.message);
 		}
 		current = current.cause;
 	}
@@ -268,6 +289,75 @@ export function isRetryable(error: unknown): boolean {
 	);
 }
 
+function n8nDatabaseMessage(found: Extracted): string | undefined {
+	return found.messages.find((message) =>
+		N8N_DATABASE_MESSAGES.some((pattern) => pattern.test(message)),
+	);
+}
+
+/**
+ * Whether error, thrown while n8n read the node's credential, is n8n's own
+ * database failing for now (pool exhausted, connection refused or broken,
+ * server full or restarting, SQLite busy): worth trying again. The sidecar
+ * is not involved at that point, so a socket code here is n8n's database's.
+ */
+export function isN8nDatabaseError(error: unknown): boolean {
+	const found = extract(error);
+	if (n8nDatabaseMessage(found) !== undefined) return true;
+	return (
+		found.status === undefined &&
+		found.socketCode !== undefined &&
+		(NOT_REACHED_CODES.has(found.socketCode) || BROKEN_CODES.has(found.socketCode))
+	);
+}
+
+/** The error for n8n's own database failing while the credential was read or a request was made. */
+function n8nDatabaseError(node: INode, detail: string, ctx: ErrorContext): NodeOperationError {
+	const hint = POOL_EXHAUSTED.test(detail)
+		? " It means every connection of n8n's database pool was busy: raise DB_POSTGRESDB_POOL_SIZE (n8n's default is 2) or run fewer executions at once (a worker's --concurrency)."
+		: '';
+	return new NodeOperationError(
+		node,
+		'n8n could not read the Idempotent Claim API credential from its own database',
+		{
+			itemIndex: ctx.itemIndex,
+			description: `${detail}. This is n8n's own database (DB_TYPE, DB_POSTGRESDB_*), not the Idempotent Claim sidecar: the sidecar was not called${ctx.tries !== undefined && ctx.tries > 1 ? ` (tried ${ctx.tries} times)` : ''}.${hint}`,
+		},
+	);
+}
+
+/**
+ * Maps a failure to read the node's credential: n8n's own database failing
+ * names that database (never the sidecar); n8n's own node errors (no
+ * credential selected, not found) are kept as they are; anything else says
+ * the credential could not be loaded.
+ */
+export function credentialError(
+	node: INode,
+	error: unknown,
+	ctx: ErrorContext = {},
+): NodeApiError | NodeOperationError {
+	const found = extract(error);
+	if (isN8nDatabaseError(error)) {
+		return n8nDatabaseError(
+			node,
+			n8nDatabaseMessage(found) ?? found.message ?? `connection failed (${found.socketCode})`,
+			ctx,
+		);
+	}
+	if (error instanceof NodeApiError || error instanceof NodeOperationError) {
+		if (ctx.itemIndex !== undefined && error.context.itemIndex === undefined) {
+			error.context.itemIndex = ctx.itemIndex;
+		}
+		return error;
+	}
+	return new NodeOperationError(
+		node,
+		`n8n could not load the Idempotent Claim API credential${found.message ? `: ${found.message}` : ''}`,
+		{ itemIndex: ctx.itemIndex },
+	);
+}
+
 /** " (sent 3 times)" when the request was retried, else "". */
 function triesNote(tries: number | undefined): string {
 	return tries !== undefined && tries > 1 ? ` (sent ${tries} times)` : '';
@@ -307,6 +397,18 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 		);
 	}
 
+	const own = found.status === undefined ? n8nDatabaseMessage(found) : undefined;
+	if (own !== undefined) {
+		const ownError = n8nDatabaseError(node, own, ctx);
+		return build(
+			node,
+			{ message: ownError.message, description: ownError.description ?? undefined },
+			undefined,
+			{ code: 'n8n_database' },
+			ctx.itemIndex,
+		);
+	}
+
 	const code = errorCodeFor(found.status, found.body?.code);
 	if (code === undefined && found.status === undefined) {
 		return build(
@@ -328,6 +430,59 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 		parts,
 		found.status ?? (code ? STATUS_BY_CODE[code] : undefined),
 		{ ...(found.body ?? {}), code: code ?? null } as JsonObject,
+		ctx.itemIndex,
+	);
+}
+
+/** What a Complete or Fail that gave up knows about its report. */
+export interface UnrecordedContext {
+	operation: 'complete' | 'fail';
+	claimId: string;
+	itemIndex: number;
+	/** Items of the execution whose report met the same fate (1 or more). */
+	items: number;
+	/** When the first send started and the deadline, epoch ms. */
+	since: number;
+	until?: number;
+	/** What the deadline was: "the lease end" or "the time limit". */
+	untilWhat?: string;
+}
+
+/**
+ * The error of a Complete or Fail that kept trying while the sidecar could
+ * not be reached (or answered 5xx, or n8n's database failed) and gave up at
+ * its deadline: the effect's outcome is now unknown to the sidecar. It says
+ * what becomes of the claim under each lease policy and how to settle it.
+ */
+export function unrecordedOutcomeError(
+	node: INode,
+	cause: { message: string },
+	ctx: UnrecordedContext,
+): NodeApiError {
+	const complete = ctx.operation === 'complete';
+	const tried =
+		ctx.until === undefined
+			? 'Sent once (Retry Sidecar Calls is off)'
+			: `Kept trying for ${Math.max(0, Math.round((Date.now() - ctx.since) / 1000))} s, until ${new Date(ctx.until).toISOString()} (${ctx.untilWhat ?? 'the deadline'})`;
+	const fate = complete
+		? 'once its lease ends, under lease policy review it becomes unknown and no delivery runs the effect again until it is resolved; under lease policy reclaim the next delivery of the event wins it and runs the effect again'
+		: 'once its lease ends, under lease policy review it becomes unknown until it is resolved; under lease policy reclaim the next delivery of the event wins it and runs the effect again, as after a retryable failure';
+	const settle = complete
+		? `if it is still processing, run Complete again with the same claim token; if it is unknown, Resolve it as completed, with the result reference`
+		: `if it is still processing, run Fail again with the same claim token; if it is unknown, Resolve it: retry to let the next delivery run the effect, or completed`;
+	const others =
+		ctx.items > 1 ? ` ${ctx.items} items of this execution are in the same state.` : '';
+	const parts = {
+		message: complete
+			? `The effect ran but its outcome could not be recorded (claim ${ctx.claimId}): the outcome is now unknown`
+			: `The effect failed but the failure could not be recorded (claim ${ctx.claimId}): the outcome is now unknown`,
+		description: `Last failure: ${cause.message}. ${tried}. The last try may still have landed. Otherwise the claim stays processing, and ${fate}. Once the sidecar answers, look the claim up (Lookup, Claim ID ${ctx.claimId}): ${settle}.${others}`,
+	};
+	return build(
+		node,
+		parts,
+		undefined,
+		{ code: 'outcome_unknown', claim_id: ctx.claimId },
 		ctx.itemIndex,
 	);
 }

@@ -1,12 +1,16 @@
 import type {
+	ICredentialDataDecryptedObject,
+	ICredentialsDecrypted,
 	IDataObject,
 	IExecuteFunctions,
 	IHttpRequestMethods,
 	IHttpRequestOptions,
+	NodeApiError,
+	NodeOperationError,
 } from 'n8n-workflow';
 import { sleep } from 'n8n-workflow';
 
-import { isRetryable, mapSidecarError } from './errors';
+import { credentialError, isN8nDatabaseError, isRetryable, mapSidecarError } from './errors';
 
 /** Name of the credential type that authenticates every sidecar request. */
 export const CREDENTIAL_TYPE = 'idempotentClaimApi';
@@ -15,15 +19,23 @@ export const CREDENTIAL_TYPE = 'idempotentClaimApi';
 const REQUEST_TIMEOUT_MS = 30_000;
 
 /**
- * How a request is sent again after a failure that isRetryable allows (the
- * connection failed or broke, or a 5xx answer): the same request, body
- * included, so a Claim keeps its request IDs and Complete / Fail their token.
+ * How a request is sent again after a failure that may be retried (the
+ * connection failed or broke, a 5xx answer, or n8n could not read the
+ * credential from its own database): the same request, body included, so a
+ * Claim keeps its request IDs and Complete / Fail their token. It stops at
+ * whichever comes first of `tries` sends and `deadline`.
  */
 export interface RetryPolicy {
-	/** Sends in all, at least 1 (1: no retry). */
+	/** Sends in all, at least 1 (1: no retry; Infinity: until the deadline). */
 	tries: number;
-	/** Wait before the second send, in ms; doubled before each further send. */
+	/** Wait before the second send, in ms; doubled before each further send, at most MAX_WAIT_MS. */
 	waitMs: number;
+	/**
+	 * Epoch ms after which no send starts; the first send always does. A
+	 * wait that would end past it is cut short, so the last send starts at
+	 * the deadline.
+	 */
+	deadline?: number;
 }
 
 /** Send once. */
@@ -45,48 +57,110 @@ export interface SidecarRequest {
 	retry?: RetryPolicy;
 }
 
+/** The sidecar's address and the credential that authenticates requests to it. */
+interface Connection {
+	baseUrl: string;
+	credentials: ICredentialsDecrypted;
+}
+
+/**
+ * The connection of each node run, keyed by its execute context: the
+ * credential is read from n8n (its database) once per node run, not once per
+ * request or retry. Only a loaded credential is kept; a failed load is tried
+ * again by the next request.
+ */
+const connections = new WeakMap<object, Connection>();
+
+/**
+ * Reads the credential once per node run and hands it to every request of
+ * the run: httpRequestWithAuthentication applies the credential type's own
+ * `authenticate` (the Bearer header) to the credential it is given, instead
+ * of reading the credential again.
+ */
+async function connection(this: IExecuteFunctions): Promise<Connection> {
+	const known = connections.get(this);
+	if (known !== undefined) return known;
+	const data: ICredentialDataDecryptedObject = await this.getCredentials(CREDENTIAL_TYPE);
+	const ref = this.getNode().credentials?.[CREDENTIAL_TYPE];
+	const loaded: Connection = {
+		baseUrl: String(data.baseUrl ?? '').replace(/\/+$/, ''),
+		credentials: { id: ref?.id ?? '', name: ref?.name ?? '', type: CREDENTIAL_TYPE, data },
+	};
+	connections.set(this, loaded);
+	return loaded;
+}
+
+/**
+ * Marks an error that ends a request whose last failure could have been
+ * retried: the request gave up (tries or deadline), it was not refused.
+ */
+const GAVE_UP = 'retriesExhausted';
+
+/**
+ * Whether error is the end of a request that gave up on a failure it could
+ * have retried (sidecar unreachable or 5xx, n8n's database unavailable):
+ * whether the request landed is unknown.
+ */
+export function retriesExhausted(error: unknown): boolean {
+	return (
+		typeof error === 'object' &&
+		error !== null &&
+		(error as { context?: IDataObject }).context?.[GAVE_UP] === true
+	);
+}
+
 /**
  * Sends one request to the Idempotent Claim sidecar through the credential
  * (Bearer API key) and returns the parsed JSON answer. A failure that
- * isRetryable allows is sent again per `request.retry` (waits from n8n's
- * sleep, cut short when the execution is cancelled); every failure that
- * remains becomes a NodeApiError from mapSidecarError, saying how often the
- * request was sent.
+ * isRetryable allows, or a failure of n8n's own database while reading the
+ * credential, is sent again per `request.retry` (waits from n8n's sleep,
+ * cut short when the execution is cancelled); every failure that remains
+ * becomes a NodeApiError from mapSidecarError (or credentialError), saying
+ * how often the request was sent, and marked for retriesExhausted when its
+ * last failure could have been retried.
  */
 export async function sidecarRequest<T>(
 	this: IExecuteFunctions,
 	request: SidecarRequest,
 ): Promise<T> {
-	const credentials = await this.getCredentials<{ baseUrl?: string }>(CREDENTIAL_TYPE);
-	const baseUrl = String(credentials.baseUrl ?? '').replace(/\/+$/, '');
-	const options: IHttpRequestOptions = {
-		method: request.method,
-		url: `${baseUrl}${request.path}`,
-		headers: { Accept: 'application/json' },
-		json: true,
-		timeout: REQUEST_TIMEOUT_MS,
-	};
-	if (request.body !== undefined) options.body = request.body;
-	if (request.qs !== undefined) options.qs = request.qs;
-
-	const { tries, waitMs } = request.retry ?? NO_RETRY;
+	const { tries, waitMs, deadline } = request.retry ?? NO_RETRY;
+	let baseUrl: string | undefined;
 	for (let sent = 1; ; sent++) {
+		let loading = true;
 		try {
-			return (await this.helpers.httpRequestWithAuthentication.call(this, CREDENTIAL_TYPE, {
-				...options,
-				headers: { ...options.headers },
-			})) as T;
+			const conn = await connection.call(this);
+			loading = false;
+			baseUrl = conn.baseUrl;
+			const options: IHttpRequestOptions = {
+				method: request.method,
+				url: `${conn.baseUrl}${request.path}`,
+				headers: { Accept: 'application/json' },
+				json: true,
+				timeout: REQUEST_TIMEOUT_MS,
+			};
+			if (request.body !== undefined) options.body = request.body;
+			if (request.qs !== undefined) options.qs = request.qs;
+			return (await this.helpers.httpRequestWithAuthentication.call(
+				this,
+				CREDENTIAL_TYPE,
+				options,
+				{ credentialsDecrypted: conn.credentials },
+			)) as T;
 		} catch (error) {
-			if (sent >= tries || !isRetryable(error)) {
-				throw mapSidecarError(this.getNode(), error, {
-					baseUrl,
-					itemIndex: request.itemIndex,
-					tries: sent,
-				});
+			const retryable = loading ? isN8nDatabaseError(error) : isRetryable(error);
+			const now = Date.now();
+			if (sent >= tries || !retryable || (deadline !== undefined && now >= deadline)) {
+				const ctx = { baseUrl, itemIndex: request.itemIndex, tries: sent };
+				const final: NodeApiError | NodeOperationError = loading
+					? credentialError(this.getNode(), error, ctx)
+					: mapSidecarError(this.getNode(), error, ctx);
+				if (retryable) final.context[GAVE_UP] = true;
+				throw final;
 			}
+			let wait = Math.min(MAX_WAIT_MS, waitMs * 2 ** Math.min(sent - 1, 20));
+			if (deadline !== undefined) wait = Math.min(wait, deadline - now);
+			if (wait > 0) await sleep(wait, this.getExecutionCancelSignal());
 		}
-		const wait = Math.min(MAX_WAIT_MS, waitMs * 2 ** (sent - 1));
-		if (wait > 0) await sleep(wait, this.getExecutionCancelSignal());
 	}
 }
 

@@ -21,10 +21,13 @@ import {
 	toNodeError,
 	type ShowWhen,
 } from '../common';
-import { claimOutputIndex } from '../outputs';
+import { claimOutputIndex, separatesOutcomes } from '../outputs';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['claim'] };
+
+/** The sidecar's limit for wait_seconds (claim.MaxWait). */
+const MAX_WAIT_SECONDS = 25;
 
 export const description: INodeProperties[] = [
 	{
@@ -183,14 +186,17 @@ export const description: INodeProperties[] = [
 		displayOptions: { show: { operation: ['claim', 'extendLease'] } },
 	},
 	{
+		// Version 1 only: from version 2 Conflict and In Progress always have
+		// their own outputs (see outputs.ts). Kept for saved workflows, whose
+		// node stays version 1 and whose unset toggle stays off.
 		displayName: 'Separate Conflict and In-Progress Outputs',
 		name: 'separateConflictOutputs',
 		type: 'boolean',
 		noDataExpression: true,
 		default: false,
 		description:
-			'Whether to add the outputs Conflict (same key, different payload) and In Progress (another holder has the claim, or a retry is not due yet). When off, both go to Duplicate.',
-		displayOptions: { show },
+			'Whether to add the outputs Conflict (same key, different payload) and In Progress (another holder has the claim, or a retry is not due yet). When off, both go to Duplicate: never answer them 2xx.',
+		displayOptions: { show: { ...show, '@version': [1] } },
 	},
 	{
 		displayName: 'Options',
@@ -214,6 +220,14 @@ export const description: INodeProperties[] = [
 				type: 'number',
 				default: 0,
 				description: 'Version of the object in this event (whole number), used with Object ID',
+			},
+			{
+				displayName: 'Wait for a Concurrent Holder (Seconds)',
+				name: 'waitSeconds',
+				type: 'number',
+				typeOptions: { minValue: 0, maxValue: MAX_WAIT_SECONDS },
+				default: 5,
+				description: `When another execution holds the claim (in progress), wait up to this many seconds for it to finish, then go on with what the claim is then: Duplicate with its result, or In Progress with the retry outcome when it failed. The sidecar is woken when the holder completes or fails; this execution waits meanwhile. Without this option (or 0) an in-progress claim leaves at once. At most ${MAX_WAIT_SECONDS}; keep it below the provider's request timeout.`,
 			},
 		],
 	},
@@ -328,6 +342,15 @@ function buildClaim(
 		}
 		claim.object_version = version;
 	}
+	if (options.waitSeconds !== undefined && options.waitSeconds !== '') {
+		const wait = Number(options.waitSeconds);
+		if (!Number.isInteger(wait) || wait < 0 || wait > MAX_WAIT_SECONDS) {
+			throw new FieldError(
+				`Wait for a Concurrent Holder must be a whole number of seconds from 0 to ${MAX_WAIT_SECONDS}`,
+			);
+		}
+		if (wait > 0) claim.wait_seconds = wait;
+	}
 
 	if (executionId) claim.execution_id = executionId;
 	if (requestIdBase !== undefined) claim.request_id = `${requestIdBase}:${itemIndex}`;
@@ -346,8 +369,10 @@ function isErrorEntry(entry: unknown): entry is { error: SidecarErrorBody } {
 /**
  * Claims every item of the execution in one POST /v1/claims/batch and routes
  * each result on its own: won → Won; conflict → Conflict and in_progress /
- * retry_later → In Progress when separate outputs are on; everything else →
- * Duplicate. Items whose parameters cannot be sent are not claimed. Each
+ * retry_later → In Progress (always from node version 2; in version 1 when
+ * separate outputs are on); everything else → Duplicate. Items whose
+ * parameters cannot be sent are not claimed. An item with Wait for a
+ * Concurrent Holder waits in the sidecar for an in-progress holder. Each
  * claim carries a request ID (see requestIdPrefix), and the batch call is
  * retried per the retry settings: a retry gets back the claims the lost
  * answer held.
@@ -358,7 +383,10 @@ export async function execute(
 ): Promise<ItemResult[]> {
 	const node = this.getNode();
 	const continueOnFail = this.continueOnFail();
-	const separate = this.getNodeParameter('separateConflictOutputs', 0, false) === true;
+	const separate = separatesOutcomes(
+		node.typeVersion,
+		this.getNodeParameter('separateConflictOutputs', 0, false),
+	);
 	const executionId = optionalText(this.getExecutionId());
 	const requestIdBase = requestIdPrefix.call(this, executionId);
 

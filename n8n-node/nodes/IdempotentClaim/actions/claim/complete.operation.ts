@@ -5,18 +5,14 @@ import type {
 	INodeProperties,
 } from 'n8n-workflow';
 
-import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
-import { claimPath, sidecarRequest } from '../../transport';
-import type { ClaimRecord } from '../../transport/types';
 import {
-	claimIdAndToken,
 	claimIdProperty,
 	claimTokenProperty,
-	forEachItem,
-	sidecarRetry,
 	optionalText,
+	settleRetryProperties,
 	type ShowWhen,
 } from '../common';
+import { settle } from '../settle';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['complete'] };
@@ -34,25 +30,30 @@ export const description: INodeProperties[] = [
 			'Reference to what the side effect produced (created record ID, provider message ID); duplicates of this event receive it (optional)',
 		displayOptions: { show },
 	},
+	...settleRetryProperties(show),
 ];
 
-/** Marks each item's claim completed: POST /v1/claims/{claim_id}/complete. */
+/**
+ * Marks every item's claim completed in one POST /v1/claims/complete/batch,
+ * kept trying until the claims' lease end while the sidecar is unreachable
+ * (see settle and the retry settings).
+ */
 export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
-		const body: IDataObject = { claim_token: claimToken };
-		const resultRef = optionalText(this.getNodeParameter('resultRef', itemIndex, ''));
-		if (resultRef !== undefined) body.result_ref = resultRef;
-		const record = (await sidecarRequest.call(this, {
-			method: 'POST',
-			path: claimPath(claimId, 'complete'),
-			body,
-			itemIndex,
-			retry: sidecarRetry.call(this, itemIndex),
-		})) as ClaimRecord;
-		return withIdempotency(item.json, recordSidecar(item.json.idempotency, record));
-	});
+	return await settle.call(
+		this,
+		{
+			operation: 'complete',
+			path: '/v1/claims/complete/batch',
+			fields(itemIndex) {
+				const fields: IDataObject = {};
+				const resultRef = optionalText(this.getNodeParameter('resultRef', itemIndex, ''));
+				if (resultRef !== undefined) fields.result_ref = resultRef;
+				return fields;
+			},
+		},
+		items,
+	);
 }

@@ -1,18 +1,14 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { FieldError } from '../../helpers/fields';
-import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
-import { claimPath, sidecarRequest } from '../../transport';
-import type { ClaimRecord } from '../../transport/types';
 import {
-	claimIdAndToken,
 	claimIdProperty,
 	claimTokenProperty,
-	forEachItem,
-	sidecarRetry,
 	requiredText,
+	settleRetryProperties,
 	type ShowWhen,
 } from '../common';
+import { settle } from '../settle';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['fail'] };
@@ -59,27 +55,35 @@ export const description: INodeProperties[] = [
 		],
 		displayOptions: { show },
 	},
+	...settleRetryProperties(show),
 ];
 
-/** Reports each item's side effect as failed: POST /v1/claims/{claim_id}/fail. */
+/**
+ * Reports every item's side effect as failed in one
+ * POST /v1/claims/fail/batch, kept trying until the claims' lease end while
+ * the sidecar is unreachable (see settle and the retry settings).
+ */
 export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
-		const error = requiredText(this.getNodeParameter('errorMessage', itemIndex), 'Error Message');
-		const retry = this.getNodeParameter('retryKind', itemIndex) as string;
-		if (!RETRY_KINDS.includes(retry)) {
-			throw new FieldError(`Retry Kind must be one of ${RETRY_KINDS.join(', ')}`);
-		}
-		const record = (await sidecarRequest.call(this, {
-			method: 'POST',
-			path: claimPath(claimId, 'fail'),
-			body: { claim_token: claimToken, error, retry },
-			itemIndex,
-			retry: sidecarRetry.call(this, itemIndex),
-		})) as ClaimRecord;
-		return withIdempotency(item.json, recordSidecar(item.json.idempotency, record));
-	});
+	return await settle.call(
+		this,
+		{
+			operation: 'fail',
+			path: '/v1/claims/fail/batch',
+			fields(itemIndex) {
+				const error = requiredText(
+					this.getNodeParameter('errorMessage', itemIndex),
+					'Error Message',
+				);
+				const retry = this.getNodeParameter('retryKind', itemIndex) as string;
+				if (!RETRY_KINDS.includes(retry)) {
+					throw new FieldError(`Retry Kind must be one of ${RETRY_KINDS.join(', ')}`);
+				}
+				return { error, retry };
+			},
+		},
+		items,
+	);
 }
