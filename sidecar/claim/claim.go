@@ -120,7 +120,18 @@ type Request struct {
 	// object is Stale. Both or neither.
 	ObjectID      string
 	ObjectVersion *int64
-	// ExecutionID is the caller's execution id (n8n), kept in the delivery log.
+	// LeasePolicy is what an expiry of the lease this claim wins means:
+	// Reclaim or Review; "" takes the source policy's (Policy.LeasePolicy,
+	// default Review). It is stored on the record when the claim wins (a
+	// new record, or a new attempt: retryable_failed past its backoff,
+	// received, an expired lease under Reclaim) and governs that attempt's
+	// lease; any other outcome leaves the record's policy as it is. Any
+	// other value is Invalid naming lease_policy.
+	LeasePolicy LeasePolicy
+	// ExecutionID is the caller's execution id (n8n), at most MaxExecIDLen
+	// bytes, "" for none. It is kept in the delivery log, and the
+	// delivery-log entry of a win ties the attempt it won to the execution:
+	// see ListFilter.ExecutionID and Ledger.FailExecution.
 	ExecutionID string
 	// RequestID identifies this claim request to its caller, so that the
 	// caller may send it again when the answer was lost (at most

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -100,9 +101,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 }
 
 // SetPolicies replaces the per-source policies (for example on a
-// configuration reload). Records keep the lease policy, attempt cap and
-// backoff they were created under; the new policies apply to new records
-// and to lease lengths.
+// configuration reload). Records keep the attempt cap and backoff they were
+// created under; the new policies apply to new records and to lease
+// lengths. A record's lease policy is set by each claim that wins it (the
+// claim's own lease_policy, else its source's policy at that time), so the
+// new policies also apply to the next attempt of an existing record; a
+// lease already running keeps the policy it was won under.
 func (l *Ledger) SetPolicies(ps Policies) error {
 	ps = ps.WithDefaults()
 	if err := ps.Validate(); err != nil {
@@ -172,6 +176,8 @@ func (l *Ledger) Validate(r Request) error {
 		return apperr.Field("object_version", "is required when object_id is set")
 	case len(r.ObjectID) > MaxObjectIDLen:
 		return apperr.Field("object_id", "must be at most %d bytes", MaxObjectIDLen)
+	case r.LeasePolicy != "" && r.LeasePolicy != Reclaim && r.LeasePolicy != Review:
+		return apperr.Field("lease_policy", "must be %q or %q", Reclaim, Review)
 	case len(r.ExecutionID) > MaxExecIDLen:
 		return apperr.Field("execution_id", "must be at most %d bytes", MaxExecIDLen)
 	case len(r.RequestID) > MaxRequestIDLen:
@@ -254,9 +260,18 @@ func (l *Ledger) claimArgs(r Request) (string, []any) {
 	return claimSQL, []any{
 		r.Tenant, r.Source, r.EventID, r.Action, nullable(r.EventType), uuid.NewString(),
 		lease.Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
-		p.MaxAttempts, string(p.LeasePolicy), nullable(r.ExecutionID),
+		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
 		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
 	}
+}
+
+// leasePolicy is the lease policy a win of r stores: r's own, else the
+// source policy p's.
+func (r Request) leasePolicy(p Policy) LeasePolicy {
+	if r.LeasePolicy != "" {
+		return r.LeasePolicy
+	}
+	return p.LeasePolicy
 }
 
 // result is the answer for rec as claimSQL left it. A win carries the
@@ -383,7 +398,7 @@ func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKi
 		return Record{}, apperr.Field("retry", "must be one of retryable, permanent, unknown")
 	}
 	msg = strings.ToValidUTF8(strings.ReplaceAll(truncate(msg, MaxErrorLen), "\x00", ""), "\uFFFD")
-	rec, err := l.writeRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter())
+	rec, err := l.writeRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter(), nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
 		if gerr != nil {
@@ -856,14 +871,27 @@ const (
 	MaxListLimit     = 500
 )
 
-// OpenStates are the states List accepts: records an operator or a retry
-// may still act on.
+// OpenStates are the states List accepts without an execution id: records
+// an operator or a retry may still act on.
 var OpenStates = []State{StateReceived, StateProcessing, StateRetryableFailed, StateDeadLettered, StateUnknown}
+
+// States lists every record state (List accepts any of them with an
+// execution id).
+var States = []State{StateReceived, StateProcessing, StateCompleted, StateRetryableFailed, StateDeadLettered,
+	StateUnknown, StateStale}
 
 // ListFilter selects the records of List.
 type ListFilter struct {
-	// State is required and must be one of OpenStates.
+	// State is required without ExecutionID, and then one of OpenStates.
+	// With ExecutionID it is optional ("" for any) and may be any of
+	// States.
 	State State
+	// ExecutionID, when not empty, keeps only the records whose current
+	// attempt was won by a claim that carried this execution id
+	// (Request.ExecutionID): the records that execution holds or held
+	// last, in whatever state they are now (how a record is tied to an
+	// execution: see Ledger.FailExecution). At most MaxExecIDLen bytes.
+	ExecutionID string
 	// Source, when not empty, keeps only the records of that source.
 	Source string
 	// Limit is the page size, 1..MaxListLimit; 0 means DefaultListLimit.
@@ -872,32 +900,23 @@ type ListFilter struct {
 	Cursor string
 }
 
-// List returns one page of tenant's records in state f.State, oldest first
-// by (updated_at, id), without delivery logs, and the cursor of the next
-// page: empty when there is no more. The cursor is opaque to callers (it is
-// the base64url, unpadded, of the last record's updated_at in RFC 3339 with
-// nanoseconds, "|", and its id). A record that changes while a caller pages
-// moves to the end (or out of the state) and may be seen again or not at all.
-// Errors: Invalid naming state, source, limit or cursor; Unavailable.
+// List returns one page of tenant's records, oldest first by (updated_at,
+// id), without delivery logs, and the cursor of the next page: empty when
+// there is no more. Without f.ExecutionID they are the records in state
+// f.State; with it, the records whose current attempt was won by that
+// execution, in state f.State when it is set. The cursor is
+// opaque to callers (it is the base64url, unpadded, of the last record's
+// updated_at in RFC 3339 with nanoseconds, "|", and its id). A record that
+// changes while a caller pages moves to the end (or out of the list) and may
+// be seen again or not at all.
+// Errors: Invalid naming state, execution_id, source, limit or cursor;
+// Unavailable.
 func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Record, string, error) {
 	if tenant == "" {
 		return nil, "", apperr.New(apperr.Unauthorized, "no tenant")
 	}
-	open := false
-	for _, s := range OpenStates {
-		open = open || f.State == s
-	}
-	switch {
-	case f.State == "":
-		return nil, "", apperr.Field("state", "is required")
-	case !open:
-		return nil, "", apperr.Field("state", "must be one of received, processing, retryable_failed, dead_lettered, unknown")
-	case len(f.Source) > MaxSourceLen:
-		return nil, "", apperr.Field("source", "must be at most %d bytes", MaxSourceLen)
-	case f.Source != "" && !sourceRe.MatchString(f.Source):
-		return nil, "", apperr.Field("source", "must start with a letter or digit and contain only letters, digits and . _ : / -")
-	case f.Limit < 0 || f.Limit > MaxListLimit:
-		return nil, "", apperr.Field("limit", "must be from 1 to %d", MaxListLimit)
+	if err := checkListFilter(f); err != nil {
+		return nil, "", err
 	}
 	limit := f.Limit
 	if limit == 0 {
@@ -912,7 +931,12 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 		}
 		after, afterID = &at, &id
 	}
-	rows, err := l.pool.Query(ctx, listSQL, tenant, string(f.State), nullable(f.Source), after, afterID, limit+1)
+	sql, args := listSQL, []any{tenant, string(f.State), nullable(f.Source), after, afterID, limit + 1}
+	if f.ExecutionID != "" {
+		sql, args = listExecutionSQL, []any{tenant, f.ExecutionID, nullable(string(f.State)), nullable(f.Source),
+			after, afterID, limit + 1}
+	}
+	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, "", dbError(err)
 	}
@@ -926,6 +950,59 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 	recs = recs[:limit]
 	last := recs[limit-1]
 	return recs, encodeCursor(last.UpdatedAt, last.ID), nil
+}
+
+// checkListFilter returns an Invalid error naming the first bad field of f.
+func checkListFilter(f ListFilter) error {
+	if f.ExecutionID != "" {
+		if err := checkExecutionID(f.ExecutionID); err != nil {
+			return err
+		}
+		if f.State != "" && !slices.Contains(States, f.State) {
+			return apperr.Field("state", "must be one of received, processing, completed, retryable_failed, "+
+				"dead_lettered, unknown, stale")
+		}
+	} else {
+		switch {
+		case f.State == "":
+			return apperr.Field("state", "is required (unless execution_id is given)")
+		case !slices.Contains(OpenStates, f.State):
+			return apperr.Field("state", "must be one of received, processing, retryable_failed, dead_lettered, unknown "+
+				"(any state with execution_id)")
+		}
+	}
+	if err := checkSource(f.Source); err != nil {
+		return err
+	}
+	if f.Limit < 0 || f.Limit > MaxListLimit {
+		return apperr.Field("limit", "must be from 1 to %d", MaxListLimit)
+	}
+	return nil
+}
+
+// checkSource returns an Invalid error naming source when s is not empty
+// and not a valid source name.
+func checkSource(s string) error {
+	switch {
+	case len(s) > MaxSourceLen:
+		return apperr.Field("source", "must be at most %d bytes", MaxSourceLen)
+	case s != "" && !sourceRe.MatchString(s):
+		return apperr.Field("source", "must start with a letter or digit and contain only letters, digits and . _ : / -")
+	}
+	return nil
+}
+
+// checkExecutionID returns an Invalid error naming execution_id unless id
+// is a non-empty execution id of at most MaxExecIDLen bytes that
+// PostgreSQL text can hold.
+func checkExecutionID(id string) error {
+	switch {
+	case id == "":
+		return apperr.Field("execution_id", "is required")
+	case len(id) > MaxExecIDLen:
+		return apperr.Field("execution_id", "must be at most %d bytes", MaxExecIDLen)
+	}
+	return textFields(map[string]string{"execution_id": id})
 }
 
 func encodeCursor(at time.Time, id string) string {

@@ -237,8 +237,9 @@ func TestPermanentAndUnknownFailures(t *testing.T) {
 
 func TestLeaseExpiryPolicies(t *testing.T) {
 	t.Parallel()
-	b := setup(t, claim.Policies{BySource: map[string]claim.Policy{"mail": {LeasePolicy: claim.Review}}})
-	// reclaim (default policy)
+	b := setup(t, claim.Policies{BySource: map[string]claim.Policy{"mail": {LeasePolicy: claim.Review},
+		"stripe": {LeasePolicy: claim.Reclaim}}})
+	// reclaim (source stripe)
 	first, err := b.ledger.Claim(b.ctx, req("a", "evt_l"))
 	require.NoError(t, err)
 	held, err := b.ledger.Claim(b.ctx, req("a", "evt_l"))
@@ -273,7 +274,8 @@ func TestLeaseExpiryPolicies(t *testing.T) {
 
 func TestSweepMovesExpiredReviewLeasesToUnknown(t *testing.T) {
 	t.Parallel()
-	b := setup(t, claim.Policies{BySource: map[string]claim.Policy{"mail": {LeasePolicy: claim.Review}}})
+	b := setup(t, claim.Policies{BySource: map[string]claim.Policy{"mail": {LeasePolicy: claim.Review},
+		"stripe": {LeasePolicy: claim.Reclaim}}})
 	m, err := b.ledger.Claim(b.ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: "mail", EventID: "e"}})
 	require.NoError(t, err)
 	r, err := b.ledger.Claim(b.ctx, req("a", "e"))

@@ -15,17 +15,27 @@ type LeasePolicy string
 
 // Lease policies.
 const (
-	// Reclaim: the next claim wins with a new token. Use it when the
-	// destination is itself idempotent.
+	// Reclaim: the next claim wins with a new token, and the effect may run
+	// a second time. Use it only when the destination is itself idempotent
+	// (it honours the forwarded idempotency key).
 	Reclaim LeasePolicy = "reclaim"
-	// Review: the record moves to unknown for an operator to resolve. Use it
-	// for irreversible effects.
+	// Review: the record moves to unknown for an operator to resolve, and
+	// later claims are answered Unknown, never Won. Use it for irreversible
+	// effects. The default (see Policy.WithDefaults).
 	Review LeasePolicy = "review"
 )
 
+// DefaultLeasePolicy is the lease policy of a source that sets none:
+// Review. Measured in n8n queue mode with a worker killed between the
+// effect and Complete, Reclaim gave 8 of 8 events a second effect when the
+// lease ran out; Review gave each one effect and left it unknown for an
+// operator (DESIGN.md, "State machine").
+const DefaultLeasePolicy = Review
+
 // Policy holds the per-source rules of the ledger.
 type Policy struct {
-	// LeasePolicy on lease expiry; default Reclaim.
+	// LeasePolicy on lease expiry; default Review (DefaultLeasePolicy). A
+	// claim may ask for its own (Request.LeasePolicy).
 	LeasePolicy LeasePolicy `json:"lease_policy" yaml:"lease_policy"`
 	// DefaultLease when a claim asks for none; default 5 minutes.
 	DefaultLease time.Duration `json:"default_lease" yaml:"default_lease"`
@@ -76,7 +86,7 @@ func (p Policy) Volatile() []strictjson.Pointer {
 // WithDefaults returns p with zero fields set to their defaults.
 func (p Policy) WithDefaults() Policy {
 	if p.LeasePolicy == "" {
-		p.LeasePolicy = Reclaim
+		p.LeasePolicy = DefaultLeasePolicy
 	}
 	if p.DefaultLease == 0 {
 		p.DefaultLease = 5 * time.Minute

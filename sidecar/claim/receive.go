@@ -28,7 +28,7 @@ func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, er
 	var rc Receipt
 	row := db.QueryRow(ctx, receiveSQL, r.Tenant, r.Source, r.EventID, nullable(r.EventType),
 		nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion, p.MaxAttempts,
-		string(p.LeasePolicy), p.BackoffBase.Seconds(), p.BackoffCap.Seconds())
+		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds())
 	rec, err := scanRecord(row, &rc.Inserted)
 	if err != nil {
 		return Receipt{}, dbError(err)

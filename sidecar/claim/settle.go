@@ -103,7 +103,7 @@ func (l *Ledger) FailBatch(ctx context.Context, tenant string, items []Failure) 
 		}
 		msg := failText(f.Error)
 		token, kind := f.Token, f.Kind
-		it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, l.jitter()}
+		it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, l.jitter(), nil}
 		it.replayed = func(cur Record) bool { return failedAs(cur, token, kind, msg) }
 		it.done = func(rec Record) { l.obs.Failed(rec.Source, kind) }
 		batch[i] = it

@@ -37,6 +37,11 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // outcome is stored in last_outcome and returned; the delivery log entry is
 // written by the same statement.
 //
+// A winning claim stores its lease policy ($12: the claim's own, else its
+// source's), which governs the lease it won; claim_outcome judges an
+// expired lease by the policy its holder won it under. Any other outcome
+// (a replay included) leaves the stored policy.
+//
 // A winning claim stores its request id ($16, NULL when it has none). A
 // replay (outcomeExpr: the same request again while its lease is valid)
 // changes nothing but last_outcome, which becomes 'won' again: the caller
@@ -85,6 +90,7 @@ WITH obj AS (
 		attempt         = cl.attempt + CASE WHEN {O} = 'won' THEN 1 ELSE 0 END,
 		claim_token     = CASE WHEN {O} = 'won' THEN $6::uuid ELSE cl.claim_token END,
 		request_id      = CASE WHEN {O} = 'won' THEN $16::text ELSE cl.request_id END,
+		lease_policy    = CASE WHEN {O} = 'won' THEN $12 ELSE cl.lease_policy END,
 		lease_until     = CASE WHEN {O} = 'won' THEN statement_timestamp() + make_interval(secs => $7) ELSE cl.lease_until END,
 		next_attempt_at = CASE WHEN {O} = 'won' THEN NULL ELSE cl.next_attempt_at END,
 		claimed_at      = CASE WHEN {O} = 'won' THEN statement_timestamp() ELSE cl.claimed_at END,
@@ -125,7 +131,9 @@ WITH c AS (
 )
 SELECT ` + recordColumns + ` FROM c`
 
-// failSQL records a failed attempt. $4 kind, $5 error text, $6 jitter in [0,1).
+// failSQL records a failed attempt. $4 kind, $5 error text, $6 jitter in [0,1),
+// $7 the execution id that FailExecution failed it for (NULL for a Fail by
+// token), kept in the delivery-log entry.
 // Retryable failures back off with full jitter:
 // delay = jitter · min(backoff_cap, backoff_base · 2^(attempt-1)) seconds.
 const failSQL = `
@@ -143,8 +151,8 @@ WITH c AS (
 	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND state = 'processing'
 	RETURNING *
 ), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-	SELECT id, 'failed_' || $4, attempt, $5 FROM c
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, execution_id)
+	SELECT id, 'failed_' || $4, attempt, $5, $7::text FROM c
 )
 SELECT ` + recordColumns + ` FROM c`
 
@@ -363,3 +371,40 @@ const listSQL = `SELECT ` + recordColumns + ` FROM claims
 	  AND ($4::timestamptz IS NULL OR (updated_at, id) > ($4::timestamptz, $5::uuid))
 	ORDER BY updated_at, id
 	LIMIT $6`
+
+// executionWonCTE is the current attempts won by execution $2: the 'won'
+// delivery-log entries of $2, through the partial index
+// claim_deliveries_won_execution_idx (migration 00008), each naming a
+// record and the attempt that win gave it. Joined with claims ON id =
+// won_id AND attempt = won_attempt it keeps the records whose current
+// attempt that execution won (a later win raised attempt past it).
+const executionWonCTE = `won AS (
+	SELECT claim_id AS won_id, attempt AS won_attempt FROM claim_deliveries
+	WHERE execution_id = $2::text AND outcome = 'won'
+)`
+
+// listExecutionSQL returns one page of a tenant's records whose current
+// attempt execution $2 won, oldest first by (updated_at, id), after the
+// cursor position ($5, $6) when given.
+//
+// $1 tenant, $2 execution id, $3 state (NULL: any), $4 source (NULL: any),
+// $5 cursor updated_at (NULL: from the start), $6 cursor id, $7 row limit.
+const listExecutionSQL = `WITH ` + executionWonCTE + `
+SELECT ` + recordColumns + ` FROM claims JOIN won ON id = won_id AND attempt = won_attempt
+	WHERE tenant = $1
+	  AND ($3::text IS NULL OR state = $3)
+	  AND ($4::text IS NULL OR source = $4)
+	  AND ($5::timestamptz IS NULL OR (updated_at, id) > ($5::timestamptz, $6::uuid))
+	ORDER BY updated_at, id
+	LIMIT $7`
+
+// executionHeldSQL returns the id and current claim token of at most $4
+// processing records of tenant $1 whose current attempt execution $2 won,
+// of source $3 (NULL: any), in id order (the order settle batches lock
+// rows in). FailExecution fails each with failSQL, guarded by that token.
+const executionHeldSQL = `WITH ` + executionWonCTE + `
+SELECT id::text, claim_token::text FROM claims JOIN won ON id = won_id AND attempt = won_attempt
+	WHERE tenant = $1 AND state = 'processing'
+	  AND ($3::text IS NULL OR source = $3)
+	ORDER BY claims.id
+	LIMIT $4`

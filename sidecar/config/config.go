@@ -63,7 +63,7 @@ var Vars = []Var{
 	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
 	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},
 	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON sources file: ingest providers, secrets (${ENV} references), forward targets and per-source policies (see README)."},
-	{"CLAIMD_LEASE_POLICY", "lease-policy", "reclaim", "Default lease-expiry policy: reclaim or review."},
+	{"CLAIMD_LEASE_POLICY", "lease-policy", "review", "Default lease-expiry policy: review (an expired lease moves the record to unknown for an operator to resolve; no claim wins it again by itself) or reclaim (the next claim wins and may run the effect a second time: only for destinations that honour the forwarded idempotency key). A source's lease_policy, or a claim's, overrides it."},
 	{"CLAIMD_LEASE_SECONDS", "lease-seconds", "300", "Default lease length when a claim asks for none."},
 	{"CLAIMD_MAX_LEASE_SECONDS", "max-lease-seconds", "86400", "Longest lease a claim or extend may ask for."},
 	{"CLAIMD_MAX_ATTEMPTS", "max-attempts", "5", "Attempts before a record is dead-lettered."},

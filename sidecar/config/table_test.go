@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 )
 
@@ -28,6 +29,7 @@ func TestLoadDefaultsAndErrors(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8080", c.Addr)
 	require.True(t, c.Migrate)
 	require.Equal(t, 5, c.Policies.Default.MaxAttempts)
+	require.Equal(t, claim.Review, c.Policies.Default.LeasePolicy, "safe by default: an expired lease goes to review")
 
 	c, err = config.Load([]string{"-addr", "0.0.0.0:9000"}, get)
 	require.NoError(t, err)

@@ -140,6 +140,7 @@ type answer struct {
 	ResultRef         string `json:"result_ref"`
 	PayloadHash       string `json:"payload_hash"`
 	LastError         string `json:"last_error"`
+	LeasePolicy       string `json:"lease_policy"`
 	Deliveries        []struct {
 		Outcome     string `json:"outcome"`
 		ExecutionID string `json:"execution_id"`
@@ -151,8 +152,11 @@ type answer struct {
 		Field   string `json:"field"`
 	} `json:"error"`
 	Results []answer `json:"results"`
-	Tenant  string   `json:"tenant"`
-	Admin   bool     `json:"admin"`
+	// Claims and More: the answer of POST /v1/claims/fail/execution.
+	Claims []answer `json:"claims"`
+	More   bool     `json:"more"`
+	Tenant string   `json:"tenant"`
+	Admin  bool     `json:"admin"`
 }
 
 func encode(t *testing.T, body any) []byte {
@@ -261,6 +265,22 @@ func (b *bundle) count(t *testing.T, table string) int {
 	var n int
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM `+table).Scan(&n))
 	return n
+}
+
+// reclaimSources gives the named sources lease policy reclaim (the default
+// is review), for tests of what happens when another claim wins an expired
+// lease.
+func reclaimSources(sources ...string) func(*options) {
+	return func(o *options) {
+		if o.policies.BySource == nil {
+			o.policies.BySource = map[string]claim.Policy{}
+		}
+		for _, s := range sources {
+			p := o.policies.BySource[s]
+			p.LeasePolicy = claim.Reclaim
+			o.policies.BySource[s] = p
+		}
+	}
 }
 
 // expireLease ends a processing record's lease, as if it had run out.
@@ -483,7 +503,7 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestLeaseLost(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, reclaimSources("stripe"))
 	body := map[string]any{"source": "stripe", "event_id": "evt_lease", "lease_seconds": 60}
 	first := b.won(t, keyA, body)
 	b.expireLease(t, first.ClaimID)

@@ -34,6 +34,10 @@ type claimBody struct {
 	ObjectVersion *int64         `json:"object_version"`
 	ExecutionID   string         `json:"execution_id" validate:"max=200"`
 	RequestID     string         `json:"request_id" validate:"max=200"`
+	// LeasePolicy is the claim's own lease policy, "reclaim" or "review"
+	// (see claim.Request.LeasePolicy); absent takes the source's. A
+	// present value must be one of the two (not "", not another case).
+	LeasePolicy *string `json:"lease_policy" validate:"omitempty,oneof=reclaim review"`
 	// WaitSeconds lets an in_progress claim wait for the holder (0 to
 	// claim.MaxWait seconds; see claim.Waiter). Not part of the request
 	// the ledger decides.
@@ -104,6 +108,9 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy) (claim.Request
 	}
 	if b.LeaseSeconds != nil {
 		r.Lease = seconds(*b.LeaseSeconds)
+	}
+	if b.LeasePolicy != nil {
+		r.LeasePolicy = claim.LeasePolicy(*b.LeasePolicy)
 	}
 	return r, nil
 }
@@ -360,10 +367,17 @@ type listJSON struct {
 	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
+// list answers GET /v1/claims/list: the records in one open state, or,
+// with execution_id, the records whose current attempt that execution won
+// (any state, state optional). See claim.Ledger.List.
 func (s *Server) list(c *fiber.Ctx) error {
-	f := claim.ListFilter{State: claim.State(c.Query("state")), Source: c.Query("source"), Cursor: c.Query("cursor")}
-	if f.State == "" {
-		return apperr.Field("state", "is required (query parameter)")
+	f := claim.ListFilter{State: claim.State(c.Query("state")), Source: c.Query("source"), Cursor: c.Query("cursor"),
+		ExecutionID: c.Query("execution_id")}
+	if c.Context().QueryArgs().Has("execution_id") && f.ExecutionID == "" {
+		return apperr.Field("execution_id", "must not be empty (omit it to list by state)")
+	}
+	if f.State == "" && f.ExecutionID == "" {
+		return apperr.Field("state", "is required (query parameter) unless execution_id is given")
 	}
 	if raw := c.Query("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)

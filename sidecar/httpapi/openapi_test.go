@@ -287,6 +287,31 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=unknown&limit=0", key: keyA}, http.StatusUnprocessableEntity, "invalid", "limit")
 	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=unknown&cursor=nope", key: keyA}, http.StatusUnprocessableEntity, "invalid", "cursor")
 
+	// A claim's own lease policy; the records of an execution, listed in
+	// any state, and failed while processing.
+	xr := claims(map[string]any{"source": "stripe", "event_id": "evt_x1", "execution_id": "exec_9", "lease_policy": "review"})
+	require.Equal(t, "review", xr.LeasePolicy)
+	xc := claims(map[string]any{"source": "mail", "event_id": "evt_x2", "execution_id": "exec_9", "lease_policy": "reclaim"})
+	require.Equal(t, "reclaim", xc.LeasePolicy)
+	post(id(xc)+"/complete", map[string]any{"claim_token": xc.ClaimToken, "result_ref": "msg_x2"})
+	byExec := decodeAs[listReply](t, b.do(t, call{method: "GET", path: "/v1/claims/list?execution_id=exec_9", key: keyA}))
+	require.Len(t, byExec.Claims, 2)
+	byExec = decodeAs[listReply](t, b.do(t, call{method: "GET", key: keyA,
+		path: "/v1/claims/list?execution_id=exec_9&state=completed&source=mail&limit=1"}))
+	require.Len(t, byExec.Claims, 1)
+	require.Equal(t, xc.ClaimID, byExec.Claims[0].ClaimID)
+	xf := post("/v1/claims/fail/execution", map[string]any{"execution_id": "exec_9", "retry": "unknown", "error": "execution crashed"})
+	require.Len(t, xf.Claims, 1)
+	require.Equal(t, xr.ClaimID, xf.Claims[0].ClaimID)
+	require.Equal(t, "unknown", xf.Claims[0].State)
+	require.Empty(t, post("/v1/claims/fail/execution", map[string]any{"execution_id": "exec_9", "retry": "unknown",
+		"error": "execution crashed"}).Claims, "nothing is held any more")
+	b.fails(t, call{method: "POST", path: "/v1/claims/fail/execution", key: keyA,
+		body: map[string]any{"execution_id": "", "retry": "unknown", "error": "x"}}, http.StatusUnprocessableEntity, "invalid", "execution_id")
+	b.fails(t, call{method: "GET", path: "/v1/claims/list?execution_id=", key: keyA}, http.StatusUnprocessableEntity, "invalid", "execution_id")
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
+		body: map[string]any{"source": "stripe", "event_id": "evt_x3", "lease_policy": "Review"}}, http.StatusUnprocessableEntity, "invalid", "lease_policy")
+
 	// Batch with an item error.
 	res := b.ok(t, call{method: "POST", path: "/v1/claims/batch", key: keyA, lax: true, body: map[string]any{"claims": []any{
 		map[string]any{"source": "stripe", "event_id": "evt_b1"},

@@ -163,3 +163,47 @@ func (s *Server) failBatch(c *fiber.Ctx) error {
 	}
 	return c.JSON(fiber.Map{"results": answer})
 }
+
+// failExecutionBody is the body of POST /v1/claims/fail/execution.
+type failExecutionBody struct {
+	ExecutionID string `json:"execution_id" validate:"required,max=200"`
+	Source      string `json:"source" validate:"max=200"`
+	Error       string `json:"error" validate:"required,max=4000"`
+	Retry       string `json:"retry" validate:"required,oneof=retryable permanent unknown"`
+}
+
+// failExecutionJSON is the answer of POST /v1/claims/fail/execution.
+type failExecutionJSON struct {
+	Claims []recordJSON `json:"claims"`
+	// More is present (true) only when the execution held more processing
+	// records than one call fails (claim.MaxExecutionFail).
+	More bool `json:"more,omitempty"`
+}
+
+// failExecution answers POST /v1/claims/fail/execution: it fails every
+// processing record of the tenant whose current attempt the execution won
+// (claim.Ledger.FailExecution), for an n8n Error Trigger workflow after an
+// execution crashed between Claim and Complete. Answer: {"claims": [the
+// records after the fail, by claim id], "more": true when more remain};
+// {"claims": []} when the execution holds none, so calling again is safe.
+func (s *Server) failExecution(c *fiber.Ctx) error {
+	var b failExecutionBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	res, err := s.cfg.Ledger.FailExecution(ctx, tenant(c), claim.ExecutionFailure{
+		ExecutionID: b.ExecutionID, Source: b.Source, Kind: claim.FailKind(b.Retry), Error: b.Error})
+	if err != nil {
+		return err
+	}
+	s.cfg.Logger.Info().Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("tenant", tenant(c)).
+		Str("execution_id", b.ExecutionID).Str("retry", b.Retry).Int("failed", len(res.Records)).Bool("more", res.More).
+		Msg("claims of an execution failed")
+	out := failExecutionJSON{Claims: make([]recordJSON, 0, len(res.Records)), More: res.More}
+	for _, r := range res.Records {
+		out.Claims = append(out.Claims, toRecordJSON(r))
+	}
+	return c.JSON(out)
+}

@@ -23,7 +23,7 @@ func (b *bundle) deliveryOutcomes(t *testing.T, key, id string) []string {
 
 func TestCompleteBatchDecidesEachItemInOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, reclaimSources("stripe"))
 	w1 := b.won(t, keyA, map[string]any{"source": "stripe", "event_id": "evt_c1"})
 	w2 := b.won(t, keyA, map[string]any{"source": "stripe", "event_id": "evt_c2"})
 	// Lease lost: the lease ran out and another delivery won the claim.

@@ -52,7 +52,7 @@ import (
 //	      backoff_cap_seconds: 600
 //	      require_claim: true        # a 2xx counts once the workflow claimed the event
 //	      retry_statuses: [404, 408, 409, 425, 429, "500-599"]  # the default; any other non-2xx dead-letters at once
-//	    lease_policy: reclaim        # claim-ledger policy of this source
+//	    lease_policy: review         # on lease expiry: review (the default; → unknown) or reclaim
 //	    retention_days: 30           # payload retention
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
 //

@@ -596,7 +596,7 @@ func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest st
 	defaults := w.env.WithDefaults().Default
 	for _, name := range w.removed(cfg) {
 		w.log.Warn().Str("source", name).Str("default_lease_policy", string(defaults.LeasePolicy)).
-			Msg("source removed from the sources file: its new claims take the default policy, its records keep the policy they were created under, its pending dispatches wait until it is configured again")
+			Msg("source removed from the sources file: its new claims take the default policy (a running lease keeps the policy it was won under, a record its attempt cap and backoff), its pending dispatches wait until it is configured again")
 	}
 	w.running, w.refused, w.seen, w.polls = cfg, "", "", 0
 	w.met.SourcesReloaded(true)
