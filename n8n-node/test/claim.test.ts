@@ -393,7 +393,9 @@ describe('Claim failures', () => {
 		expect(outputs[0][0].pairedItem).toEqual({ item: 1 });
 		expect(outputs[1]).toHaveLength(1);
 		expect(outputs[1][0].pairedItem).toEqual({ item: 0 });
-		expect(outputs[1][0].json.error).toBe('Invalid Event ID (event_id): must be at most 255 bytes');
+		expect(outputs[1][0].json.error).toBe(
+			'Invalid Event ID (event_id): must be at most 255 bytes [item 0]',
+		);
 	});
 
 	it('throws the error entry with its item index when the node does not continue on fail', async () => {
@@ -407,7 +409,7 @@ describe('Claim failures', () => {
 		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
 		expect(failure).toBeInstanceOf(NodeApiError);
-		expect(failure.message).toBe('Invalid Source (source): unknown source');
+		expect(failure.message).toBe('Invalid Source (source): unknown source [item 1]');
 		expect(failure.httpCode).toBe('422');
 		expect(failure.context.itemIndex).toBe(1);
 	});

@@ -95,6 +95,7 @@ describe('node description', () => {
 			['complete', {}, 'POST', '/v1/claims/complete/batch'],
 			['extendLease', {}, 'POST', '/v1/claims/c1/extend'],
 			['fail', { errorMessage: 'boom' }, 'POST', '/v1/claims/fail/batch'],
+			['getMany', {}, 'GET', '/v1/claims/list'],
 			['lookup', {}, 'GET', '/v1/claims/c1'],
 			['resolve', { note: 'checked' }, 'POST', '/v1/claims/c1/resolve'],
 		];
@@ -111,7 +112,9 @@ describe('node description', () => {
 					? { results: [{ outcome: 'won', claim_id: 'c1', claim_token: 't1' }] }
 					: operation === 'complete' || operation === 'fail'
 						? { results: [{ claim_id: 'c1', state: 'completed' }] }
-						: { claim_id: 'c1', state: 'completed' },
+						: operation === 'getMany'
+							? { claims: [{ claim_id: 'c1', state: 'unknown' }] }
+							: { claim_id: 'c1', state: 'completed' },
 			);
 
 			const outputs = await run(ctx);
@@ -120,6 +123,44 @@ describe('node description', () => {
 			expect(requests(ctx)[0]).toMatchObject({ method, url: `${BASE_URL}${path}` });
 			expect(outputs[0]).toHaveLength(1);
 		});
+	});
+});
+
+describe('subtitle', () => {
+	function subtitle(values: INodeParameters): unknown {
+		const nodeTypes = {
+			getByName: () => nodeType,
+			getByNameAndVersion: () => nodeType,
+			getKnownTypes: () => ({}),
+		} as unknown as INodeTypes;
+		const workflow = new Workflow({
+			nodes: [{ ...NODE, parameters: values }],
+			connections: {},
+			active: false,
+			nodeTypes,
+		});
+		const node = workflow.getNode(NODE.name);
+		if (node === null) throw new Error('node missing');
+		return workflow.expression.getSimpleParameterValue(
+			node,
+			nodeType.description.subtitle as string,
+			'internal',
+			{},
+		);
+	}
+
+	it('shows readable operation names, with the source of a claim', () => {
+		expect(subtitle({ operation: 'claim', source: 'stripe' })).toBe('Claim: stripe');
+		expect(subtitle({ source: 'stripe' })).toBe('Claim: stripe');
+		expect(subtitle({ operation: 'extendLease' })).toBe('Extend Lease');
+		expect(subtitle({ operation: 'getMany' })).toBe('Get Many');
+		expect(subtitle({ operation: 'complete' })).toBe('Complete');
+		expect(subtitle({ operation: 'fail' })).toBe('Fail');
+		expect(subtitle({ operation: 'fail', claimsToFail: 'execution' })).toBe(
+			'Fail All Claims of an Execution',
+		);
+		expect(subtitle({ operation: 'lookup' })).toBe('Lookup');
+		expect(subtitle({ operation: 'resolve' })).toBe('Resolve');
 	});
 });
 
@@ -143,10 +184,54 @@ describe('credential', () => {
 		});
 	});
 
-	it('has a base URL with the local default and a password-type API key', () => {
+	/**
+	 * The result n8n's credential test gives for an answer, by its rules:
+	 * for a failed request a status rule of that status, else the status;
+	 * for a 2xx a body rule whose key holds its value fails the test.
+	 */
+	function testResult(status: number, body: unknown): string {
+		const rules = (credential.test.rules ?? []) as Array<{
+			type: string;
+			properties: { value: unknown; key?: string; message: string };
+		}>;
+		if (status < 200 || status > 299) {
+			const rule = rules.find((r) => r.type === 'responseCode' && r.properties.value === status);
+			return rule ? rule.properties.message : `Received HTTP status code: ${status}`;
+		}
+		for (const rule of rules) {
+			if (rule.type !== 'responseSuccessBody' || rule.properties.key === undefined) continue;
+			const value =
+				typeof body === 'object' && body !== null
+					? (body as Record<string, unknown>)[rule.properties.key]
+					: undefined;
+			if (value === rule.properties.value) return rule.properties.message;
+		}
+		return 'Connection successful!';
+	}
+
+	it("passes only claimd's answer, and names the cause of the others", () => {
+		expect(testResult(200, { tenant: 'acme', admin: false })).toBe('Connection successful!');
+		for (const body of [{ status: 'ok' }, '<html>It works!</html>', {}]) {
+			expect(testResult(200, body)).toMatch(
+				/^The Base URL does not point at an Idempotent Claim sidecar/,
+			);
+		}
+		expect(testResult(404, '')).toMatch(
+			/^The Base URL does not point at an Idempotent Claim sidecar/,
+		);
+		expect(testResult(404, '')).toContain('http://claimd:8080');
+		expect(testResult(401, {})).toContain('does not know this API key');
+		expect(testResult(401, {})).toContain('CLAIMD_API_KEYS');
+	});
+
+	it('has a base URL with the local default, the compose address and hints, and a password-type API key', () => {
 		const byName = Object.fromEntries(credential.properties.map((p) => [p.name, p]));
 		expect(byName.baseUrl.default).toBe('http://127.0.0.1:8080');
+		expect(byName.baseUrl.description).toContain('http://claimd:8080');
+		expect(byName.baseUrl.description).toContain('http://127.0.0.1:8080');
+		expect(byName.baseUrl.description).toContain('ECONNREFUSED');
 		expect(byName.apiKey.typeOptions).toEqual({ password: true });
+		expect(byName.apiKey.description).toContain('CLAIMD_API_KEYS');
 	});
 
 	it('is the credential the node asks for', () => {

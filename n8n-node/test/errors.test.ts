@@ -106,7 +106,9 @@ describe('mapSidecarError', () => {
 				}),
 			),
 		);
-		expect(malformed.message).toBe('Invalid Lease Seconds (lease_seconds): must be a number');
+		expect(malformed.message).toBe(
+			'Invalid Time Limit for the Side Effect (Seconds) (lease_seconds): must be a number',
+		);
 		const state = mapSidecarError(
 			NODE,
 			wrapped(httpError(409, { error: { code: 'invalid_state', message: 'claim is completed' } })),

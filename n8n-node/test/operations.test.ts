@@ -122,7 +122,7 @@ describe('Complete', () => {
 		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeOperationError;
 		expect(failure).toBeInstanceOf(NodeOperationError);
-		expect(failure.message).toBe('Claim Token is empty');
+		expect(failure.message).toBe('Claim Token is empty [item 0]');
 		expect(failure.context.itemIndex).toBe(0);
 		expect(ctx.helpers.httpRequestWithAuthentication).not.toHaveBeenCalled();
 	});
@@ -138,7 +138,7 @@ describe('Complete', () => {
 		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
 		expect(failure).toBeInstanceOf(NodeApiError);
-		expect(failure.message).toBe('Lease lost: this claim token is no longer current');
+		expect(failure.message).toBe('Lease lost: this claim token is no longer current [item 1]');
 		expect(failure.httpCode).toBe('409');
 		expect(failure.context.itemIndex).toBe(1);
 		expect(requests(ctx)).toHaveLength(1);
@@ -293,7 +293,7 @@ describe('Single-output operations and failures', () => {
 			],
 		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
-		expect(failure.message).toBe('Claim not found');
+		expect(failure.message).toBe('Claim not found [item 1]');
 		expect(failure.context.itemIndex).toBe(1);
 		// The effects have run: c3 is reported although c2 failed before it.
 		expect(requests(ctx)).toHaveLength(1);
@@ -320,7 +320,7 @@ describe('Single-output operations and failures', () => {
 			results: [record('c1'), record('c3')],
 		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeOperationError;
-		expect(failure.message).toBe('Claim ID is empty');
+		expect(failure.message).toBe('Claim ID is empty [item 1]');
 		expect(failure.context.itemIndex).toBe(1);
 		expect(requests(ctx)[0].body).toEqual({
 			claims: [
@@ -358,7 +358,7 @@ describe('Single-output operations and failures', () => {
 			{ item: 2 },
 		]);
 		const failed = outputs[0][1];
-		expect(failed.json).toEqual({ error: 'Claim ID is empty' });
+		expect(failed.json).toEqual({ error: 'Claim ID is empty [item 1]' });
 		expect(failed.error).toBeInstanceOf(NodeOperationError);
 		expect(outputs[0][2].json.idempotency).toMatchObject({ claim_id: 'c3', state: 'completed' });
 		expect(ctx.helpers.httpRequestWithAuthentication).toHaveBeenCalledTimes(1);

@@ -165,15 +165,25 @@ describe('retry settings', () => {
 		const { properties } = new IdempotentClaim().description;
 		const named = (name: string) => properties.filter((property) => property.name === name);
 		const shownFor = (name: string) =>
-			named(name).map((property) => property.displayOptions?.show?.operation);
-		expect(shownFor('retrySidecarCalls')).toEqual([['claim'], ['complete'], ['fail']]);
+			named(name).map((property) => [
+				...(property.displayOptions?.show?.operation ?? []),
+				...(property.displayOptions?.show?.claimsToFail ?? []),
+			]);
+		// Fail keeps trying until the lease end for one claim; for all claims
+		// of an execution it retries like Claim.
+		expect(shownFor('retrySidecarCalls')).toEqual([
+			['claim'],
+			['complete'],
+			['fail', 'token'],
+			['fail', 'execution'],
+		]);
 		for (const property of named('retrySidecarCalls')) {
 			expect(property).toMatchObject({ type: 'boolean', default: true });
 		}
-		expect(shownFor('sidecarMaxTries')).toEqual([['claim']]);
+		expect(shownFor('sidecarMaxTries')).toEqual([['claim'], ['fail', 'execution']]);
 		expect(named('sidecarMaxTries')[0].default).toBe(3);
 		expect(named('sidecarWaitBetweenTries')[0].default).toBe(500);
-		expect(shownFor('keepTryingUntil')).toEqual([['complete'], ['fail']]);
+		expect(shownFor('keepTryingUntil')).toEqual([['complete'], ['fail', 'token']]);
 		for (const property of named('keepTryingUntil')) expect(property.default).toBe('leaseEnd');
 		for (const property of named('leaseUntil')) {
 			expect(property.default).toBe('={{ $json.idempotency.lease_until }}');

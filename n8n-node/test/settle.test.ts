@@ -127,7 +127,7 @@ describe('Complete and Fail keep trying until the lease end', () => {
 		expect(outputs[0]).toHaveLength(2);
 		const [first, second] = outputs[0].map((item) => item.error as NodeApiError);
 		expect(first.message).toBe(
-			'The effect ran but its outcome could not be recorded (claim c1): the outcome is now unknown',
+			'The effect ran but its outcome could not be recorded (claim c1): the outcome is now unknown [item 0]',
 		);
 		expect(second.message).toContain('(claim c2)');
 		expect(first.context.itemIndex).toBe(0);
@@ -137,9 +137,9 @@ describe('Complete and Fail keep trying until the lease end', () => {
 			'Last failure: Cannot reach the Idempotent Claim sidecar at http://127.0.0.1:8080',
 		);
 		expect(description).toContain(`Kept trying for 10 s, until ${at(10)} (the lease end)`);
-		expect(description).toContain('under lease policy review it becomes unknown');
+		expect(description).toContain('marked for review (lease policy review), it becomes unknown');
 		expect(description).toContain(
-			'under lease policy reclaim the next delivery of the event wins it and runs the effect again',
+			'(lease policy reclaim), the next delivery of the event wins it and runs the effect again',
 		);
 		expect(description).toContain('Lookup, Claim ID c1');
 		expect(description).toContain('run Complete again with the same claim token');
@@ -156,7 +156,7 @@ describe('Complete and Fail keep trying until the lease end', () => {
 
 		expect(failure).toBeInstanceOf(NodeApiError);
 		expect(failure.message).toBe(
-			'The effect failed but the failure could not be recorded (claim c1): the outcome is now unknown',
+			'The effect failed but the failure could not be recorded (claim c1): the outcome is now unknown [item 0]',
 		);
 		expect(failure.description).toContain('run Fail again with the same claim token');
 		expect(failure.description).toContain(
@@ -194,7 +194,7 @@ describe('Complete and Fail keep trying until the lease end', () => {
 			ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(refused());
 			const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
 			expect(Date.now(), String(leaseUntil)).toBe(START + 300_000);
-			expect(failure.description).toContain('(300 s, as Lease Until was empty)');
+			expect(failure.description).toContain('(300 s, as Time Limit Ends At was empty)');
 		}
 	});
 
@@ -227,7 +227,7 @@ describe('Complete and Fail keep trying until the lease end', () => {
 		expect(requests(lost)).toHaveLength(1);
 		expect(outputs[0][0].json.idempotency).toMatchObject({ claim_id: 'c1', state: 'completed' });
 		expect(outputs[0][1].json).toEqual({
-			error: 'Lease lost: this claim token is no longer current',
+			error: 'Lease lost: this claim token is no longer current [item 1]',
 		});
 		expect(sleep).not.toHaveBeenCalled();
 	});

@@ -10,6 +10,10 @@ import { properties } from './actions/claim';
 import { NODE_HINTS, OUTPUTS_EXPRESSION } from './actions/outputs';
 import { router } from './actions/router';
 
+/** Operation names as the subtitle shows them: "Claim: stripe", "Extend Lease", "Get Many". */
+const SUBTITLE =
+	'={{ ({"claim": "Claim: " + $parameter["source"], "complete": "Complete", "extendLease": "Extend Lease", "fail": $parameter["claimsToFail"] === "execution" ? "Fail All Claims of an Execution" : "Fail", "getMany": "Get Many", "lookup": "Lookup", "resolve": "Resolve"})[$parameter["operation"] || "claim"] }}';
+
 export class IdempotentClaim implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Idempotent Claim',
@@ -26,8 +30,7 @@ export class IdempotentClaim implements INodeType {
 		// nodes get version 2.
 		version: [1, 2],
 		defaultVersion: 2,
-		subtitle:
-			'={{ $parameter["operation"] === "claim" ? "claim: " + $parameter["source"] : $parameter["operation"] }}',
+		subtitle: SUBTITLE,
 		description:
 			'Run a side effect once per event: claim the idempotency key before the protected node, complete or fail it after',
 		defaults: {

@@ -34,19 +34,19 @@ export function toNodeError(
 }
 
 /**
- * Runs `handle` for each item in order. A failure stops the node at once
- * unless it continues on fail; then the failure is that item's result and the
- * next item runs.
+ * Runs `handle` for each item in order, for its result. A failure stops the
+ * node at once unless it continues on fail; then the failure is that item's
+ * result and the next item runs.
  */
-export async function forEachItem(
+export async function eachItem(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
-	handle: (itemIndex: number, item: INodeExecutionData) => Promise<IDataObject>,
+	handle: (itemIndex: number, item: INodeExecutionData) => Promise<ItemResult>,
 ): Promise<ItemResult[]> {
 	const results: ItemResult[] = [];
 	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
 		try {
-			results.push({ output: 0, json: await handle(itemIndex, items[itemIndex]) });
+			results.push(await handle(itemIndex, items[itemIndex]));
 		} catch (error) {
 			const nodeError = toNodeError(this.getNode(), error, itemIndex);
 			if (!this.continueOnFail()) throw nodeError;
@@ -54,6 +54,18 @@ export async function forEachItem(
 		}
 	}
 	return results;
+}
+
+/** Runs `handle` for each item in order (see eachItem); its JSON is the item's output. */
+export async function forEachItem(
+	this: IExecuteFunctions,
+	items: INodeExecutionData[],
+	handle: (itemIndex: number, item: INodeExecutionData) => Promise<IDataObject>,
+): Promise<ItemResult[]> {
+	return await eachItem.call(this, items, async (itemIndex, item) => ({
+		output: 0,
+		json: await handle(itemIndex, item),
+	}));
 }
 
 /** Reads a text parameter and rejects an empty value with a message naming the parameter. */
@@ -100,7 +112,18 @@ export function claimIdProperty(show: ShowWhen): INodeProperties {
 	};
 }
 
-/** Claim Token parameter shown for the given operations. */
+/**
+ * Claim Token parameter shown for the given operations. The token is not a
+ * secret but the proof that this execution won the current attempt of the
+ * claim (a fencing token): Claim outputs it for Complete, Fail and Extend
+ * Lease to read, it works only with the tenant's API key, and it is refused
+ * once a newer attempt holds the claim. The field still keeps
+ * `password: true`: n8n's node linter and its community-package scanner
+ * (which ignores inline disables) require it of every string parameter
+ * whose name contains "token", and the name `claimToken` cannot change
+ * without breaking saved workflows. It hides only a fixed value typed into
+ * the field; the default expression shows as an expression.
+ */
 export function claimTokenProperty(show: ShowWhen): INodeProperties {
 	return {
 		displayName: 'Claim Token',
@@ -110,7 +133,24 @@ export function claimTokenProperty(show: ShowWhen): INodeProperties {
 		required: true,
 		default: '={{ $json.idempotency.claim_token }}',
 		description:
-			'Fencing token issued with the won claim; a token superseded by a newer claim attempt is rejected as lease lost',
+			"Proof that this execution won the claim: idempotency.claim_token of the Claim output, where it is shown in full (it is not a secret). It is refused once another execution has won the claim after this one's time limit passed (lease lost).",
+		displayOptions: { show },
+	};
+}
+
+/** Where n8n execution IDs come from and why they need one API key per n8n instance. */
+export const EXECUTION_ID_NOTE =
+	"In an Error Trigger workflow the crashed execution's ID is {{ $json.execution.id }}. Execution IDs are numbered by each n8n instance on its own, so give every n8n instance its own API key (tenant): two instances sharing one would share their execution IDs.";
+
+/** Execution ID parameter shown for the given operations: by default the Error Trigger's. */
+export function executionIdProperty(show: ShowWhen, what: string): INodeProperties {
+	return {
+		displayName: 'Execution ID',
+		name: 'executionId',
+		type: 'string',
+		required: true,
+		default: '={{ $json.execution.id }}',
+		description: `The n8n execution whose claims to ${what}: those whose current attempt it won. ${EXECUTION_ID_NOTE} The default reads it from an Error Trigger's item.`,
 		displayOptions: { show },
 	};
 }
@@ -138,51 +178,57 @@ const DEFAULT_WAIT_MS = 500;
 /** First wait of Complete and Fail between tries; doubled up to MAX_WAIT_MS. */
 export const SETTLE_WAIT_MS = 1_000;
 
-/** How long Complete and Fail keep trying when the lease end is not known (the default lease). */
-export const DEFAULT_KEEP_TRYING_SECONDS = 300;
+/** Claim's default Time Limit for the Side Effect (lease_seconds). */
+export const DEFAULT_TIME_LIMIT_SECONDS = 300;
+
+/** The displayed name of leaseSeconds, for messages. */
+export const TIME_LIMIT_LABEL = 'Time Limit for the Side Effect';
+
+/** How long Complete and Fail keep trying when the lease end is not known (the default time limit). */
+export const DEFAULT_KEEP_TRYING_SECONDS = DEFAULT_TIME_LIMIT_SECONDS;
 
 /**
- * The retry settings of Claim, on by default: the batch is sent up to Max
- * Tries times. Retrying is safe: a Claim is sent again with the same
- * request IDs, so a claim whose answer was lost comes back as the same won
- * claim (same token).
+ * The retry settings of Claim (and of Fail for all claims of an execution),
+ * shown for `show`, on by default: the request is sent up to Max Tries
+ * times. `safe` says why sending it again is safe.
  */
-export const retryProperties: INodeProperties[] = [
-	{
-		displayName: 'Retry Sidecar Calls',
-		name: 'retrySidecarCalls',
-		type: 'boolean',
-		default: true,
-		description:
-			"Whether to send a request again when the connection to the sidecar fails, breaks or times out, or it answers 5xx (e.g. 503 during a database failover). Safe: a claim is sent with the same request ID and a claim it made comes back won with the same token; Complete and Fail with the same token are idempotent. n8n's Retry On Fail of this node is safe in the same way.",
-		displayOptions: { show: { operation: ['claim'] } },
-	},
-	{
-		displayName: 'Max Tries',
-		name: 'sidecarMaxTries',
-		type: 'number',
-		typeOptions: { minValue: 2, maxValue: MAX_TRIES },
-		default: DEFAULT_TRIES,
-		description: 'How many times a request is sent at most, the first included',
-		displayOptions: { show: { operation: ['claim'], retrySidecarCalls: [true] } },
-	},
-	{
-		displayName: 'Wait Between Tries (Ms)',
-		name: 'sidecarWaitBetweenTries',
-		type: 'number',
-		typeOptions: { minValue: 0, maxValue: MAX_WAIT_MS },
-		default: DEFAULT_WAIT_MS,
-		description: `Wait before the second try; doubled before each further try, at most ${MAX_WAIT_MS} ms`,
-		displayOptions: { show: { operation: ['claim'], retrySidecarCalls: [true] } },
-	},
-];
+export function retryProperties(show: ShowWhen, safe: string): INodeProperties[] {
+	return [
+		{
+			displayName: 'Retry Sidecar Calls',
+			name: 'retrySidecarCalls',
+			type: 'boolean',
+			default: true,
+			description: `Whether to send a request again when the connection to the sidecar fails, breaks or times out, or it answers 5xx (e.g. 503 during a database failover). ${safe} n8n's Retry On Fail of this node is safe in the same way.`,
+			displayOptions: { show },
+		},
+		{
+			displayName: 'Max Tries',
+			name: 'sidecarMaxTries',
+			type: 'number',
+			typeOptions: { minValue: 2, maxValue: MAX_TRIES },
+			default: DEFAULT_TRIES,
+			description: 'How many times a request is sent at most, the first included',
+			displayOptions: { show: { ...show, retrySidecarCalls: [true] } },
+		},
+		{
+			displayName: 'Wait Between Tries (Ms)',
+			name: 'sidecarWaitBetweenTries',
+			type: 'number',
+			typeOptions: { minValue: 0, maxValue: MAX_WAIT_MS },
+			default: DEFAULT_WAIT_MS,
+			description: `Wait before the second try; doubled before each further try, at most ${MAX_WAIT_MS} ms`,
+			displayOptions: { show: { ...show, retrySidecarCalls: [true] } },
+		},
+	];
+}
 
 /**
  * The retry settings of Complete or Fail (shown for `show`), on by default.
  * They report an effect that has already run, so they keep trying until
- * Keep Trying Until: by default the claim's lease end, after which the
- * report can no longer keep another delivery from winning the claim and
- * running the effect again (under lease policy reclaim).
+ * Keep Trying Until: by default the claim's time limit (lease end), after
+ * which the report can no longer keep another delivery from winning the
+ * claim and running the effect again (under lease policy reclaim).
  */
 export function settleRetryProperties(show: ShowWhen): INodeProperties[] {
 	return [
@@ -192,7 +238,7 @@ export function settleRetryProperties(show: ShowWhen): INodeProperties[] {
 			type: 'boolean',
 			default: true,
 			description:
-				"Whether to keep sending the report while the sidecar cannot be reached, the connection breaks or times out, or it answers 5xx (e.g. 503 during a database failover), until it lands or Keep Trying Until. The effect has already run: a report that is lost leaves the claim processing until its lease ends. Safe: a claim is sent with the same request ID and a claim it made comes back won with the same token; Complete and Fail with the same token are idempotent. n8n's Retry On Fail of this node is safe in the same way.",
+				"Whether to keep sending the report while the sidecar cannot be reached, the connection breaks or times out, or it answers 5xx (e.g. 503 during a database failover), until it lands or Keep Trying Until. The effect has already run: a report that is lost leaves the claim processing until its time limit passes. Safe: Complete and Fail with the same token are recorded once. n8n's Retry On Fail of this node is safe in the same way.",
 			displayOptions: { show },
 		},
 		{
@@ -204,13 +250,13 @@ export function settleRetryProperties(show: ShowWhen): INodeProperties[] {
 			description: `How long to keep sending the report (waits of ${SETTLE_WAIT_MS / 1000} s, doubling, at most ${MAX_WAIT_MS / 1000} s). When it gives up, the item fails with an error saying that the outcome is unknown and how to settle it.`,
 			options: [
 				{
-					name: 'Lease End',
+					name: "The Claim's Time Limit Ends (Lease End)",
 					value: 'leaseEnd',
 					description:
-						"Until the claim's lease ends: after that, under lease policy reclaim, another delivery may win the claim and run the effect again",
+						'Until the time limit for the side effect set by Claim (or Extend Lease) passes: after that the claim is marked for review or, if so configured, another delivery may win it and run the effect again',
 				},
 				{
-					name: 'Time Limit',
+					name: 'A Number of Seconds Passes',
 					value: 'timeLimit',
 					description: 'For a number of seconds after the first try',
 				},
@@ -218,18 +264,19 @@ export function settleRetryProperties(show: ShowWhen): INodeProperties[] {
 			displayOptions: { show: { ...show, retrySidecarCalls: [true] } },
 		},
 		{
-			displayName: 'Lease Until',
+			// Named leaseUntil: saved workflows keep their value.
+			displayName: 'Time Limit Ends At (Lease Until)',
 			name: 'leaseUntil',
 			type: 'string',
 			default: '={{ $json.idempotency.lease_until }}',
 			placeholder: "e.g. {{ $('Idempotent Claim').item.json.idempotency.lease_until }}",
-			description: `When the claim's lease ends: lease_until of the Claim (or Extend Lease) output, mapped like Claim ID. When empty or not a time, the node keeps trying for ${DEFAULT_KEEP_TRYING_SECONDS} seconds (the default lease).`,
+			description: `When the claim's time limit for the side effect ends: idempotency.lease_until of the Claim (or Extend Lease) output. The default reads it from the incoming item, which holds it right after the Claim node; after other nodes (such as the protected node) map it from the Claim node, like the placeholder. When empty or not a time, the node keeps trying for ${DEFAULT_KEEP_TRYING_SECONDS} seconds.`,
 			displayOptions: {
 				show: { ...show, retrySidecarCalls: [true], keepTryingUntil: ['leaseEnd'] },
 			},
 		},
 		{
-			displayName: 'Time Limit (Seconds)',
+			displayName: 'Keep Trying For (Seconds)',
 			name: 'keepTryingSeconds',
 			type: 'number',
 			typeOptions: { minValue: 1 },
@@ -318,6 +365,6 @@ export function settleDeadline(
 	if (until !== undefined) return { until, what: 'the lease end' };
 	return limit(
 		DEFAULT_KEEP_TRYING_SECONDS,
-		`${DEFAULT_KEEP_TRYING_SECONDS} s, as Lease Until was empty`,
+		`${DEFAULT_KEEP_TRYING_SECONDS} s, as Time Limit Ends At was empty`,
 	);
 }

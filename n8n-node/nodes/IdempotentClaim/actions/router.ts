@@ -1,18 +1,61 @@
-import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
+import type {
+	IExecuteFunctions,
+	INode,
+	INodeExecutionData,
+	NodeApiError,
+	NodeOperationError,
+} from 'n8n-workflow';
+import { NodeOperationError as OperationError } from 'n8n-workflow';
 
 import { operations } from './claim';
 import { toNodeError } from './common';
-import { outputLayout, separatesOutcomes } from './outputs';
+import { outputLayout, separatesOutcomes, type OutputLayout } from './outputs';
 import type { ItemResult } from './types';
 
 /**
+ * Whether the node runs as an AI agent's tool. n8n offers a node marked
+ * usableAsTool to agents as a second node type, named after it with "Tool"
+ * appended (idempotentClaimTool), whose only output is the tool connection;
+ * it then runs this same execute() and hands the agent the JSON of the
+ * items of the FIRST output only (nodes-as-tools in n8n-core: result[0]).
+ * Claim's outcomes other than won leave by other outputs, so an agent would
+ * get nothing for a duplicate, a conflict or a claim in progress, and could
+ * not tell them from "no answer". Run as a tool, every item therefore goes
+ * to output 0, and the agent reads the outcome from idempotency.outcome
+ * (only "won" lets it perform the action, then Complete it). A failed item
+ * stops the run, and n8n hands the agent its error message.
+ */
+export function runsAsTool(node: INode): boolean {
+	return /(^|\.)idempotentClaimTool$/.test(node.type);
+}
+
+/** " [item N]", as n8n names an item in its own messages (e.g. the Edit Fields node). */
+function itemSuffix(itemIndex: number): string {
+	return ` [item ${itemIndex}]`;
+}
+
+/**
+ * Names the item in the message of an item's error, as n8n's own nodes do,
+ * unless it does so already. n8n's editor adds it only where it shows the
+ * error itself; the message also reaches an error output, the Error
+ * Trigger (execution.error.message) and the execution list.
+ */
+function namingItem<E extends NodeApiError | NodeOperationError>(error: E): E {
+	const itemIndex = error.context.itemIndex;
+	if (typeof itemIndex !== 'number') return error;
+	const suffix = itemSuffix(itemIndex);
+	if (!error.message.includes(suffix.trim())) error.message += suffix;
+	return error;
+}
+
+/**
  * Runs the selected operation over all input items and lays the results out
- * on the node's outputs. Every output item is paired with its input item and
- * keeps its binary data. When the node continues on fail, a failed item carries
- * the error and goes to the operation's error output (Claim version 2: its
- * Error output; n8n moves it to its own Error output under "Continue (using
- * error output)"); otherwise the first failure stops the node.
+ * on the node's outputs. Every output item is paired with its input item;
+ * an output item made from its input item keeps its binary data. When the
+ * node continues on fail, a failed item carries the error and goes to the
+ * operation's error output (Claim version 2: its Error output; n8n moves it
+ * to its own Error output under "Continue (using error output)"); otherwise
+ * the first failure stops the node.
  *
  * Under either Continue setting nothing may escape as a thrown error: n8n
  * answers a node that throws while continuing on fail by passing its INPUT
@@ -21,46 +64,49 @@ import type { ItemResult } from './types';
  */
 export async function router(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const items = this.getInputData();
+	const node = this.getNode();
 	const operationName = this.getNodeParameter('operation', 0) as string;
 	const operation = operations[operationName];
+	const asTool = runsAsTool(node);
 	const separate =
 		operationName === 'claim' &&
-		separatesOutcomes(
-			this.getNode().typeVersion,
-			this.getNodeParameter('separateConflictOutputs', 0, false),
-		);
-	const layout = outputLayout(operationName, separate, this.getNode().typeVersion);
+		separatesOutcomes(node.typeVersion, this.getNodeParameter('separateConflictOutputs', 0, false));
+	const layout: OutputLayout = asTool
+		? { count: 1, errorOutput: 0 }
+		: outputLayout(operationName, separate, node.typeVersion);
 	const outputs: INodeExecutionData[][] = Array.from({ length: layout.count }, () => []);
 
 	let results: ItemResult[];
 	try {
 		if (operation === undefined) {
-			throw new NodeOperationError(this.getNode(), `Unsupported operation "${operationName}"`);
+			throw new OperationError(node, `Unsupported operation "${operationName}"`);
 		}
 		results = await operation.execute.call(this, items);
 	} catch (error) {
-		const nodeError = toNodeError(this.getNode(), error);
+		const nodeError = namingItem(toNodeError(node, error));
 		if (!this.continueOnFail()) throw nodeError;
 		results = items.map(() => ({ error: nodeError }));
 	}
 
 	results.forEach((result, itemIndex) => {
-		const input = items[itemIndex];
 		const pairedItem = { item: itemIndex };
 		if ('error' in result) {
-			if (!this.continueOnFail()) throw result.error;
+			const error = namingItem(result.error);
+			if (!this.continueOnFail()) throw error;
 			// n8n itself reduces the JSON of an item carrying `error` to
 			// { error: message }; `error` is what sends it to the error output.
-			outputs[layout.errorOutput].push({
-				json: { error: result.error.message },
-				error: result.error,
-				pairedItem,
-			});
+			outputs[layout.errorOutput].push({ json: { error: error.message }, error, pairedItem });
 			return;
 		}
-		const output: INodeExecutionData = { json: result.json, pairedItem };
-		if (input.binary !== undefined) output.binary = input.binary;
-		outputs[result.output].push(output);
+		const output = asTool ? 0 : result.output;
+		if ('many' in result) {
+			for (const json of result.many) outputs[output].push({ json, pairedItem });
+			return;
+		}
+		const item: INodeExecutionData = { json: result.json, pairedItem };
+		const binary = items[itemIndex].binary;
+		if (binary !== undefined) item.binary = binary;
+		outputs[output].push(item);
 	});
 	return outputs;
 }

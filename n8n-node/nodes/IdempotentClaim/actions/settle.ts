@@ -1,10 +1,10 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { NodeApiError } from 'n8n-workflow';
 
 import { recordSidecar, withIdempotency } from '../helpers/idempotency';
 import { NO_RETRY, retriesExhausted, sidecarRequest } from '../transport';
-import { sidecarEntryError, unrecordedOutcomeError } from '../transport/errors';
-import type { ClaimRecord, SidecarErrorBody } from '../transport/types';
+import { unrecordedOutcomeError } from '../transport/errors';
+import type { ClaimRecord } from '../transport/types';
+import { batchResults, planBatch } from './batch';
 import { SETTLE_WAIT_MS, claimIdAndToken, settleDeadline, toNodeError } from './common';
 import type { ItemResult } from './types';
 
@@ -15,15 +15,6 @@ export interface SettleOperation {
 	path: string;
 	/** The item's fields besides claim_id and claim_token; throws for a bad parameter. */
 	fields(this: IExecuteFunctions, itemIndex: number): IDataObject;
-}
-
-function isErrorEntry(entry: unknown): entry is { error: SidecarErrorBody } {
-	return (
-		typeof entry === 'object' &&
-		entry !== null &&
-		typeof (entry as { error?: unknown }).error === 'object' &&
-		(entry as { error?: unknown }).error !== null
-	);
 }
 
 /**
@@ -50,14 +41,13 @@ export async function settle(
 ): Promise<ItemResult[]> {
 	const node = this.getNode();
 	const started = Date.now();
-	const results: ItemResult[] = new Array(items.length);
-	const claims: IDataObject[] = [];
-	const sent: number[] = [];
 	let until: number | undefined;
 	let untilWhat = '';
 
-	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
-		try {
+	const plan = planBatch<IDataObject>(
+		node,
+		items,
+		(itemIndex) => {
 			const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
 			const fields = op.fields.call(this, itemIndex);
 			const deadline = settleDeadline.call(this, itemIndex, started);
@@ -65,71 +55,60 @@ export async function settle(
 				until = deadline.until;
 				untilWhat = deadline.what;
 			}
-			claims.push({ claim_id: claimId, claim_token: claimToken, ...fields });
-			sent.push(itemIndex);
-		} catch (error) {
-			results[itemIndex] = { error: toNodeError(node, error, itemIndex) };
-		}
-	}
-	if (claims.length === 0) return results;
+			return { claim_id: claimId, claim_token: claimToken, ...fields };
+		},
+		false,
+	);
+	if (plan.entries.length === 0) return plan.results;
 
-	let response: { results?: unknown };
+	let response: unknown;
 	try {
-		response = (await sidecarRequest.call(this, {
+		response = await sidecarRequest.call(this, {
 			method: 'POST',
 			path: op.path,
-			body: { claims },
+			body: { claims: plan.entries },
 			retry:
 				until === undefined
 					? NO_RETRY
 					: { tries: Number.POSITIVE_INFINITY, waitMs: SETTLE_WAIT_MS, deadline: until },
-		})) as { results?: unknown };
+		});
 	} catch (error) {
-		const gaveUp = retriesExhausted(error);
-		sent.forEach((itemIndex, position) => {
-			results[itemIndex] = {
-				error: gaveUp
-					? unrecordedOutcomeError(node, error as Error, {
-							operation: op.operation,
-							claimId: String(claims[position].claim_id),
-							itemIndex,
-							items: sent.length,
-							since: started,
-							until,
-							untilWhat,
-						})
-					: toNodeError(node, error, itemIndex),
+		if (!retriesExhausted(error)) {
+			// Refused as a whole (e.g. the API key): one error, naming no item.
+			const batchError = toNodeError(node, error);
+			for (const itemIndex of plan.places) plan.results[itemIndex] = { error: batchError };
+			return plan.results;
+		}
+		plan.places.forEach((itemIndex, position) => {
+			plan.results[itemIndex] = {
+				error: unrecordedOutcomeError(node, error as Error, {
+					operation: op.operation,
+					claimId: String(plan.entries[position].claim_id),
+					itemIndex,
+					items: plan.places.length,
+					since: started,
+					until,
+					untilWhat,
+				}),
 			};
 		});
-		return results;
+		return plan.results;
 	}
 
-	const entries = response?.results;
-	if (!Array.isArray(entries) || entries.length !== claims.length) {
-		const nodeError = new NodeApiError(
-			node,
-			{},
-			{
-				message: 'Unexpected answer from the Idempotent Claim sidecar',
-				description: `Sent ${claims.length} reports, received ${
-					Array.isArray(entries) ? entries.length : 'no'
-				} results. Look the claims up (Lookup) to see whether they were recorded.`,
-			},
-		);
-		for (const itemIndex of sent) results[itemIndex] = { error: nodeError };
-		return results;
-	}
-	entries.forEach((entry: unknown, position) => {
-		const itemIndex = sent[position];
-		if (isErrorEntry(entry)) {
-			results[itemIndex] = { error: sidecarEntryError(node, entry.error, { itemIndex }) };
-			return;
-		}
-		const json = items[itemIndex].json;
-		results[itemIndex] = {
-			output: 0,
-			json: withIdempotency(json, recordSidecar(json.idempotency, entry as ClaimRecord)),
-		};
-	});
-	return results;
+	return batchResults(
+		node,
+		response,
+		plan,
+		{
+			noun: 'reports',
+			hint: 'Look the claims up (Lookup) to see whether they were recorded.',
+		},
+		(entry, itemIndex) => {
+			const json = items[itemIndex].json;
+			return {
+				output: 0,
+				json: withIdempotency(json, recordSidecar(json.idempotency, entry as ClaimRecord)),
+			};
+		},
+	);
 }

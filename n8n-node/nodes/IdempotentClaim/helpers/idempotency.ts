@@ -84,3 +84,38 @@ export function recordSidecar(previous: unknown, record: ClaimRecord): IDataObje
 export function withIdempotency(json: IDataObject, idempotency: IDataObject): IDataObject {
 	return { ...json, idempotency };
 }
+
+/**
+ * The fields Simplify keeps of a claim record (Lookup, Get Many, Fail for
+ * all claims of an execution): who the claim is, where it stands, its
+ * result and time limit. Lookup adds `found`.
+ */
+export const SIMPLIFIED_KEYS = [
+	'claim_id',
+	'source',
+	'event_id',
+	'action',
+	'state',
+	'result_ref',
+	'attempt',
+	'lease_until',
+	'updated_at',
+] as const;
+
+/** The simplified `idempotency` object: SIMPLIFIED_KEYS (null when absent), and `found` when set. */
+export function simplifiedSidecar(sidecar: IDataObject): IDataObject {
+	const short: IDataObject = {};
+	for (const name of SIMPLIFIED_KEYS) short[name] = orNull(sidecar[name]);
+	if (sidecar.found !== undefined) short.found = sidecar.found;
+	return short;
+}
+
+/**
+ * The `idempotency` object of Lookup for a claim the sidecar does not
+ * have: found false, what was looked up, every other key null.
+ */
+export function notFoundSidecar(lookedUp: IDataObject): IDataObject {
+	const sidecar: IDataObject = { found: false };
+	for (const name of SIDECAR_KEYS) sidecar[name] = null;
+	return { ...sidecar, ...lookedUp };
+}

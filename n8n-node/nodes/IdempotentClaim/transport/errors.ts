@@ -11,6 +11,10 @@ export interface ErrorContext {
 	itemIndex?: number;
 	/** How many times the request was sent; more than 1 when it was retried. */
 	tries?: number;
+	/** The request, e.g. "GET /v1/claims/list", named when the answer is not the sidecar's. */
+	request?: string;
+	/** What claimd's not_found means for this request, instead of "Claim not found". */
+	notFound?: { message: string; description?: string };
 }
 
 /** Node.js socket codes meaning the request never reached the sidecar. */
@@ -73,7 +77,8 @@ const FIELD_LABELS: Record<string, string> = {
 	action: 'Action Name',
 	payload: 'Payload for Conflict Detection',
 	payload_hash: 'Payload Hash',
-	lease_seconds: 'Lease Seconds',
+	lease_seconds: 'Time Limit for the Side Effect (Seconds)',
+	lease_policy: 'When the Time Limit Passes Without Complete',
 	object_id: 'Object ID',
 	object_version: 'Object Version',
 	execution_id: 'Execution ID',
@@ -86,11 +91,16 @@ const FIELD_LABELS: Record<string, string> = {
 	outcome: 'Outcome',
 	note: 'Note',
 	claims: 'Items',
+	state: 'State',
+	limit: 'Limit',
+	cursor: 'Cursor (next page)',
 };
 
 interface Extracted {
 	status?: number;
 	body?: SidecarErrorBody;
+	/** Whether an answer body had the sidecar's own error shape: {"error": {"code", "message"}}. */
+	sidecarBody: boolean;
 	socketCode?: string;
 	message?: string;
 	/** Every message along the cause chain, outermost first. */
@@ -119,12 +129,35 @@ function toErrorBody(value: unknown): SidecarErrorBody | undefined {
 }
 
 /**
+ * Whether value is an error answer of the sidecar itself: every error it
+ * sends is {"error": {"code": "...", "message": "...", "field"?: "..."}}.
+ * Another server at the Base URL (a proxy, n8n, a web server) answers
+ * otherwise, so its 404 is not taken for "claim not found".
+ */
+export function isSidecarErrorBody(value: unknown): boolean {
+	if (typeof value === 'string') {
+		try {
+			return isSidecarErrorBody(JSON.parse(value));
+		} catch {
+			return false;
+		}
+	}
+	return (
+		isObject(value) &&
+		isObject(value.error) &&
+		typeof value.error.code === 'string' &&
+		value.error.code !== '' &&
+		typeof value.error.message === 'string'
+	);
+}
+
+/**
  * Collects status, sidecar error body and socket code from an error thrown by
  * httpRequestWithAuthentication: a NodeApiError whose `cause` is the HTTP
  * client's error (with `code` and `response`), possibly nested further.
  */
 function extract(error: unknown): Extracted {
-	const found: Extracted = { messages: [] };
+	const found: Extracted = { messages: [], sidecarBody: false };
 	let current: unknown = error;
 	for (let depth = 0; depth < 6 && isObject(current); depth++) {
 		const response = isObject(current.response) ? current.response : undefined;
@@ -134,6 +167,10 @@ function extract(error: unknown): Extracted {
 			toStatus(current.httpCode) ??
 			toStatus(current.statusCode) ??
 			toStatus(current.status);
+		found.sidecarBody ||=
+			isSidecarErrorBody(response?.data) ||
+			isSidecarErrorBody(response?.body) ||
+			isSidecarErrorBody(context?.data);
 		found.body ??=
 			toErrorBody(response?.data) ??
 			toErrorBody(response?.body) ??
@@ -184,6 +221,7 @@ function messagesFor(
 	code: string | undefined,
 	body: SidecarErrorBody | undefined,
 	status: number | undefined,
+	notFound?: ErrorContext['notFound'],
 ): { message: string; description?: string } {
 	const detail = body?.message;
 	switch (code) {
@@ -191,7 +229,7 @@ function messagesFor(
 			return {
 				message: 'The Idempotent Claim sidecar rejected the API key',
 				description:
-					'Check the API Key of the Idempotent Claim API credential: it must be one of the keys configured in the sidecar, and it selects the tenant.',
+					"The sidecar does not know the API Key of the Idempotent Claim API credential. It must be one of the keys in claimd's CLAIMD_API_KEYS (or made with claimd keys create), and it selects the tenant.",
 			};
 		case 'invalid':
 		case 'malformed':
@@ -206,9 +244,10 @@ function messagesFor(
 		case 'lease_lost':
 			return {
 				message: 'Lease lost: this claim token is no longer current',
-				description: `${detail ? `${detail}. ` : ''}The lease expired and another execution reclaimed the event, or the claim was already finished. This execution no longer holds the claim; the request was not applied.`,
+				description: `${detail ? `${detail}. ` : ''}This execution's time limit for the side effect passed (its lease expired) and another execution won the claim, or the claim was already finished. This execution no longer holds the claim; the request was not applied.`,
 			};
 		case 'not_found':
+			if (notFound !== undefined) return { ...notFound };
 			return {
 				message: 'Claim not found',
 				description: detail ?? 'No claim matches the given claim ID or key for this API key.',
@@ -369,6 +408,8 @@ function triesNote(tries: number | undefined): string {
  * lost, not found, too large, unavailable or internal failure.
  */
 export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext = {}): NodeApiError {
+	// Already said: an answer that is not the sidecar's.
+	if (error instanceof NodeApiError && sidecarErrorCode(error) === 'not_sidecar') return error;
 	const found = extract(error);
 	const where = ctx.baseUrl ? ` at ${ctx.baseUrl}` : '';
 
@@ -377,7 +418,7 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 			node,
 			{
 				message: `Cannot reach the Idempotent Claim sidecar${where}`,
-				description: `Connection failed (${found.socketCode})${triesNote(ctx.tries)}. Check the Base URL of the Idempotent Claim API credential and that the sidecar is running. No claim was made; deliver the event again later.`,
+				description: `Connection failed (${found.socketCode})${triesNote(ctx.tries)}. Check that claimd is running and the Base URL of the Idempotent Claim API credential: http://claimd:8080 from n8n in docker compose, http://127.0.0.1:8080 when claimd runs on the same machine. No claim was made; deliver the event again later.`,
 			},
 			undefined,
 			{ code: 'unreachable', socket: found.socketCode },
@@ -409,6 +450,10 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 		);
 	}
 
+	if ((found.status === 404 || found.status === 405) && !found.sidecarBody) {
+		return notSidecarError(node, `answered HTTP ${found.status}`, ctx, found.status);
+	}
+
 	const code = errorCodeFor(found.status, found.body?.code);
 	if (code === undefined && found.status === undefined) {
 		return build(
@@ -421,7 +466,7 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 			ctx.itemIndex,
 		);
 	}
-	const parts = messagesFor(code, found.body, found.status);
+	const parts = messagesFor(code, found.body, found.status, ctx.notFound);
 	if (ctx.tries !== undefined && ctx.tries > 1) {
 		parts.description = `${parts.description ? `${parts.description} ` : ''}Sent ${ctx.tries} times.`;
 	}
@@ -432,6 +477,48 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 		{ ...(found.body ?? {}), code: code ?? null } as JsonObject,
 		ctx.itemIndex,
 	);
+}
+
+/** The Base URL of the credential, as the messages name it. */
+const BASE_URL_HINT =
+	'Check the Base URL of the Idempotent Claim API credential: http://claimd:8080 from n8n in docker compose, http://127.0.0.1:8080 when claimd runs on the same machine, without a path. Its credential test calls GET /v1/whoami and says whether the address is the sidecar.';
+
+/**
+ * The error for an answer that is not the sidecar's: a 404 or 405 without
+ * the sidecar's error body, or a success whose body is not a JSON object.
+ * Something else answers at the Base URL (a web server, a proxy, n8n
+ * itself); nothing was decided.
+ */
+export function notSidecarError(
+	node: INode,
+	what: string,
+	ctx: ErrorContext = {},
+	status?: number,
+): NodeApiError {
+	const where = ctx.baseUrl ? ` (${ctx.baseUrl})` : '';
+	const request = ctx.request ? `${ctx.request} ` : 'The request ';
+	return build(
+		node,
+		{
+			message: 'The Base URL does not point at an Idempotent Claim sidecar',
+			description: `${request}${what}, and not in the way the sidecar answers${where}. ${BASE_URL_HINT}`,
+		},
+		status,
+		{ code: 'not_sidecar' },
+		ctx.itemIndex,
+	);
+}
+
+/**
+ * The sidecar's error code an error of sidecarRequest carries ("not_found",
+ * "lease_lost", "unreachable", "not_sidecar", …), or undefined.
+ */
+export function sidecarErrorCode(error: unknown): string | undefined {
+	if (!isObject(error) || !isObject(error.context) || !isObject(error.context.sidecar)) {
+		return undefined;
+	}
+	const code = error.context.sidecar.code;
+	return typeof code === 'string' ? code : undefined;
 }
 
 /** What a Complete or Fail that gave up knows about its report. */
@@ -465,8 +552,8 @@ export function unrecordedOutcomeError(
 			? 'Sent once (Retry Sidecar Calls is off)'
 			: `Kept trying for ${Math.max(0, Math.round((Date.now() - ctx.since) / 1000))} s, until ${new Date(ctx.until).toISOString()} (${ctx.untilWhat ?? 'the deadline'})`;
 	const fate = complete
-		? 'once its lease ends, under lease policy review it becomes unknown and no delivery runs the effect again until it is resolved; under lease policy reclaim the next delivery of the event wins it and runs the effect again'
-		: 'once its lease ends, under lease policy review it becomes unknown until it is resolved; under lease policy reclaim the next delivery of the event wins it and runs the effect again, as after a retryable failure';
+		? 'once its time limit passes (lease end): marked for review (lease policy review), it becomes unknown and no delivery runs the effect again until it is resolved; set to let the next delivery run it again (lease policy reclaim), the next delivery of the event wins it and runs the effect again'
+		: 'once its time limit passes (lease end): marked for review (lease policy review), it becomes unknown until it is resolved; set to let the next delivery run it again (lease policy reclaim), the next delivery of the event wins it and runs the effect again, as after a retryable failure';
 	const settle = complete
 		? `if it is still processing, run Complete again with the same claim token; if it is unknown, Resolve it as completed, with the result reference`
 		: `if it is still processing, run Fail again with the same claim token; if it is unknown, Resolve it: retry to let the next delivery run the effect, or completed`;

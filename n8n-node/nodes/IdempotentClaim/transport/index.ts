@@ -10,7 +10,15 @@ import type {
 } from 'n8n-workflow';
 import { sleep } from 'n8n-workflow';
 
-import { credentialError, isN8nDatabaseError, isRetryable, mapSidecarError } from './errors';
+import {
+	credentialError,
+	isN8nDatabaseError,
+	isRetryable,
+	mapSidecarError,
+	notSidecarError,
+	sidecarErrorCode,
+	type ErrorContext,
+} from './errors';
 
 /** Name of the credential type that authenticates every sidecar request. */
 export const CREDENTIAL_TYPE = 'idempotentClaimApi';
@@ -55,6 +63,8 @@ export interface SidecarRequest {
 	itemIndex?: number;
 	/** Retries after a transport failure or a 5xx; default NO_RETRY. */
 	retry?: RetryPolicy;
+	/** What the sidecar's not_found means for this request; default "Claim not found". */
+	notFound?: ErrorContext['notFound'];
 }
 
 /** The sidecar's address and the credential that authenticates requests to it. */
@@ -140,17 +150,36 @@ export async function sidecarRequest<T>(
 			};
 			if (request.body !== undefined) options.body = request.body;
 			if (request.qs !== undefined) options.qs = request.qs;
-			return (await this.helpers.httpRequestWithAuthentication.call(
+			const answer: unknown = await this.helpers.httpRequestWithAuthentication.call(
 				this,
 				CREDENTIAL_TYPE,
 				options,
 				{ credentialsDecrypted: conn.credentials },
-			)) as T;
+			);
+			// Every answer of the sidecar's API is a JSON object; a web page
+			// or an empty body comes from something else at the Base URL.
+			if (isJsonObject(answer)) return answer as T;
+			throw notSidecarError(
+				this.getNode(),
+				answer === '' || answer === undefined || answer === null
+					? 'answered with an empty body'
+					: 'answered with something other than a JSON object',
+				{ baseUrl, itemIndex: request.itemIndex, request: `${request.method} ${request.path}` },
+			);
 		} catch (error) {
+			if (sidecarErrorCode(error) === 'not_sidecar') {
+				throw mapSidecarError(this.getNode(), error, { itemIndex: request.itemIndex });
+			}
 			const retryable = loading ? isN8nDatabaseError(error) : isRetryable(error);
 			const now = Date.now();
 			if (sent >= tries || !retryable || (deadline !== undefined && now >= deadline)) {
-				const ctx = { baseUrl, itemIndex: request.itemIndex, tries: sent };
+				const ctx: ErrorContext = {
+					baseUrl,
+					itemIndex: request.itemIndex,
+					tries: sent,
+					request: `${request.method} ${request.path}`,
+					notFound: request.notFound,
+				};
 				const final: NodeApiError | NodeOperationError = loading
 					? credentialError(this.getNode(), error, ctx)
 					: mapSidecarError(this.getNode(), error, ctx);
@@ -162,6 +191,10 @@ export async function sidecarRequest<T>(
 			if (wait > 0) await sleep(wait, this.getExecutionCancelSignal());
 		}
 	}
+}
+
+function isJsonObject(value: unknown): boolean {
+	return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Path segment for a claim id, encoded so that any id stays one segment. */

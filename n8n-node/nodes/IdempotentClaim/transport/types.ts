@@ -28,6 +28,8 @@ export interface ClaimRequest extends IDataObject {
 	action?: string;
 	payload?: IDataObject;
 	lease_seconds?: number;
+	/** What the sidecar does when the lease ends without complete or fail; absent: the source's policy. */
+	lease_policy?: 'review' | 'reclaim';
 	object_id?: string;
 	object_version?: number;
 	execution_id?: string;
@@ -51,14 +53,6 @@ export interface ClaimResult extends IDataObject {
 	lease_until?: string;
 	retry_after_seconds?: number;
 	payload_hash?: string;
-}
-
-/** One entry of `results` in the batch answer: a claim result or a per-claim error. */
-export type BatchEntry = ClaimResult | { error: SidecarErrorBody };
-
-/** Answer of POST /v1/claims/batch; `results` is in request order. */
-export interface BatchResponse {
-	results?: BatchEntry[];
 }
 
 /** A claim record, as answered by complete / fail / extend / resolve / lookup. */

@@ -4,15 +4,16 @@ import type {
 	INodeExecutionData,
 	INodeProperties,
 } from 'n8n-workflow';
-import { NodeApiError } from 'n8n-workflow';
 
 import { FieldError, parseFieldList, pickFields } from '../../helpers/fields';
 import { claimSidecar, withIdempotency } from '../../helpers/idempotency';
 import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity';
 import { sidecarRequest } from '../../transport';
-import { sidecarEntryError } from '../../transport/errors';
-import type { BatchResponse, ClaimRequest, SidecarErrorBody } from '../../transport/types';
+import type { ClaimRequest, ClaimResult } from '../../transport/types';
+import { batchResults, planBatch } from '../batch';
 import {
+	DEFAULT_TIME_LIMIT_SECONDS,
+	TIME_LIMIT_LABEL,
 	optionalText,
 	positiveSeconds,
 	requiredText,
@@ -176,14 +177,15 @@ export const description: INodeProperties[] = [
 		displayOptions: { show: { ...show, payloadMode: ['fields'] } },
 	},
 	{
-		displayName: 'Lease Seconds',
+		// Named leaseSeconds since version 1: saved workflows keep their value.
+		displayName: 'Time Limit for the Side Effect (Seconds)',
 		name: 'leaseSeconds',
 		type: 'number',
 		typeOptions: { minValue: 1 },
-		default: 300,
+		default: DEFAULT_TIME_LIMIT_SECONDS,
 		description:
-			'How long a won claim is held before it may be reclaimed or sent to review. Longer than the protected work takes.',
-		displayOptions: { show: { operation: ['claim', 'extendLease'] } },
+			"How long this execution may take to run the protected node and Complete before the claim's lease ends. Until then every other delivery of the event waits (In Progress); after it, the option When the Time Limit Passes Without Complete decides. Set it longer than the protected work ever takes, or extend it (Extend Lease).",
+		displayOptions: { show },
 	},
 	{
 		// Version 1 only: from version 2 Conflict and In Progress always have
@@ -206,6 +208,34 @@ export const description: INodeProperties[] = [
 		default: {},
 		displayOptions: { show },
 		options: [
+			{
+				displayName: 'When the Time Limit Passes Without Complete',
+				name: 'leasePolicy',
+				type: 'options',
+				default: 'source',
+				description:
+					"What happens to a won claim when this execution neither completes nor fails it in time, e.g. because n8n stopped between the protected node and Complete: the side effect may or may not have happened (the claim's lease policy)",
+				options: [
+					{
+						name: "Use the Source's Setting (Default: Mark for Review)",
+						value: 'source',
+						description:
+							'As configured for the source in the sidecar (lease_policy); a source without a setting marks the claim for review',
+					},
+					{
+						name: 'Mark for Review (Never Run Again Automatically)',
+						value: 'review',
+						description:
+							'The claim becomes unknown and every later delivery leaves by Duplicate until a person resolves it (Resolve). For side effects that must never happen twice, such as a payment.',
+					},
+					{
+						name: 'Let the Next Delivery Run It Again',
+						value: 'reclaim',
+						description:
+							'The next delivery of the event wins the claim and runs the protected node again, so the side effect may happen twice. Only for destinations that honour the idempotency key sent with the effect (e.g. an Idempotency-Key header).',
+					},
+				],
+			},
 			{
 				displayName: 'Object ID',
 				name: 'objectId',
@@ -231,7 +261,10 @@ export const description: INodeProperties[] = [
 			},
 		],
 	},
-	...retryProperties,
+	...retryProperties(
+		show,
+		'Safe: a claim is sent with the same request ID, and a claim it already made comes back won with the same token.',
+	),
 ];
 
 /** The sidecar's limit for request_id, in bytes. */
@@ -329,7 +362,7 @@ function buildClaim(
 
 	claim.lease_seconds = positiveSeconds(
 		this.getNodeParameter('leaseSeconds', itemIndex),
-		'Lease Seconds',
+		TIME_LIMIT_LABEL,
 	);
 
 	const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
@@ -341,6 +374,15 @@ function buildClaim(
 			throw new FieldError('Object Version must be a whole number');
 		}
 		claim.object_version = version;
+	}
+	const leasePolicy = options.leasePolicy;
+	if (leasePolicy === 'review' || leasePolicy === 'reclaim') {
+		claim.lease_policy = leasePolicy;
+	} else if (leasePolicy !== undefined && leasePolicy !== '' && leasePolicy !== 'source') {
+		throw new FieldError(
+			`Unknown When the Time Limit Passes Without Complete "${String(leasePolicy)}"`,
+			'Choose source, review or reclaim.',
+		);
 	}
 	if (options.waitSeconds !== undefined && options.waitSeconds !== '') {
 		const wait = Number(options.waitSeconds);
@@ -357,32 +399,22 @@ function buildClaim(
 	return claim;
 }
 
-function isErrorEntry(entry: unknown): entry is { error: SidecarErrorBody } {
-	return (
-		typeof entry === 'object' &&
-		entry !== null &&
-		typeof (entry as { error?: unknown }).error === 'object' &&
-		(entry as { error?: unknown }).error !== null
-	);
-}
-
 /**
  * Claims every item of the execution in one POST /v1/claims/batch and routes
  * each result on its own: won → Won; conflict → Conflict and in_progress /
  * retry_later → In Progress (always from node version 2; in version 1 when
  * separate outputs are on); everything else → Duplicate. Items whose
- * parameters cannot be sent are not claimed. An item with Wait for a
- * Concurrent Holder waits in the sidecar for an in-progress holder. Each
- * claim carries a request ID (see requestIdPrefix), and the batch call is
- * retried per the retry settings: a retry gets back the claims the lost
- * answer held.
+ * parameters cannot be sent are not claimed, and without continue on fail
+ * nothing is claimed at all. An item with Wait for a Concurrent Holder
+ * waits in the sidecar for an in-progress holder. Each claim carries a
+ * request ID (see requestIdPrefix), and the batch call is retried per the
+ * retry settings: a retry gets back the claims the lost answer held.
  */
 export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	const node = this.getNode();
-	const continueOnFail = this.continueOnFail();
 	const separate = separatesOutcomes(
 		node.typeVersion,
 		this.getNodeParameter('separateConflictOutputs', 0, false),
@@ -390,68 +422,32 @@ export async function execute(
 	const executionId = optionalText(this.getExecutionId());
 	const requestIdBase = requestIdPrefix.call(this, executionId);
 
-	const results: ItemResult[] = new Array(items.length);
-	const claims: ClaimRequest[] = [];
-	const claimedItems: number[] = [];
+	// Every request is built before any is sent, so a bad item stops the
+	// node (unless it continues on fail) before claims are held for the others.
+	const plan = planBatch(
+		node,
+		items,
+		(itemIndex, item) => buildClaim.call(this, itemIndex, item, executionId, requestIdBase),
+		!this.continueOnFail(),
+	);
+	if (plan.entries.length === 0) return plan.results;
 
-	// Build every request before sending any, so a bad item stops the node
-	// before claims are held for the others.
-	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
-		try {
-			claims.push(buildClaim.call(this, itemIndex, items[itemIndex], executionId, requestIdBase));
-			claimedItems.push(itemIndex);
-		} catch (error) {
-			const nodeError = toNodeError(node, error, itemIndex);
-			if (!continueOnFail) throw nodeError;
-			results[itemIndex] = { error: nodeError };
-		}
-	}
-	if (claims.length === 0) return results;
-
-	let response: BatchResponse;
+	let response: unknown;
 	try {
-		response = (await sidecarRequest.call(this, {
+		response = await sidecarRequest.call(this, {
 			method: 'POST',
 			path: '/v1/claims/batch',
-			body: { claims },
+			body: { claims: plan.entries },
 			retry: sidecarRetry.call(this, 0),
-		})) as BatchResponse;
+		});
 	} catch (error) {
 		const nodeError = toNodeError(node, error);
-		if (!continueOnFail) throw nodeError;
-		for (const itemIndex of claimedItems) results[itemIndex] = { error: nodeError };
-		return results;
+		for (const itemIndex of plan.places) plan.results[itemIndex] = { error: nodeError };
+		return plan.results;
 	}
 
-	const entries = response?.results;
-	if (!Array.isArray(entries) || entries.length !== claims.length) {
-		const nodeError = new NodeApiError(
-			node,
-			{},
-			{
-				message: 'Unexpected answer from the Idempotent Claim sidecar',
-				description: `Sent ${claims.length} claims, received ${
-					Array.isArray(entries) ? entries.length : 'no'
-				} results.`,
-			},
-		);
-		if (!continueOnFail) throw nodeError;
-		for (const itemIndex of claimedItems) results[itemIndex] = { error: nodeError };
-		return results;
-	}
-
-	entries.forEach((entry, position) => {
-		const itemIndex = claimedItems[position];
-		if (isErrorEntry(entry)) {
-			const nodeError = sidecarEntryError(node, entry.error, { itemIndex });
-			if (!continueOnFail) throw nodeError;
-			results[itemIndex] = { error: nodeError };
-			return;
-		}
-		results[itemIndex] = {
-			output: claimOutputIndex(entry.outcome, separate),
-			json: withIdempotency(items[itemIndex].json, claimSidecar(entry)),
-		};
-	});
-	return results;
+	return batchResults(node, response, plan, { noun: 'claims' }, (entry, itemIndex) => ({
+		output: claimOutputIndex(entry.outcome, separate),
+		json: withIdempotency(items[itemIndex].json, claimSidecar(entry as ClaimResult)),
+	}));
 }

@@ -4,6 +4,7 @@ import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
 import { claimPath, sidecarRequest } from '../../transport';
 import type { ClaimRecord } from '../../transport/types';
 import {
+	DEFAULT_TIME_LIMIT_SECONDS,
 	claimIdAndToken,
 	claimIdProperty,
 	claimTokenProperty,
@@ -15,11 +16,23 @@ import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['extendLease'] };
 
-// Lease Seconds is declared once in claim.operation.ts and shown for both
-// Claim and Extend Lease.
-export const description: INodeProperties[] = [claimIdProperty(show), claimTokenProperty(show)];
+export const description: INodeProperties[] = [
+	claimIdProperty(show),
+	claimTokenProperty(show),
+	{
+		// Named leaseSeconds, like Claim's: saved workflows keep their value.
+		displayName: 'New Time Limit From Now (Seconds)',
+		name: 'leaseSeconds',
+		type: 'number',
+		typeOptions: { minValue: 1 },
+		default: DEFAULT_TIME_LIMIT_SECONDS,
+		description:
+			"How much more time, counted from now, this execution gets to finish the protected work and Complete (the claim's new lease end). At most the sidecar's CLAIMD_MAX_LEASE_SECONDS (default 86400).",
+		displayOptions: { show },
+	},
+];
 
-/** Extends the lease of each item's claim: POST /v1/claims/{claim_id}/extend. */
+/** Gives each item's claim more time (extends its lease): POST /v1/claims/{claim_id}/extend. */
 export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
@@ -28,7 +41,7 @@ export async function execute(
 		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
 		const leaseSeconds = positiveSeconds(
 			this.getNodeParameter('leaseSeconds', itemIndex),
-			'Lease Seconds',
+			'New Time Limit From Now',
 		);
 		const record = (await sidecarRequest.call(this, {
 			method: 'POST',

@@ -5,6 +5,7 @@ import * as claim from './claim.operation';
 import * as complete from './complete.operation';
 import * as extendLease from './extendLease.operation';
 import * as fail from './fail.operation';
+import * as getMany from './getMany.operation';
 import * as lookup from './lookup.operation';
 import * as resolve from './resolve.operation';
 
@@ -14,6 +15,7 @@ export const operations: Record<string, Operation> = {
 	complete,
 	extendLease,
 	fail,
+	getMany,
 	lookup,
 	resolve,
 };
@@ -41,14 +43,23 @@ export const operationProperty: INodeProperties = {
 		{
 			name: 'Extend Lease',
 			value: 'extendLease',
-			action: 'Extend the lease of a claim',
-			description: 'Keep holding a claim while long work is still running',
+			action: 'Extend the time limit of a claim',
+			description:
+				"Give this execution more time to finish the side effect before other deliveries may act (extends the claim's lease)",
 		},
 		{
 			name: 'Fail',
 			value: 'fail',
 			action: 'Fail a claim',
-			description: 'Record that the side effect failed: retryable, permanent or unknown outcome',
+			description:
+				'Record that the side effect failed (retryable, permanent or unknown outcome), for one claim or, in an Error Trigger workflow, for all claims of a crashed execution',
+		},
+		{
+			name: 'Get Many',
+			value: 'getMany',
+			action: 'Get many claims',
+			description:
+				'List claims in a state (e.g. unknown ones to review) or won by an n8n execution',
 		},
 		{
 			name: 'Lookup',
@@ -72,6 +83,7 @@ export const properties: INodeProperties[] = [
 	...complete.description,
 	...extendLease.description,
 	...fail.description,
+	...getMany.description,
 	...lookup.description,
 	...resolve.description,
 ];

@@ -6,10 +6,24 @@ import type {
 } from 'n8n-workflow';
 
 import { FieldError } from '../../helpers/fields';
-import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
+import {
+	notFoundSidecar,
+	recordSidecar,
+	simplifiedSidecar,
+	withIdempotency,
+} from '../../helpers/idempotency';
 import { claimPath, sidecarRequest, type SidecarRequest } from '../../transport';
+import { sidecarErrorCode } from '../../transport/errors';
 import type { ClaimRecord } from '../../transport/types';
-import { CLAIM_ID_HINT, forEachItem, optionalText, requiredText, type ShowWhen } from '../common';
+import {
+	CLAIM_ID_HINT,
+	claimIdProperty,
+	forEachItem,
+	optionalText,
+	requiredText,
+	toNodeError,
+	type ShowWhen,
+} from '../common';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['lookup'] };
@@ -27,15 +41,7 @@ export const description: INodeProperties[] = [
 		],
 		displayOptions: { show },
 	},
-	{
-		displayName: 'Claim ID',
-		name: 'claimId',
-		type: 'string',
-		required: true,
-		default: '={{ $json.idempotency.claim_id }}',
-		description: 'ID of the claim, as returned by the Claim operation',
-		displayOptions: { show: { ...show, lookupBy: ['claimId'] } },
-	},
+	claimIdProperty({ ...show, lookupBy: ['claimId'] }),
 	{
 		displayName: 'Source',
 		name: 'source',
@@ -64,9 +70,34 @@ export const description: INodeProperties[] = [
 		description: 'Action of an action-ledger claim; empty for the event claim itself',
 		displayOptions: { show: { ...show, lookupBy: ['eventKey'] } },
 	},
+	{
+		displayName: 'Return Not Found as Item',
+		name: 'notFoundAsItem',
+		type: 'boolean',
+		default: true,
+		description:
+			'Whether an event that was never claimed gives an item with idempotency.found false (the looked-up ID, every other field null) instead of an error that stops the workflow. A claim found has idempotency.found true.',
+		displayOptions: { show },
+	},
+	{
+		// Off by default: Lookup existed before Simplify, and n8n does not
+		// store a parameter left at its default, so a default of on would
+		// change the output of saved workflows.
+		displayName: 'Simplify',
+		name: 'simplify',
+		type: 'boolean',
+		default: false,
+		description:
+			'Whether to return only the main fields of the claim (claim_id, source, event_id, action, state, result_ref, attempt, lease_until, updated_at, found) instead of the whole record with its delivery log',
+		displayOptions: { show },
+	},
 ];
 
-function lookupRequest(this: IExecuteFunctions, itemIndex: number): SidecarRequest {
+/** The request of one item's lookup, and what it looked up (for a claim not found). */
+function lookupRequest(
+	this: IExecuteFunctions,
+	itemIndex: number,
+): { request: SidecarRequest; lookedUp: IDataObject } {
 	const lookupBy = this.getNodeParameter('lookupBy', itemIndex) as string;
 	if (lookupBy === 'claimId') {
 		const claimId = requiredText(
@@ -74,7 +105,10 @@ function lookupRequest(this: IExecuteFunctions, itemIndex: number): SidecarReque
 			'Claim ID',
 			CLAIM_ID_HINT,
 		);
-		return { method: 'GET', path: claimPath(claimId), itemIndex };
+		return {
+			request: { method: 'GET', path: claimPath(claimId), itemIndex },
+			lookedUp: { claim_id: claimId },
+		};
 	}
 	if (lookupBy === 'eventKey') {
 		const qs: IDataObject = {
@@ -83,22 +117,40 @@ function lookupRequest(this: IExecuteFunctions, itemIndex: number): SidecarReque
 		};
 		const action = optionalText(this.getNodeParameter('actionName', itemIndex, ''));
 		if (action !== undefined) qs.action = action.trim();
-		return { method: 'GET', path: '/v1/claims', qs, itemIndex };
+		return {
+			request: { method: 'GET', path: '/v1/claims', qs, itemIndex },
+			lookedUp: { action: '', ...qs },
+		};
 	}
 	throw new FieldError(`Unknown Look Up By "${String(lookupBy)}"`);
 }
 
 /**
  * Reads each item's claim record with its delivery log: GET /v1/claims/{claim_id}
- * or GET /v1/claims?source=&event_id=&action=.
+ * or GET /v1/claims?source=&event_id=&action=. With Return Not Found as
+ * Item, the sidecar's own not_found (never a 404 of another server at the
+ * Base URL) gives the item with idempotency.found false.
  */
 export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const request = lookupRequest.call(this, itemIndex);
-		const record = (await sidecarRequest.call(this, request)) as ClaimRecord;
-		return withIdempotency(item.json, recordSidecar(item.json.idempotency, record));
+		const { request, lookedUp } = lookupRequest.call(this, itemIndex);
+		const simplify = this.getNodeParameter('simplify', itemIndex, false) === true;
+		let sidecar: IDataObject;
+		try {
+			const record = (await sidecarRequest.call(this, request)) as ClaimRecord;
+			sidecar = { found: true, ...recordSidecar(item.json.idempotency, record) };
+		} catch (error) {
+			if (
+				sidecarErrorCode(error) !== 'not_found' ||
+				this.getNodeParameter('notFoundAsItem', itemIndex, true) !== true
+			) {
+				throw toNodeError(this.getNode(), error, itemIndex);
+			}
+			sidecar = notFoundSidecar(lookedUp);
+		}
+		return withIdempotency(item.json, simplify ? simplifiedSidecar(sidecar) : sidecar);
 	});
 }
