@@ -2,11 +2,14 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -363,4 +366,89 @@ func TestSourcesExampleParses(t *testing.T) {
 
 	_, err = ingest.Parse(b, func(string) string { return "" })
 	require.Error(t, err, "an unset secret must stop claimd")
+}
+
+// TestComposeNodeInstall: n8n's installer manages the node package (see
+// sidecar/deploy/n8n-entrypoint.sh): its community-node folder is a volume
+// that main and workers share, packages n8n installed come back when their
+// files are missing, and the env-managed mode pins the package's own
+// version.
+func TestComposeNodeInstall(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	var pkg struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "n8n-node", "package.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &pkg))
+
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
+	for _, name := range []string{"n8n", "n8n-worker"} {
+		s := service(t, p, name)
+		e := env(t, s)
+		require.Equal(t, "true", e["N8N_COMMUNITY_PACKAGES_ENABLED"], name)
+		require.Equal(t, "true", e["N8N_UNVERIFIED_PACKAGES_ENABLED"], name)
+		require.Equal(t, "true", e["N8N_REINSTALL_MISSING_PACKAGES"], name)
+		require.Equal(t, "false", e["N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV"], "%s: the image's copy unless asked", name)
+		require.Equal(t, "auto", e["IC_NODE_INSTALL"], name)
+
+		// Valid for n8n's parser: a JSON list of {name, version}, pinned to
+		// the version this checkout builds.
+		var pkgs []map[string]string
+		require.NoError(t, json.Unmarshal([]byte(e["N8N_COMMUNITY_PACKAGES"]), &pkgs), "%s: N8N_COMMUNITY_PACKAGES", name)
+		require.Equal(t, []map[string]string{{"name": pkg.Name, "version": pkg.Version}}, pkgs, name)
+
+		var nodes bool
+		for _, v := range s.Volumes {
+			if v.Target == "/home/node/.n8n/nodes" {
+				require.Equal(t, types.VolumeTypeVolume, v.Type)
+				require.Equal(t, "n8n_nodes", v.Source)
+				require.Contains(t, p.Volumes, v.Source)
+				nodes = true
+			}
+		}
+		require.True(t, nodes, "%s mounts the shared n8n_nodes volume on n8n's community-node folder", name)
+	}
+
+	managed := loadCompose(t, map[string]string{
+		"N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV": "true",
+		"N8N_COMMUNITY_PACKAGES":                `[{"name":"n8n-nodes-idempotent-claim","version":"9.9.9"}]`,
+	})
+	e := env(t, service(t, managed, "n8n"))
+	require.Equal(t, "true", e["N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV"])
+	require.Contains(t, e["N8N_COMMUNITY_PACKAGES"], `"9.9.9"`)
+}
+
+// TestComposeDatabaseConnections: n8n's pool survives a 70-execution storm,
+// and PostgreSQL's max_connections covers every pool with five workers.
+func TestComposeDatabaseConnections(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
+	poolOf := func(name string) int {
+		v, err := strconv.Atoi(env(t, service(t, p, name))["DB_POSTGRESDB_POOL_SIZE"])
+		require.NoError(t, err, "%s: DB_POSTGRESDB_POOL_SIZE", name)
+		return v
+	}
+	main, worker := poolOf("n8n"), poolOf("n8n-worker")
+	// n8n's default of 2 failed most executions of a 70-delivery storm.
+	require.GreaterOrEqual(t, main, 10)
+	require.GreaterOrEqual(t, worker, 10)
+
+	u, err := url.Parse(env(t, service(t, p, "claimd"))["DATABASE_URL"])
+	require.NoError(t, err)
+	claimd, err := strconv.Atoi(u.Query().Get("pool_max_conns"))
+	require.NoError(t, err, "claimd's DATABASE_URL sets pool_max_conns, so the budget does not depend on the host")
+
+	pg := service(t, p, "postgres")
+	cmd := strings.Join(pg.Command, " ")
+	m := regexp.MustCompile(`max_connections=(\d+)`).FindStringSubmatch(cmd)
+	require.NotNil(t, m, "postgres sets max_connections: %q", cmd)
+	maxConns, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	const reserved, listener, workers = 3, 1, 5
+	need := main + workers*worker + claimd + listener
+	require.LessOrEqual(t, need, maxConns-reserved,
+		"n8n main %d + %d workers × %d + claimd %d + %d listener", main, workers, worker, claimd, listener)
 }

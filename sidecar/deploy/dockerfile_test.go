@@ -298,12 +298,22 @@ func TestN8NDockerfile(t *testing.T) {
 	build, final := df.Stages[0], df.Stages[1]
 
 	require.Equal(t, "node:24", df.expand(build.From), "the node tooling needs Node 24")
-	var ci, runBuild bool
+	var ci, runBuild, pack bool
 	for _, in := range build.all("RUN") {
-		ci = ci || strings.Contains(in.Args, "npm ci")
+		if strings.Contains(in.Args, "npm ci") {
+			ci = true
+			require.Contains(t, in.Args, "--ignore-scripts", "npm ci as in .ci/run: a dev dependency's preinstall refuses npm")
+		}
 		runBuild = runBuild || strings.Contains(in.Args, "npm run build")
+		if strings.Contains(in.Args, "npm pack") {
+			// The image carries what npm would publish, plus the build id
+			// the entrypoint compares.
+			pack = true
+			require.Contains(t, in.Args, "/out/n8n-nodes-idempotent-claim.build")
+			require.Contains(t, in.Args, "-C /out/n8n-nodes-idempotent-claim ")
+		}
 	}
-	require.True(t, ci && runBuild, "the build stage runs npm ci and npm run build")
+	require.True(t, ci && runBuild && pack, "the build stage runs npm ci, npm run build and npm pack")
 
 	// The image pins the n8n release the end-to-end tests run.
 	script, err := os.ReadFile(filepath.Join(root, "n8n-node", "scripts", "install-n8n.sh"))
@@ -330,13 +340,14 @@ func TestN8NDockerfile(t *testing.T) {
 		require.True(t, strings.HasPrefix(f, "dist/"), "package.json n8n entry %s is outside dist/", f)
 	}
 
-	const pkgDir = "/opt/idempotent-claim/n8n-nodes-idempotent-claim"
+	// /out/ holds n8n-nodes-idempotent-claim/ and n8n-nodes-idempotent-claim.build.
+	const optDir = "/opt/idempotent-claim/"
 	var pkgCopied bool
 	var entrySrc string
 	entry := execForm(t, final.last(t, "ENTRYPOINT"))
 	for _, in := range final.all("COPY") {
 		flags, srcs, dst := copyArgs(in)
-		if flags["from"] == build.Name && dst == pkgDir {
+		if flags["from"] == build.Name && dst == optDir && len(srcs) == 1 && srcs[0] == "/out/" {
 			pkgCopied = true
 		}
 		if _, fromStage := flags["from"]; !fromStage && dst == entry[len(entry)-1] {
@@ -345,15 +356,23 @@ func TestN8NDockerfile(t *testing.T) {
 			require.Equal(t, "0755", flags["chmod"], "the entrypoint script is executable")
 		}
 	}
-	require.True(t, pkgCopied, "the built package is copied to %s", pkgDir)
+	require.True(t, pkgCopied, "the packed package and its build id are copied to %s", optDir)
 	require.Equal(t, "sidecar/deploy/n8n-entrypoint.sh", entrySrc, "the entrypoint is the install wrapper")
 	require.Equal(t, "tini", entry[0], "the wrapper runs under tini like n8n's own entrypoint")
 	require.Equal(t, "node", final.last(t, "USER").Args, "n8n runs as the node user")
+	// The community-node folder exists in the image, owned by node, so a
+	// fresh named volume mounted there (docker-compose.yml) is writable.
+	var nodesDir bool
+	for _, in := range final.all("RUN") {
+		nodesDir = nodesDir || (strings.Contains(in.Args, "mkdir -p /home/node/.n8n/nodes") &&
+			strings.Contains(in.Args, "chown node:node /home/node/.n8n /home/node/.n8n/nodes"))
+	}
+	require.True(t, nodesDir, "the final stage creates /home/node/.n8n/nodes for the node user")
 
 	// The wrapper installs from where the Dockerfile puts the package.
 	wrapper, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(entrySrc)))
 	require.NoError(t, err)
-	require.Contains(t, string(wrapper), "/opt/idempotent-claim/$pkg")
+	require.Contains(t, string(wrapper), `"${IC_NODE_PACKAGE_DIR:-/opt/idempotent-claim/$pkg}"`)
 	require.Contains(t, string(wrapper), "pkg="+pkg.Name+"\n")
 
 	requireCopySources(t, rel, df)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -23,72 +24,258 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 	require.NoError(t, os.WriteFile(path, []byte(content), mode))
 }
 
-// TestN8NEntrypoint runs the n8n image's entrypoint wrapper with sh: it must
-// install the packaged node into the user folder, replace an older copy
-// completely, and hand its arguments to n8n's entrypoint unchanged.
+// entrypointRun runs the n8n image's entrypoint wrapper with sh in a
+// sandbox: an image package folder, a user folder and a stand-in for n8n's
+// own entrypoint that records its arguments.
+type entrypointRun struct {
+	t          *testing.T
+	script     string
+	pkgDir     string // the image's package, IC_NODE_PACKAGE_DIR
+	userFolder string
+	argsFile   string
+	next       string
+}
+
+const nodePkg = "n8n-nodes-idempotent-claim"
+
+func newEntrypointRun(t *testing.T) *entrypointRun {
+	t.Helper()
+	dir := t.TempDir()
+	r := &entrypointRun{
+		t:          t,
+		script:     filepath.Join(repoRoot(t), "sidecar", "deploy", "n8n-entrypoint.sh"),
+		pkgDir:     filepath.Join(dir, "opt", nodePkg),
+		userFolder: filepath.Join(dir, "home"),
+		argsFile:   filepath.Join(dir, "args"),
+		next:       filepath.Join(dir, "docker-entrypoint.sh"),
+	}
+	writeFile(t, r.next, "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > \""+r.argsFile+"\"\n", 0o755)
+	return r
+}
+
+// run starts the script with extra environment and arguments; it returns
+// the output, the arguments n8n's entrypoint got (nil when it did not
+// start) and the script's error.
+func (r *entrypointRun) run(env []string, args ...string) (out string, got []string, err error) {
+	r.t.Helper()
+	_ = os.Remove(r.argsFile)
+	cmd := exec.Command("sh", append([]string{r.script}, args...)...)
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + filepath.Join(filepath.Dir(r.userFolder), "unused-home"),
+		"N8N_USER_FOLDER=" + r.userFolder,
+		"IC_NODE_PACKAGE_DIR=" + r.pkgDir,
+		"IC_N8N_ENTRYPOINT=" + r.next,
+	}, env...)
+	b, err := cmd.CombinedOutput()
+	out = string(b)
+	recorded, readErr := os.ReadFile(r.argsFile)
+	if readErr != nil {
+		return out, nil, err
+	}
+	got = []string{}
+	if len(recorded) > 0 {
+		got = strings.Split(strings.TrimSuffix(string(recorded), "\n"), "\n")
+	}
+	return out, got, err
+}
+
+// image puts a build of the package into the image folder: package.json
+// (npm's layout, one key a line), one dist file, and the build id file.
+func (r *entrypointRun) image(version, build, distFile string) {
+	r.t.Helper()
+	require.NoError(r.t, os.RemoveAll(r.pkgDir))
+	writeFile(r.t, filepath.Join(r.pkgDir, "package.json"),
+		"{\n  \"name\": \""+nodePkg+"\",\n  \"version\": \""+version+"\"\n}\n", 0o644)
+	writeFile(r.t, filepath.Join(r.pkgDir, "dist", distFile), build, 0o644)
+	writeFile(r.t, r.pkgDir+".build", version+" "+build+"\n", 0o644)
+}
+
+func (r *entrypointRun) nodes() string     { return filepath.Join(r.userFolder, ".n8n", "nodes") }
+func (r *entrypointRun) installed() string { return filepath.Join(r.nodes(), "node_modules", nodePkg) }
+
+// n8nInstalls stands in for n8n's installer: it replaces the package
+// folder with a fresh one (no image mark), as n8n does on install/update.
+func (r *entrypointRun) n8nInstalls(version string) {
+	r.t.Helper()
+	require.NoError(r.t, os.RemoveAll(r.installed()))
+	writeFile(r.t, filepath.Join(r.installed(), "package.json"),
+		"{\n  \"name\": \""+nodePkg+"\",\n  \"version\": \""+version+"\"\n}\n", 0o644)
+	writeFile(r.t, filepath.Join(r.installed(), "dist", "from-npm.js"), version, 0o644)
+}
+
+func (r *entrypointRun) requireClean() {
+	r.t.Helper()
+	entries, err := os.ReadDir(filepath.Join(r.nodes(), "node_modules"))
+	if err == nil {
+		for _, e := range entries {
+			require.False(r.t, strings.HasPrefix(e.Name(), "."), "staging folder %s left behind", e.Name())
+		}
+	}
+	require.NoDirExists(r.t, filepath.Join(r.nodes(), ".idempotent-claim.lock"), "lock left behind")
+}
+
+func (r *entrypointRun) file(rel string) string {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.installed(), filepath.FromSlash(rel)))
+	require.NoError(r.t, err)
+	return string(b)
+}
+
+// TestN8NEntrypoint: the image's copy of the node is installed when no copy
+// is there, replaced by a new image build, and never touches a version n8n
+// installed (a folder without the image's mark) or re-adds one n8n
+// uninstalled; arguments reach n8n's entrypoint unchanged.
 func TestN8NEntrypoint(t *testing.T) {
 	t.Parallel()
-	script := filepath.Join(repoRoot(t), "sidecar", "deploy", "n8n-entrypoint.sh")
-	dir := t.TempDir()
-	pkgDir := filepath.Join(dir, "opt", "n8n-nodes-idempotent-claim")
-	userFolder := filepath.Join(dir, "home")
-	argsFile := filepath.Join(dir, "args")
-	next := filepath.Join(dir, "docker-entrypoint.sh")
-	// Stands in for n8n's entrypoint: records its arguments, one a line.
-	writeFile(t, next, "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > \""+argsFile+"\"\n", 0o755)
+	r := newEntrypointRun(t)
 
-	run := func(args ...string) (string, error) {
-		cmd := exec.Command("sh", append([]string{script}, args...)...)
-		cmd.Env = []string{
-			"PATH=" + os.Getenv("PATH"),
-			"HOME=" + filepath.Join(dir, "unused-home"),
-			"N8N_USER_FOLDER=" + userFolder,
-			"IC_NODE_PACKAGE_DIR=" + pkgDir,
-			"IC_N8N_ENTRYPOINT=" + next,
-		}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+	// First start, as a queue-mode worker: the image's copy is installed.
+	r.image("0.1.0", "build-a", "a.js")
+	out, args, err := r.run(nil, "worker", "--concurrency=5", "two words")
+	require.NoError(t, err, out)
+	require.Equal(t, []string{"worker", "--concurrency=5", "two words"}, args)
+	require.Equal(t, "build-a", r.file("dist/a.js"))
+	require.Equal(t, "0.1.0 build-a\n", r.file(".idempotent-claim-image"), "the copy carries the image's build id")
+	require.Contains(t, out, "installed "+nodePkg+" 0.1.0 from the image")
+	r.requireClean()
+
+	// Same image again: nothing is copied (a file added since stays).
+	writeFile(t, filepath.Join(r.installed(), "dist", "local.js"), "x", 0o644)
+	out, args, err = r.run(nil)
+	require.NoError(t, err, out)
+	require.Equal(t, []string{}, args, "no arguments: n8n's default command")
+	require.Contains(t, out, "0.1.0 from this image is installed")
+	require.FileExists(t, filepath.Join(r.installed(), "dist", "local.js"))
+
+	// A new build (here with the same version, as in development): the
+	// image's copy is replaced completely.
+	r.image("0.1.0", "build-b", "b.js")
+	out, _, err = r.run(nil)
+	require.NoError(t, err, out)
+	require.Equal(t, "build-b", r.file("dist/b.js"))
+	require.NoFileExists(t, filepath.Join(r.installed(), "dist", "a.js"))
+	require.NoFileExists(t, filepath.Join(r.installed(), "dist", "local.js"))
+	r.requireClean()
+
+	// n8n installs 0.2.0 from npm (Settings > Community Nodes): no image
+	// build, older or newer, replaces it.
+	r.n8nInstalls("0.2.0")
+	for _, img := range []struct{ version, build string }{{"0.1.0", "build-c"}, {"0.3.0", "build-d"}} {
+		r.image(img.version, img.build, "c.js")
+		out, args, err = r.run(nil, "start")
+		require.NoError(t, err, out)
+		require.Equal(t, []string{"start"}, args)
+		require.Contains(t, out, "keeping "+nodePkg+" 0.2.0, installed by n8n")
+		require.Equal(t, "0.2.0", r.file("dist/from-npm.js"))
+		require.NoFileExists(t, filepath.Join(r.installed(), ".idempotent-claim-image"))
 	}
-	installed := filepath.Join(userFolder, ".n8n", "nodes", "node_modules", "n8n-nodes-idempotent-claim")
 
-	// Version 1, started as a queue-mode worker.
-	writeFile(t, filepath.Join(pkgDir, "package.json"), `{"name":"n8n-nodes-idempotent-claim","version":"1"}`, 0o644)
-	writeFile(t, filepath.Join(pkgDir, "dist", "old.js"), "v1", 0o644)
-	out, err := run("worker", "--concurrency=5", "two words")
+	// n8n uninstalls it: the image does not bring it back...
+	require.NoError(t, os.RemoveAll(r.installed()))
+	out, args, err = r.run(nil)
 	require.NoError(t, err, out)
-	got, err := os.ReadFile(argsFile)
-	require.NoError(t, err)
-	require.Equal(t, "worker\n--concurrency=5\ntwo words\n", string(got))
-	b, err := os.ReadFile(filepath.Join(installed, "dist", "old.js"))
-	require.NoError(t, err)
-	require.Equal(t, "v1", string(b))
-
-	// Version 2 in a new image, same volume: the copy is replaced, files
-	// that version 2 no longer has are gone. No arguments: n8n's default.
-	require.NoError(t, os.RemoveAll(pkgDir))
-	writeFile(t, filepath.Join(pkgDir, "package.json"), `{"name":"n8n-nodes-idempotent-claim","version":"2"}`, 0o644)
-	writeFile(t, filepath.Join(pkgDir, "dist", "new.js"), "v2", 0o644)
-	out, err = run()
+	require.NotNil(t, args, "n8n starts")
+	require.Contains(t, out, "was uninstalled")
+	require.NoDirExists(t, r.installed())
+	// ...until the seeded record is deleted.
+	require.NoError(t, os.Remove(filepath.Join(r.nodes(), ".idempotent-claim-image-seeded")))
+	out, _, err = r.run(nil)
 	require.NoError(t, err, out)
-	got, err = os.ReadFile(argsFile)
-	require.NoError(t, err)
-	require.Empty(t, string(got))
-	b, err = os.ReadFile(filepath.Join(installed, "package.json"))
-	require.NoError(t, err)
-	require.Contains(t, string(b), `"version":"2"`)
-	require.NoFileExists(t, filepath.Join(installed, "dist", "old.js"))
-	require.FileExists(t, filepath.Join(installed, "dist", "new.js"))
-	entries, err := os.ReadDir(filepath.Dir(installed))
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "no staging directory is left behind")
+	require.Equal(t, "build-d", r.file("dist/c.js"))
+	r.requireClean()
+}
 
-	// A missing package fails the start instead of running n8n without it.
-	require.NoError(t, os.RemoveAll(pkgDir))
-	require.NoError(t, os.Remove(argsFile))
-	out, err = run("worker")
-	require.Error(t, err)
-	require.Contains(t, out, "node package missing")
-	require.NoFileExists(t, argsFile, "n8n must not start")
+func TestN8NEntrypointModes(t *testing.T) {
+	t.Parallel()
+
+	t.Run("n8n removes the image's copy only", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		r.image("0.1.0", "build-a", "a.js")
+		out, _, err := r.run([]string{"IC_NODE_INSTALL=auto", "N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV=false"})
+		require.NoError(t, err, out)
+		require.DirExists(t, r.installed(), "auto without n8n managing packages is image")
+		// auto (as in docker-compose.yml) with N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV=true is n8n.
+		out, args, err := r.run([]string{"IC_NODE_INSTALL=auto", "N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV=true"}, "worker")
+		require.NoError(t, err, out)
+		require.Equal(t, []string{"worker"}, args)
+		require.NoDirExists(t, r.installed())
+		require.Contains(t, out, "n8n installs it")
+		// Nothing is installed, and n8n's own copy is left alone.
+		out, _, err = r.run([]string{"IC_NODE_INSTALL=n8n"})
+		require.NoError(t, err, out)
+		require.NoDirExists(t, r.installed())
+		r.n8nInstalls("0.2.0")
+		out, _, err = r.run([]string{"IC_NODE_INSTALL=n8n"})
+		require.NoError(t, err, out)
+		require.Equal(t, "0.2.0", r.file("dist/from-npm.js"))
+		r.requireClean()
+	})
+
+	t.Run("image mode can be forced with n8n managing packages", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		r.image("0.1.0", "build-a", "a.js")
+		out, _, err := r.run([]string{"N8N_COMMUNITY_PACKAGES_MANAGED_BY_ENV=true", "IC_NODE_INSTALL=image"})
+		require.NoError(t, err, out)
+		require.Equal(t, "build-a", r.file("dist/a.js"))
+	})
+
+	t.Run("off changes nothing", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		r.image("0.1.0", "build-a", "a.js")
+		out, args, err := r.run([]string{"IC_NODE_INSTALL=off"}, "start")
+		require.NoError(t, err, out)
+		require.Equal(t, []string{"start"}, args)
+		require.NoDirExists(t, r.installed())
+	})
+
+	t.Run("an unknown mode stops the start", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		r.image("0.1.0", "build-a", "a.js")
+		out, args, err := r.run([]string{"IC_NODE_INSTALL=copy"})
+		require.Error(t, err)
+		require.Contains(t, out, "IC_NODE_INSTALL must be")
+		require.Nil(t, args, "n8n must not start")
+	})
+
+	t.Run("a missing image package stops the start", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		out, args, err := r.run(nil, "worker")
+		require.Error(t, err)
+		require.Contains(t, out, "node package missing")
+		require.Nil(t, args, "n8n must not start")
+		require.NoDirExists(t, filepath.Join(r.nodes(), ".idempotent-claim.lock"), "the lock is released on failure")
+		// Without the build id the package is incomplete as well.
+		r.image("0.1.0", "build-a", "a.js")
+		require.NoError(t, os.Remove(r.pkgDir+".build"))
+		out, args, err = r.run(nil)
+		require.Error(t, err)
+		require.Contains(t, out, "node package missing")
+		require.Nil(t, args)
+	})
+
+	t.Run("a lock held by a concurrent start is waited for", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		r.image("0.1.0", "build-a", "a.js")
+		lock := filepath.Join(r.nodes(), ".idempotent-claim.lock")
+		require.NoError(t, os.MkdirAll(lock, 0o755))
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			_ = os.Remove(lock)
+		}()
+		start := time.Now()
+		out, _, err := r.run(nil)
+		require.NoError(t, err, out)
+		require.GreaterOrEqual(t, time.Since(start), time.Second, "the start waited for the lock")
+		require.Equal(t, "build-a", r.file("dist/a.js"))
+		r.requireClean()
+	})
 }
 
 func randomName(t *testing.T, prefix string) string {
