@@ -41,12 +41,12 @@ E2E_PREREQ := n8n build-node
 endif
 
 .PHONY: help run build build-go build-node test test-go test-node test-e2e lint \
-	bench compare screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
+	bench compare overhead screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
 
 help:
 	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
 	@echo
-	@echo 'targets: run build test test-go test-node test-e2e lint bench compare screenshot n8n'
+	@echo 'targets: run build test test-go test-node test-e2e lint bench compare overhead screenshot n8n'
 	@echo '         db-start db-stop db-status db-url db-reset clean'
 
 ## run: build bin/claimd and start it (see sidecar/scripts/run.sh)
@@ -82,15 +82,17 @@ test-node: node-deps
 test-e2e: n8n build-node
 	$(TESTENV) $(GO) test -race -count=1 -v ./sidecar/e2e
 
-## lint: gofmt, go vet, go mod tidy (no diff), shell syntax, n8n node lint
+## lint: gofmt, go vet, go mod tidy (no diff), shell syntax, n8n node lint,
+## n8n's community package scanner on the packed tarball
 lint: node-deps
 	@out=$$(gofmt -l sidecar schema); \
 	if [ -n "$$out" ]; then echo 'gofmt -l: these files need gofmt:' >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) vet $(GO_PACKAGES)
 	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run; do [ ! -f "$$f" ] || bash -n "$$f"; done
-	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run; fi
+	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/scan-package.sh sidecar/deploy/n8n-entrypoint.sh; fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
+	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh
 
 ## bench: figures only. claimbench creates (and drops) its own database on
 ## the server, starts bin/claimd and runs pgbench; BENCH_ARGS go to claimbench
@@ -105,6 +107,15 @@ bench: build-go
 ## compare: the remove-duplicates comparison against a real n8n
 compare: n8n build-node
 	IC_COMPARE=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestCompareRemoveDuplicates -v -count=1
+
+## overhead: figures only (~3-4 min). Latency Claim + Complete add per
+## execution in a real n8n: the workflow with them vs the same without, vs two
+## No Op nodes and vs two HTTP Request nodes making the same calls, next to
+## claimd's own time for the two calls (sidecar/e2e/overhead_test.go). Knobs:
+## IC_OVERHEAD_N (200 per workflow), IC_OVERHEAD_GAP_MS (100),
+## IC_OVERHEAD_WARMUP (20), IC_OVERHEAD_N8N_ENV ('K=V ...', n8n settings).
+overhead: n8n build-node
+	IC_OVERHEAD=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestOverhead$$' -v -count=1 -timeout 30m
 
 ## screenshot: README screenshot of the inline example -> n8n-node/examples/inline-claim.png
 ## (needs Chromium: apt-get install chromium, or CHROMIUM_PATH)
