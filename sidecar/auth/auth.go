@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 )
 
 // Principal is who a request acts as.
@@ -138,7 +139,7 @@ func (k *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 		return Principal{}, errUnauthorized
 	}
 	if err != nil {
-		return Principal{}, &apperr.Error{Code: apperr.Unavailable, Message: "cannot check the API key now", Err: err}
+		return Principal{}, lookupError(err)
 	}
 	if subtle.ConstantTimeCompare(stored, h[:]) != 1 {
 		return Principal{}, errUnauthorized
@@ -153,6 +154,20 @@ func (k *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 		k.mu.Unlock()
 	}
 	return p, nil
+}
+
+// lookupError is the answer to a database error of a key lookup: always
+// Unavailable (503 with Retry-After), never Unauthorized, since the key
+// may well be valid, nor internal: a lookup changes nothing, so asking
+// again is always safe. A retryable error (claim.ClassifyDB) says why;
+// any other (a missing table while migrations are pending) says only that
+// the key cannot be checked now. The database's message stays in Err.
+func lookupError(err error) error {
+	msg := "cannot check the API key now; retry"
+	if fault, reason := claim.ClassifyDB(err); fault != claim.DBNotRetryable {
+		msg = "cannot check the API key now: " + reason + "; retry"
+	}
+	return &apperr.Error{Code: apperr.Unavailable, Message: msg, Err: err}
 }
 
 // KeyInfo describes a stored key; the key itself is never stored.

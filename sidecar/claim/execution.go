@@ -88,7 +88,9 @@ type ExecutionFailed struct {
 // safe: the records already failed are no longer processing, so a second
 // call answers the rest, or none.
 // Errors: Invalid naming execution_id, source or retry; Unavailable;
-// otherwise internal. On an error no record was failed.
+// otherwise internal. On an error no record was failed, unless the
+// connection was lost under the commit (DBOutcomeUnknown): then they may
+// have been, and calling again answers the ones still held.
 func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFailure) (ExecutionFailed, error) {
 	if tenant == "" {
 		return ExecutionFailed{}, apperr.New(apperr.Unauthorized, "no tenant")
@@ -147,7 +149,7 @@ func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFa
 		return br.Close()
 	})
 	if err != nil {
-		return ExecutionFailed{}, dbError(err)
+		return ExecutionFailed{}, DBError(err)
 	}
 	for _, rec := range out.Records {
 		l.obs.Failed(rec.Source, f.Kind)

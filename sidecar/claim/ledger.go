@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/puddle/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 )
@@ -234,7 +233,9 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
 // statement on db (the caller's transaction, or the pool). It returns the
 // outcome with the record as it is after the decision; the claim token only
 // when the outcome is Won. Errors: *apperr.Error Invalid for a bad request,
-// Unavailable when PostgreSQL is unreachable, otherwise an internal error.
+// Unavailable for a database error that means "try again" (DBError: the
+// database unreachable or read-only, the connection lost, …), otherwise an
+// internal error.
 // A serialization failure or deadlock (RetryableTx) aborts the caller's
 // transaction: run the whole of it again (RunTx does).
 func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error) {
@@ -244,7 +245,7 @@ func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error
 	sql, args := l.claimArgs(r)
 	rec, err := scanRecord(db.QueryRow(ctx, sql, args...))
 	if err != nil {
-		return Result{}, dbError(err)
+		return Result{}, DBError(err)
 	}
 	return l.result(rec), nil
 }
@@ -292,7 +293,9 @@ func (l *Ledger) result(rec Record) Result {
 // order and cannot deadlock; two requests for one key in a batch are
 // decided one after the other (the second sees the first's claim).
 // The batch runs in one READ COMMITTED transaction (RunTx): on an error no
-// claim of it is kept; after a serialization failure or deadlock the whole
+// claim of it is kept, unless the connection was lost under the commit
+// (DBOutcomeUnknown: the same batch again, with the same request ids, gets
+// its wins back); after a serialization failure or deadlock the whole
 // batch is decided again.
 func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if len(reqs) == 0 {
@@ -337,7 +340,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 		return br.Close()
 	})
 	if err != nil {
-		return nil, dbError(err)
+		return nil, DBError(err)
 	}
 	for i := range results {
 		results[i] = l.result(results[i].Record)
@@ -373,7 +376,7 @@ func (l *Ledger) Complete(ctx context.Context, tenant, id, token, resultRef stri
 		return Record{}, leaseLost(cur)
 	}
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	if rec.ClaimedAt != nil && rec.CompletedAt != nil {
 		l.obs.Completed(rec.Source, rec.CompletedAt.Sub(*rec.ClaimedAt))
@@ -410,7 +413,7 @@ func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKi
 		return Record{}, leaseLost(cur)
 	}
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	l.obs.Failed(rec.Source, kind)
 	return rec, nil
@@ -438,7 +441,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant, id, token string, lease tim
 		return Record{}, l.guardMissed(ctx, tenant, id)
 	}
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	return rec, nil
 }
@@ -474,7 +477,7 @@ func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome Resolve
 			Message: fmt.Sprintf("only unknown or dead_lettered claims can be resolved; this one is %s", cur.State)}
 	}
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	return rec, nil
 }
@@ -496,7 +499,7 @@ func (l *Ledger) Find(ctx context.Context, tenant string, k Key) (Record, error)
 		return Record{}, apperr.New(apperr.NotFound, "no claim for this source, event_id and action")
 	}
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	return l.withDeliveries(ctx, rec)
 }
@@ -510,7 +513,7 @@ func (l *Ledger) get(ctx context.Context, tenant, id string) (Record, error) {
 		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
 	}
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	return rec, nil
 }
@@ -518,7 +521,7 @@ func (l *Ledger) get(ctx context.Context, tenant, id string) (Record, error) {
 func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error) {
 	rows, err := l.pool.Query(ctx, deliveriesSQL, rec.ID, l.maxDeliv)
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
@@ -526,7 +529,7 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 		return d, err
 	})
 	if err != nil {
-		return Record{}, dbError(err)
+		return Record{}, DBError(err)
 	}
 	return rec, nil
 }
@@ -595,12 +598,12 @@ func (l *Ledger) purgeSet(ctx context.Context, sources []string, exclude bool, p
 			var n int64
 			if step.rows {
 				if err := l.pool.QueryRow(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude).Scan(&n); err != nil {
-					return dbError(err)
+					return DBError(err)
 				}
 			} else {
 				tag, err := l.pool.Exec(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude)
 				if err != nil {
-					return dbError(err)
+					return DBError(err)
 				}
 				n = tag.RowsAffected()
 			}
@@ -625,7 +628,7 @@ func (l *Ledger) SweepExpiredLeases(ctx context.Context, batch int) (int, error)
 	for {
 		var n int
 		if err := retry(ctx, func() error { return l.pool.QueryRow(ctx, sweepSQL, batch).Scan(&n) }); err != nil {
-			return total, dbError(err)
+			return total, DBError(err)
 		}
 		total += n
 		if n < batch {
@@ -652,7 +655,7 @@ func (l *Ledger) Stats(ctx context.Context) (Stats, error) {
 	err := l.pool.QueryRow(ctx, statsSQL).Scan(&s.Unknown, &s.DeadLettered, &s.Processing,
 		&s.RetryableFailed, &s.Received, &op, &or, &s.DispatchPending, &s.DispatchDeadLettered)
 	if err != nil {
-		return Stats{}, dbError(err)
+		return Stats{}, DBError(err)
 	}
 	s.OldestProcessing = time.Duration(op * float64(time.Second))
 	s.OldestReceived = time.Duration(or * float64(time.Second))
@@ -744,37 +747,6 @@ func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 	}
 	r.IdempotencyKey = IdempotencyKey(r.Tenant, r.Key)
 	return r, nil
-}
-
-// dbError turns driver errors into application errors at the database edge.
-func dbError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &apperr.Error{Code: apperr.Unavailable, Message: "the request timed out waiting for the database", Err: err}
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case sqlstateReadOnly: // a standby, or default_transaction_read_only
-			return &apperr.Error{Code: apperr.Unavailable, Message: "the database is read-only (a standby, or default_transaction_read_only is on); retry", Err: err}
-		case sqlstateLockNotAvailable: // lock_timeout
-			return &apperr.Error{Code: apperr.Unavailable, Message: "the database gave up waiting for a lock (lock_timeout); retry", Err: err}
-		}
-		switch pgErr.Code[:2] {
-		case "08", "57", "53": // connection exception, operator intervention, insufficient resources
-			return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable", Err: err}
-		case "40": // serialization failure, deadlock: still failing after the retries (RunTx)
-			return &apperr.Error{Code: apperr.Unavailable, Message: "the database asked to retry", Err: err}
-		}
-		return fmt.Errorf("database: %w", err)
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) || errors.Is(err, puddle.ErrClosedPool) {
-		return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unreachable", Err: err}
-	}
-	return fmt.Errorf("database: %w", err)
 }
 
 // ConfigurePool pins, on every session of pc, the run-time parameters the
@@ -938,11 +910,11 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 	}
 	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, "", dbError(err)
+		return nil, "", DBError(err)
 	}
 	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
 	if err != nil {
-		return nil, "", dbError(err)
+		return nil, "", DBError(err)
 	}
 	if len(recs) <= limit {
 		return recs, "", nil

@@ -31,7 +31,7 @@ func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, er
 		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds())
 	rec, err := scanRecord(row, &rc.Inserted)
 	if err != nil {
-		return Receipt{}, dbError(err)
+		return Receipt{}, DBError(err)
 	}
 	rc.Record = rec
 	rc.Conflict = !rc.Inserted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash

@@ -21,7 +21,7 @@ func TestRetryIsBoundedThenUnavailable(t *testing.T) {
 		return &pgconn.PgError{Code: sqlstateSerializationFailure}
 	})
 	require.Equal(t, maxTxAttempts, calls)
-	e := apperr.As(dbError(err))
+	e := apperr.As(DBError(err))
 	require.NotNil(t, e)
 	require.Equal(t, apperr.Unavailable, e.Code)
 
@@ -29,7 +29,7 @@ func TestRetryIsBoundedThenUnavailable(t *testing.T) {
 	err = retry(context.Background(), func() error {
 		calls++
 		if calls < 3 {
-			return dbError(&pgconn.PgError{Code: sqlstateDeadlockDetected})
+			return DBError(&pgconn.PgError{Code: sqlstateDeadlockDetected})
 		}
 		return nil
 	})
@@ -54,7 +54,7 @@ func TestRetryIsBoundedThenUnavailable(t *testing.T) {
 func TestDBErrorReadOnlyAndLockTimeoutAreUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, code := range []string{sqlstateReadOnly, sqlstateLockNotAvailable} {
-		e := apperr.As(dbError(&pgconn.PgError{Code: code}))
+		e := apperr.As(DBError(&pgconn.PgError{Code: code}))
 		require.NotNil(t, e, code)
 		require.Equal(t, apperr.Unavailable, e.Code, code)
 	}

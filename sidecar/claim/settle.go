@@ -57,9 +57,12 @@ type settleItem struct {
 // the same token answers the completed record (a retry whose answer was
 // lost), a superseded token is LeaseLost, an unknown id NotFound. Those
 // are per-item results; the error return is for the batch as a whole
-// (Unavailable when PostgreSQL is unreachable, otherwise internal), and
-// then no item of it is kept. Rows are locked in id order; a serialization
-// failure or deadlock runs the whole batch again (RunTx).
+// (Unavailable for a database error that means "try again", see DBError;
+// otherwise internal), and then no item of it is kept — unless the
+// connection was lost under the commit (DBOutcomeUnknown): the same batch
+// again is then answered item by item as it settled. Rows are locked in id
+// order; a serialization failure or deadlock runs the whole batch again
+// (RunTx).
 func (l *Ledger) CompleteBatch(ctx context.Context, tenant string, items []Completion) ([]Settled, error) {
 	batch := make([]settleItem, len(items))
 	for i, c := range items {
@@ -186,7 +189,7 @@ func (l *Ledger) settleBatch(ctx context.Context, tenant string, items []settleI
 		return br.Close()
 	})
 	if err != nil {
-		return nil, dbError(err)
+		return nil, DBError(err)
 	}
 	for _, i := range order {
 		if moved[i] {

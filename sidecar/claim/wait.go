@@ -536,7 +536,7 @@ func (w *Waiter) arm(ctx context.Context, tenant string, ids []string) (map[stri
 		return err
 	})
 	if err != nil {
-		return nil, dbError(err)
+		return nil, DBError(err)
 	}
 	return leases, nil
 }

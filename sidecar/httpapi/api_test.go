@@ -44,6 +44,10 @@ type options struct {
 	keyTTL    time.Duration
 	static    []auth.StaticKey
 	policies  claim.Policies
+	// serverPool, when set, makes the pool the server works on (the
+	// ledger, API key lookups, readiness) from the bundle's own, which
+	// stays the tests' direct access to the database (bundle.pool).
+	serverPool func(t *testing.T, direct *pgxpool.Pool) *pgxpool.Pool
 }
 
 // bundle is one sidecar HTTP API over its own fresh database. Every response
@@ -69,15 +73,19 @@ func setup(t *testing.T, adjust ...func(*options)) *bundle {
 		f(&o)
 	}
 	pool := pgtest.NewPool(t)
-	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: o.policies})
+	serverPool := pool
+	if o.serverPool != nil {
+		serverPool = o.serverPool(t, pool)
+	}
+	l, err := claim.New(serverPool, claim.Config{Jitter: func() float64 { return 1 }, Policies: o.policies})
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
 	srv := httpapi.New(httpapi.Config{
 		Ledger:  l,
-		Keys:    auth.NewKeys(pool, o.static, o.keyTTL),
+		Keys:    auth.NewKeys(serverPool, o.static, o.keyTTL),
 		Metrics: metrics.New(l.Stats),
 		Ready: func(ctx context.Context) error {
-			if err := pool.Ping(ctx); err != nil {
+			if err := serverPool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
 			return nil

@@ -73,12 +73,19 @@ type ingestOptions struct {
 	maxConns int32
 	// env resolves ${VAR} references of the sources file.
 	env map[string]string
+	// pool, when set, adjusts the pool's configuration further.
+	pool func(*pgxpool.Config)
 }
 
 func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 	t.Helper()
 	ctx := context.Background()
-	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = cmp.Or(o.maxConns, 8) })
+	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) {
+		c.MaxConns = cmp.Or(o.maxConns, 8)
+		if o.pool != nil {
+			o.pool(c)
+		}
+	})
 	cfg, err := ingest.Parse([]byte(sources), func(k string) string { return o.env[k] })
 	require.NoError(t, err)
 	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})

@@ -18,13 +18,17 @@ import (
 
 // /readyz with a DatabaseReadiness: the database facts are shown whether
 // ready or not (not when the database did not answer), the reason names
-// what is wrong, and every answer is one openapi.yaml describes.
+// what is wrong — a database that cannot write (read-only, a standby) is
+// not ready: "ready" means "can write" — and every answer is one
+// openapi.yaml describes.
 func TestReadyzShowsDatabaseFacts(t *testing.T) {
 	t.Parallel()
 	facts := httpapi.DatabaseFacts{TransactionIsolation: "read committed", SynchronousCommit: "on",
 		Durability: httpapi.DurabilityLocal}
 	readOnly := facts
 	readOnly.ReadOnly = true
+	standby := readOnly
+	standby.InRecovery = true
 	for _, c := range []struct {
 		name   string
 		facts  httpapi.DatabaseFacts
@@ -33,6 +37,8 @@ func TestReadyzShowsDatabaseFacts(t *testing.T) {
 	}{
 		{"ready", facts, nil, http.StatusOK},
 		{"read-only", readOnly, errors.New("transactions are read-only (default_transaction_read_only = on …)"), http.StatusServiceUnavailable},
+		{"standby", standby, errors.New("the database is a standby (pg_is_in_recovery): claims cannot be written until a primary answers"),
+			http.StatusServiceUnavailable},
 		{"unreachable", httpapi.DatabaseFacts{}, errors.New("database unreachable"), http.StatusServiceUnavailable},
 	} {
 		srv := httpapi.New(httpapi.Config{Logger: zerolog.Nop(),

@@ -290,6 +290,8 @@ func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
 }
 
 // errorStatus is THE mapping from application error codes to HTTP statuses.
+// Every unavailable answer (503) also carries Retry-After:
+// unavailableRetryAfter seconds.
 var errorStatus = map[apperr.Code]int{
 	apperr.Malformed:           fiber.StatusBadRequest,
 	apperr.Invalid:             fiber.StatusUnprocessableEntity,
@@ -303,6 +305,12 @@ var errorStatus = map[apperr.Code]int{
 	apperr.Unavailable:         fiber.StatusServiceUnavailable,
 	apperr.Internal:            fiber.StatusInternalServerError,
 }
+
+// unavailableRetryAfter is the Retry-After, in seconds, of every 503
+// unavailable answer: a failover moves the database in well under a second
+// (claimd follows the promoted server by itself), and a claim or settle
+// retried with the same request is answered as what happened.
+const unavailableRetryAfter = "1"
 
 // ErrorBody is the JSON shape of every error answer.
 type ErrorBody struct {
@@ -334,12 +342,17 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		return c.Status(ferr.Code).JSON(ErrorBody{ErrorDetail{Code: code, Message: ferr.Message}})
 	}
 	e := apperr.As(err)
-	if e == nil || e.Code == apperr.Internal {
+	status, known := 0, false
+	if e != nil {
+		status, known = errorStatus[e.Code]
+	}
+	if !known || e.Code == apperr.Internal {
 		return s.internal(c, err)
 	}
-	status := errorStatus[e.Code]
 	if e.Code == apperr.Unavailable {
-		c.Set(fiber.HeaderRetryAfter, "1")
+		// The answer says what happened in the sidecar's words; the
+		// database's own message (which may quote SQL) is only logged.
+		c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
 		ev := s.cfg.Logger.Warn().Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("route", c.Route().Path)
 		if e.Err != nil {
 			ev = ev.AnErr("cause", e.Err)

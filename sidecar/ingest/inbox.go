@@ -105,6 +105,8 @@ func (in *Inbox) Observe(source, reason string) { in.obs.Rejected(source, reason
 // inbox_conflicts and never dispatched. The caller answers 2xx only after
 // Receive returns nil. body is the whole raw body; an event's own Payload,
 // when set, is stored instead. headers are the forwardable request headers.
+// Errors: Invalid, an authenticated *verify.Error for a body that cannot be
+// hashed strictly, and Unavailable for any database error (storeError).
 func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event, body []byte, contentType string, headers map[string]string) ([]Receipt, error) {
 	if len(events) == 0 {
 		return nil, apperr.New(apperr.Invalid, "the delivery carries no event")
@@ -185,15 +187,34 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 		return nil
 	})
 	if err != nil {
-		if apperr.As(err) != nil {
-			return nil, err
-		}
-		return nil, &apperr.Error{Code: apperr.Unavailable, Message: "the event could not be stored; retry", Err: err}
+		return nil, storeError(err)
 	}
 	for _, r := range receipts {
 		in.obs.Received(src.Name, r.Status)
 	}
 	return receipts, nil
+}
+
+// storeError is the answer to an error of Receive's transaction: an
+// application error of the request (Invalid) as it is; any database error
+// Unavailable (503 with Retry-After, never 2xx, never 500), so that the
+// provider delivers the event again. When the connection was lost under
+// the commit (claim.DBOutcomeUnknown) the event may be stored: its
+// redelivery is then answered as a duplicate, and dispatched once. The
+// database's message stays in Err, for the log.
+func storeError(err error) error {
+	if e := apperr.As(err); e != nil && e.Code != apperr.Unavailable && e.Code != apperr.Internal {
+		return err
+	}
+	msg := "the event could not be stored; retry"
+	switch fault, reason := claim.ClassifyDB(err); fault {
+	case claim.DBNothingKept:
+		msg = "the event could not be stored: " + reason + "; retry"
+	case claim.DBOutcomeUnknown:
+		msg = "the event may or may not be stored: " + reason + "; deliver it again " +
+			"(a stored event is answered as a duplicate, and dispatched once)"
+	}
+	return &apperr.Error{Code: apperr.Unavailable, Message: msg, Err: err}
 }
 
 // itemContentType is the content type of one item of a batch body: a
@@ -499,7 +520,7 @@ const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispa
 	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 AND e.tenant = $2`
 
 // Get returns the inbox event's dispatch status. Errors: NotFound (also for
-// another tenant's event).
+// another tenant's event); a database error as claim.DBError maps it.
 func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error) {
 	var e InboxEvent
 	if _, err := uuid.Parse(id); err != nil {
@@ -511,7 +532,7 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no inbox event %q", id)
 	}
 	if err != nil {
-		return InboxEvent{}, &apperr.Error{Code: apperr.Unavailable, Message: "cannot read the inbox now", Err: err}
+		return InboxEvent{}, claim.DBError(err)
 	}
 	return e, nil
 }
@@ -520,7 +541,9 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 // to pending with a fresh attempt budget and a new dispatch job is queued,
 // in one transaction. The workflow claims by the same key, so a replay
 // after a dispatch that did reach n8n is still one effect. Errors:
-// NotFound, InvalidState (not dead-lettered).
+// NotFound, InvalidState (not dead-lettered); a database error as
+// claim.DBError maps it (a lost connection under the commit: retry, and a
+// replay that did commit answers InvalidState, the event being pending).
 func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, error) {
 	cur, err := in.Get(ctx, tenant, id)
 	if err != nil {
@@ -540,10 +563,7 @@ func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, err
 		return err
 	})
 	if err != nil {
-		if apperr.As(err) != nil {
-			return InboxEvent{}, err
-		}
-		return InboxEvent{}, &apperr.Error{Code: apperr.Unavailable, Message: "cannot replay now", Err: err}
+		return InboxEvent{}, claim.DBError(err)
 	}
 	return in.Get(ctx, tenant, id)
 }

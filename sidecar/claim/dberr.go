@@ -1,0 +1,243 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+// DBFault is what a failed database call means for the request that made
+// it, as ClassifyDB tells.
+type DBFault int
+
+// Database faults.
+const (
+	// DBNotRetryable: the database refused the statement for a reason
+	// that retrying does not change (bad data, a violated constraint, a
+	// missing table or privilege, an internal error of the server): the
+	// sidecar's own fault or its deployment's, answered 500 internal.
+	DBNotRetryable DBFault = iota
+	// DBNothingKept: the request did not take effect — no connection
+	// could be had, or the server refused it with an ERROR (read-only,
+	// lock timeout, cancel, serialization failure, deadlock, out of
+	// resources), which rolls its statement and transaction back. Retry.
+	DBNothingKept
+	// DBOutcomeUnknown: the connection was lost (or the request's time ran
+	// out) after the statement or the commit was sent: it may have taken
+	// effect or not. Retry the same request, which is answered as what
+	// happened.
+	DBOutcomeUnknown
+)
+
+// RetrySameRequest is the advice of every answer to an unknown outcome.
+const RetrySameRequest = "retry the same request: a claim retried with the same request_id gets its own win back, " +
+	"and a complete or fail retried with the same claim token is answered with the record as it settled"
+
+// DBError is the one translation of a database error into the error a
+// request answers (every route and the API key lookup use it, see
+// ClassifyDB): nil for nil; an *apperr.Error in err's chain as it is;
+// apperr.Unavailable (503 with Retry-After) with a message safe to show for
+// what ClassifyDB finds retryable; otherwise an internal error (500)
+// wrapping err. The database's own message is never in an answer's
+// message: it stays in Err, for the log.
+func DBError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if apperr.As(err) != nil {
+		return err
+	}
+	fault, reason := ClassifyDB(err)
+	switch fault {
+	case DBNothingKept:
+		return &apperr.Error{Code: apperr.Unavailable, Message: reason + "; nothing was kept; retry", Err: err}
+	case DBOutcomeUnknown:
+		return &apperr.Error{Code: apperr.Unavailable, Message: reason + ", so its outcome is unknown; " + RetrySameRequest, Err: err}
+	}
+	return fmt.Errorf("database: %w", err)
+}
+
+// RetryableDB reports whether err (or an error it wraps) is a database
+// error that means "try again" (ClassifyDB finds DBNothingKept or
+// DBOutcomeUnknown).
+func RetryableDB(err error) bool {
+	f, _ := ClassifyDB(err)
+	return f != DBNotRetryable
+}
+
+// ClassifyDB tells what a failed database call means for its request, and
+// why, in words safe to show to a caller (no SQL, no server message). It
+// looks at err's chain, by type and SQLSTATE, in this order:
+//
+//  1. context.Canceled or context.DeadlineExceeded (the request's own time
+//     bound, also inside pgconn's timeout error): DBOutcomeUnknown, since
+//     the time may have run out while the commit was under way.
+//  2. *pgconn.ConnectError: no connection could be opened (refused,
+//     unreachable host, TLS, authentication, too many connections, the
+//     database missing, a standby where target_session_attrs wants a
+//     primary), also when a server's FATAL is inside it: DBNothingKept.
+//  3. *pgconn.PgError: by SQLSTATE, in the table below.
+//  4. puddle.ErrClosedPool (the sidecar is shutting down): DBNothingKept.
+//  5. The connection lost under a statement or a commit: io.EOF,
+//     io.ErrUnexpectedEOF, net.ErrClosed, os.ErrDeadlineExceeded, a pgconn
+//     timeout, any net.Error (a *net.OpError: connection reset, broken
+//     pipe, refused, unreachable, a read or write deadline), the errnos
+//     ECONNRESET, ECONNABORTED, ECONNREFUSED, EPIPE, ETIMEDOUT,
+//     EHOSTUNREACH, ENETUNREACH and ENETDOWN, pgconn's "conn closed"
+//     (pgconn.ErrConnClosed), any error pgconn.SafeToRetry accepts, and,
+//     for such an error that reached here flattened to text, the words of
+//     lostWords ("unexpected EOF", "connection reset", "broken pipe", "conn
+//     closed", "failed to receive message", …): DBOutcomeUnknown. pgx
+//     v5.12 answers "conn closed", which SafeToRetry accepts, for a
+//     statement whose connection broke while it waited for the result,
+//     after the server had committed it (TestClassifyDBRealFailures; see
+//     also jackc/pgx#2428): SafeToRetry never proves that nothing
+//     happened.
+//  6. Anything else (a scan into the wrong type, an argument the driver
+//     cannot encode): DBNotRetryable.
+//
+// SQLSTATEs, by the classes of PostgreSQL's Appendix A "PostgreSQL Error
+// Codes" (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+// "retry" is DBNothingKept: the server answered with an ERROR, which rolls
+// the statement and its transaction back. "unknown" is DBOutcomeUnknown:
+// the server ended the session (FATAL), and a commit may have happened
+// before it did.
+//
+//	class / SQLSTATE                               fault    what it is
+//	08    connection_exception (all)               unknown  the session broke
+//	25006 read_only_sql_transaction                retry    a standby, or default_transaction_read_only = on
+//	25P03 idle_in_transaction_session_timeout      unknown  FATAL
+//	25P04 transaction_timeout                      unknown  FATAL
+//	40000 transaction_rollback                     retry
+//	40001 serialization_failure                    retry    still failing after RunTx ran it again (RetryableTx)
+//	40003 statement_completion_unknown             unknown
+//	40P01 deadlock_detected                        retry    still failing after RunTx ran it again (RetryableTx)
+//	53    insufficient_resources (all)             retry    disk_full, out_of_memory, too_many_connections, configuration_limit_exceeded
+//	55P03 lock_not_available                       retry    lock_timeout, NOWAIT
+//	57000 operator_intervention                    retry
+//	57014 query_canceled                           retry    statement_timeout, pg_cancel_backend
+//	57P01 admin_shutdown                           unknown  FATAL: pg_terminate_backend, a fast shutdown
+//	57P02 crash_shutdown                           unknown  FATAL: another backend crashed, immediate shutdown
+//	57P03 cannot_connect_now                       unknown  FATAL: starting up, shutting down
+//	57P04 database_dropped                         unknown  FATAL
+//	57P05 idle_session_timeout                     unknown  FATAL
+//	58000 system_error, 58030 io_error             retry    the server's environment failed
+//	72000 snapshot_too_old                         retry    the next run takes a new snapshot
+//	any SQLSTATE with severity FATAL or PANIC      unknown  the server ended the session
+//
+// Every other SQLSTATE is DBNotRetryable, answered 500: running the same
+// request again meets the same refusal. Among them: the classes 00–03 (not
+// errors), 09, 0A feature_not_supported, 0B, 0F, 0L, 0P, 0Z, 20, 21
+// cardinality_violation, 22 data_exception, 23
+// integrity_constraint_violation, 24, 25 (but 25006, 25P03, 25P04), 26,
+// 27, 28 invalid_authorization_specification (after connecting), 2B, 2D,
+// 2F, 34, 38, 39, 3B, 3D invalid_catalog_name, 3F invalid_schema_name,
+// 40002 transaction_integrity_constraint_violation, 42
+// syntax_error_or_access_rule_violation (a missing table, column or
+// privilege), 44, 54 program_limit_exceeded, 55 (but 55P03), 58P01
+// undefined_file, 58P02 duplicate_file, F0, HV, P0 and XX internal_error
+// (XX001 data_corrupted, XX002 index_corrupted).
+func ClassifyDB(err error) (DBFault, string) {
+	if err == nil {
+		return DBNotRetryable, ""
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return DBOutcomeUnknown, "the request timed out waiting for the database"
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return DBNothingKept, "the database is unreachable (no connection could be opened: it is down, " +
+			"failing over, a standby, refusing the login or out of connections)"
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return classifyPgError(pgErr)
+	}
+	if errors.Is(err, puddle.ErrClosedPool) {
+		return DBNothingKept, "the sidecar is shutting down"
+	}
+	if pgconn.SafeToRetry(err) || connectionLost(err) {
+		return DBOutcomeUnknown, "the connection to the database was lost during the request"
+	}
+	return DBNotRetryable, ""
+}
+
+// classifyPgError classifies an error the server answered (see ClassifyDB).
+func classifyPgError(e *pgconn.PgError) (DBFault, string) {
+	code := e.Code
+	switch code {
+	case sqlstateReadOnly:
+		return DBNothingKept, "the database is read-only (a standby, or default_transaction_read_only is on)"
+	case sqlstateLockNotAvailable:
+		return DBNothingKept, "the database gave up waiting for a lock (lock_timeout)"
+	case sqlstateSerializationFailure, sqlstateDeadlockDetected, "40000":
+		return DBNothingKept, "the database rolled the request back (serialization failure or deadlock, still after retries)"
+	case "40003": // statement_completion_unknown
+		return DBOutcomeUnknown, "the database could not tell whether the statement completed"
+	case "57014": // query_canceled
+		return DBNothingKept, "the database cancelled the statement (statement_timeout, or an operator)"
+	case "57000": // operator_intervention
+		return DBNothingKept, "the database refused the statement (operator intervention)"
+	case "57P01", "57P02", "57P03", "57P04", "57P05", "25P03", "25P04":
+		return DBOutcomeUnknown, "the database ended the session (an administrator, a shutdown, a crash or a failover)"
+	case "58000", "58030": // system_error, io_error
+		return DBNothingKept, "the database server failed to read or write its storage"
+	case "72000": // snapshot_too_old
+		return DBNothingKept, "the database could no longer serve the request's snapshot"
+	}
+	switch code[:min(2, len(code))] {
+	case "08":
+		return DBOutcomeUnknown, "the connection to the database broke during the request"
+	case "53":
+		return DBNothingKept, "the database is out of resources (connections, memory or disk)"
+	case "57":
+		return DBOutcomeUnknown, "the database ended the session (an administrator, a shutdown, a crash or a failover)"
+	}
+	switch e.SeverityUnlocalized {
+	case "FATAL", "PANIC":
+		return DBOutcomeUnknown, "the database ended the session"
+	case "":
+		if e.Severity == "FATAL" || e.Severity == "PANIC" {
+			return DBOutcomeUnknown, "the database ended the session"
+		}
+	}
+	return DBNotRetryable, ""
+}
+
+// lostWords are the texts of connection failures, for errors that reach
+// ClassifyDB flattened to text (a library formatting its cause with %v).
+var lostWords = []string{"unexpected eof", "connection reset", "broken pipe", "conn closed",
+	"failed to receive message", "failed to write", "use of closed network connection", "i/o timeout"}
+
+// connectionLost reports whether err is a connection lost under a
+// statement (see ClassifyDB).
+func connectionLost(err error) bool {
+	for _, target := range []error{io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, pgconn.ErrConnClosed,
+		os.ErrDeadlineExceeded, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.ECONNREFUSED, syscall.EPIPE,
+		syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var netErr net.Error
+	if pgconn.Timeout(err) || errors.As(err, &netErr) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, w := range lostWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
+}
