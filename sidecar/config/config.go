@@ -48,6 +48,9 @@ type Config struct {
 	// ReloadInterval is how often the sources file is checked for changes
 	// (it is also reloaded on SIGHUP); 0 disables polling.
 	ReloadInterval time.Duration
+	// RequireSyncReplication makes readiness fail unless the primary's
+	// commits wait for a connected synchronous standby.
+	RequireSyncReplication bool
 }
 
 // Var documents one setting; Vars is the table printed by `claimd help`
@@ -60,6 +63,7 @@ var Vars = []Var{
 	{"CLAIMD_ADDR", "addr", "127.0.0.1:8080", "Listen address."},
 	{"CLAIMD_API_KEYS", "api-keys", "", "Static keys, tenant:key,tenant:key (keys ≥ 16 chars). Tenant * makes an admin key, which acts for the tenant named in the X-Tenant header. Database keys: claimd keys create."},
 	{"CLAIMD_MIGRATE", "migrate", "true", "Apply pending migrations on start."},
+	{"CLAIMD_REQUIRE_SYNC_REPLICATION", "require-sync-replication", "false", "Not ready (/readyz 503) unless the primary's commits wait for a connected synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply): with asynchronous replication a failover can lose claims already acknowledged, and their redelivery runs the effect again. Reading the standbys' state needs pg_monitor (or superuser)."},
 	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
 	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},
 	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON sources file: ingest providers, secrets (${ENV} references), forward targets and per-source policies (see README)."},
@@ -126,6 +130,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 			KeyRetention: time.Duration(p.int("CLAIMD_KEY_RETENTION_DAYS")) * 24 * time.Hour,
 		}},
 	}
+	c.RequireSyncReplication = p.bool("CLAIMD_REQUIRE_SYNC_REPLICATION")
 	if p.err != nil {
 		return Config{}, p.err
 	}

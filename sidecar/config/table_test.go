@@ -30,6 +30,7 @@ func TestLoadDefaultsAndErrors(t *testing.T) {
 	require.True(t, c.Migrate)
 	require.Equal(t, 5, c.Policies.Default.MaxAttempts)
 	require.Equal(t, claim.Review, c.Policies.Default.LeasePolicy, "safe by default: an expired lease goes to review")
+	require.False(t, c.RequireSyncReplication, "synchronous replication is reported, required only when asked")
 
 	c, err = config.Load([]string{"-addr", "0.0.0.0:9000"}, get)
 	require.NoError(t, err)
@@ -37,12 +38,16 @@ func TestLoadDefaultsAndErrors(t *testing.T) {
 
 	for k, v := range map[string]string{
 		"CLAIMD_MAX_ATTEMPTS": "many", "CLAIMD_LEASE_POLICY": "sometimes", "CLAIMD_MIGRATE": "perhaps",
-		"CLAIMD_API_KEYS": "nokey", "CLAIMD_LOG_FORMAT": "xml",
+		"CLAIMD_API_KEYS": "nokey", "CLAIMD_LOG_FORMAT": "xml", "CLAIMD_REQUIRE_SYNC_REPLICATION": "sometimes",
 	} {
 		bad := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/db", k: v}
 		_, err := config.Load(nil, func(s string) string { return bad[s] })
 		require.Error(t, err, k)
 	}
+	c, err = config.Load([]string{"-require-sync-replication", "true"}, get)
+	require.NoError(t, err)
+	require.True(t, c.RequireSyncReplication)
+
 	_, err = config.Load(nil, func(string) string { return "" })
 	require.ErrorContains(t, err, "DATABASE_URL")
 }

@@ -64,6 +64,31 @@ type DatabaseFacts struct {
 	// Durability is what an acknowledged claim survives; see the
 	// Durability constants.
 	Durability Durability `json:"durability"`
+	// Replication is what the primary's commits wait for; nil when it
+	// was not read (the database is a standby, or could not be asked).
+	Replication *ReplicationFacts `json:"replication,omitempty"`
+}
+
+// ReplicationFacts is what a primary's commits wait for, as the sidecar's
+// sessions see it: whether a claim acknowledged now survives a failover.
+// /readyz shows it under "database.replication".
+type ReplicationFacts struct {
+	// Synchronous: a commit returns once a connected synchronous standby
+	// has it (synchronous_standby_names set, synchronous_commit on,
+	// remote_write or remote_apply, a standby in sync or quorum state).
+	// Nil when that cannot be told (reading the standbys' state needs
+	// pg_monitor).
+	Synchronous *bool `json:"synchronous"`
+	// Standbys is how many standbys are connected; SyncStandbys how many
+	// of them are in sync or quorum state.
+	Standbys     int `json:"standbys"`
+	SyncStandbys int `json:"sync_standbys"`
+	// SynchronousCommit is the sessions' synchronous_commit.
+	SynchronousCommit string `json:"synchronous_commit"`
+	// SynchronousStandbyNames is the primary's synchronous_standby_names.
+	SynchronousStandbyNames string `json:"synchronous_standby_names"`
+	// Note says it in words.
+	Note string `json:"note"`
 }
 
 // Durability is what a claim acknowledged by the sidecar survives, as the

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -71,6 +72,8 @@ type Options struct {
 	Jitter func() float64
 	// PollInterval is River's fallback fetch interval; default 1s.
 	PollInterval time.Duration
+	// RiverLogger receives River's own log records; default none.
+	RiverLogger *slog.Logger
 }
 
 // New builds the inbox and its River client. Call Start to run dispatch
@@ -101,7 +104,7 @@ func New(o Options) (*Inbox, error) {
 	rc := &river.Config{
 		Workers:     workers,
 		RetryPolicy: &retryPolicy{in: in},
-		Logger:      slog.New(slog.DiscardHandler),
+		Logger:      cmp.Or(o.RiverLogger, slog.New(slog.DiscardHandler)),
 		// A dispatch is bounded by its source's timeout (Timeout below, at
 		// most MaxForwardTimeout); a job still running well after that
 		// belongs to a crashed process.

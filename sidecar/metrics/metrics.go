@@ -191,3 +191,75 @@ func (m *Metrics) SourcesReloaded(applied bool) {
 // SourcesFileCurrent records that the sources file on disk is the running
 // configuration again (a refused file was put back as it was).
 func (m *Metrics) SourcesFileCurrent() { m.reloadOK.Set(1) }
+
+// Replication is what the primary's commits wait for, as claimd last read
+// it (see ObserveReplication).
+type Replication struct {
+	// Known: Synchronous could be told (claimd reads a primary, and may
+	// read pg_stat_replication's sync_state: pg_monitor or superuser).
+	Known bool
+	// Synchronous: a commit returns only once a connected synchronous
+	// standby has it, so an acknowledged claim survives a failover to it.
+	Synchronous bool
+	// Standbys counts the connected standbys by sync_state (sync, quorum,
+	// potential, async; unknown when the state cannot be read).
+	Standbys map[string]int
+}
+
+// ReplicationStates are the sync_state label values of claimd_db_standbys.
+var ReplicationStates = []string{"sync", "quorum", "potential", "async", "unknown"}
+
+// ReplicationFunc returns the latest replication check; ok is false while
+// there is none (the database is unreachable or a standby).
+type ReplicationFunc func(ctx context.Context) (r Replication, ok bool)
+
+var (
+	syncReplicationDesc = prometheus.NewDesc("claimd_db_synchronous_replication",
+		"1 when the primary's commits wait for a connected synchronous standby (an acknowledged claim survives a failover to it), "+
+			"0 when they do not (asynchronous standbys, none, or synchronous_commit local/off); absent while unknown.", nil, nil)
+	standbysDesc = prometheus.NewDesc("claimd_db_standbys",
+		"Standbys connected to the primary by sync_state (sync, quorum, potential, async; unknown without pg_monitor).",
+		[]string{"sync_state"}, nil)
+)
+
+type replicationCollector struct{ fn ReplicationFunc }
+
+func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- syncReplicationDesc
+	ch <- standbysDesc
+}
+
+func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r, ok := c.fn(ctx)
+	if !ok {
+		return
+	}
+	if r.Known {
+		v := 0.0
+		if r.Synchronous {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(syncReplicationDesc, prometheus.GaugeValue, v)
+	}
+	for _, s := range ReplicationStates {
+		ch <- prometheus.MustNewConstMetric(standbysDesc, prometheus.GaugeValue, float64(r.Standbys[s]), s)
+	}
+}
+
+// ObserveReplication registers claimd_db_synchronous_replication and
+// claimd_db_standbys, read from fn on each scrape.
+func (m *Metrics) ObserveReplication(fn ReplicationFunc) {
+	m.Registry.MustRegister(&replicationCollector{fn: fn})
+}
+
+// ObserveStaleServerRefusals registers
+// claimd_db_stale_server_refusals_total, read from fn on each scrape.
+func (m *Metrics) ObserveStaleServerRefusals(fn func() int64) {
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "claimd_db_stale_server_refusals_total",
+		Help: "Database connections refused because the server was an old primary (an older timeline than one claimd wrote to) " +
+			"or another database system.",
+	}, func() float64 { return float64(fn()) }))
+}

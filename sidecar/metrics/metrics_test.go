@@ -110,3 +110,73 @@ claimd_inbox_dispatch_open{state="pending"} 1
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
 }
+
+// claimd_db_synchronous_replication is 1 or 0 when known and absent when
+// not; claimd_db_standbys has every sync_state; the refusal counter reads
+// its function.
+func TestReplicationMetrics(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(nil)
+	var cur metrics.Replication
+	ok := false
+	m.ObserveReplication(func(context.Context) (metrics.Replication, bool) { return cur, ok })
+	refusals := int64(0)
+	m.ObserveStaleServerRefusals(func() int64 { return refusals })
+
+	count := func(name string) int {
+		n, err := testutil.GatherAndCount(m.Registry, name)
+		require.NoError(t, err)
+		return n
+	}
+	require.Zero(t, count("claimd_db_synchronous_replication"), "nothing read yet")
+	require.Zero(t, count("claimd_db_standbys"))
+
+	cur, ok = metrics.Replication{Known: true, Synchronous: false, Standbys: map[string]int{"async": 2}}, true
+	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
+# HELP claimd_db_standbys Standbys connected to the primary by sync_state (sync, quorum, potential, async; unknown without pg_monitor).
+# TYPE claimd_db_standbys gauge
+claimd_db_standbys{sync_state="async"} 2
+claimd_db_standbys{sync_state="potential"} 0
+claimd_db_standbys{sync_state="quorum"} 0
+claimd_db_standbys{sync_state="sync"} 0
+claimd_db_standbys{sync_state="unknown"} 0
+`), "claimd_db_standbys"))
+	v, err := gatherValue(m, "claimd_db_synchronous_replication")
+	require.NoError(t, err)
+	require.Zero(t, v)
+
+	cur = metrics.Replication{Known: true, Synchronous: true, Standbys: map[string]int{"sync": 1}}
+	v, err = gatherValue(m, "claimd_db_synchronous_replication")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, v)
+
+	cur = metrics.Replication{Standbys: map[string]int{"unknown": 1}}
+	require.Zero(t, count("claimd_db_synchronous_replication"), "unknown: absent")
+	require.Equal(t, 5, count("claimd_db_standbys"))
+
+	refusals = 3
+	v, err = gatherValue(m, "claimd_db_stale_server_refusals_total")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+}
+
+// gatherValue returns the value of the one sample of metric name.
+func gatherValue(m *metrics.Metrics, name string) (float64, error) {
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
+			continue
+		}
+		s := mf.GetMetric()[0]
+		switch {
+		case s.GetGauge() != nil:
+			return s.GetGauge().GetValue(), nil
+		case s.GetCounter() != nil:
+			return s.GetCounter().GetValue(), nil
+		}
+	}
+	return 0, fmt.Errorf("no single sample of %s", name)
+}

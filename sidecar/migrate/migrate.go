@@ -8,7 +8,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -56,7 +58,7 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 		return 0, err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+	if err := lockMigrations(ctx, conn.Conn()); err != nil {
 		return 0, err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) }()
@@ -78,6 +80,37 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 		return len(res), fmt.Errorf("apply River migrations: %w", err)
 	}
 	return len(res) + len(rres.Versions), nil
+}
+
+// lockPoll is the pause between two tries of the migration lock.
+const lockPoll = 200 * time.Millisecond
+
+// lockMigrations takes the session advisory lock of the migrations,
+// polling with pg_try_advisory_lock rather than waiting in
+// pg_advisory_lock: a statement waiting for the lock holds a snapshot, and
+// CREATE INDEX CONCURRENTLY (a migration of the holder) waits for every
+// snapshot older than its index to end, so the holder would wait for the
+// waiter and the waiter for the holder, a deadlock PostgreSQL cannot see
+// (the lock is held by an idle session of the holder). Two replicas
+// starting together on a database with that migration pending hung this
+// way.
+func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var locked bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&locked); err != nil {
+			return err
+		}
+		if locked {
+			return nil
+		}
+		t := time.NewTimer(lockPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // Pending reports whether some embedded migration is not applied yet.

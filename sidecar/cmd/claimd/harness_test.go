@@ -264,6 +264,13 @@ type inProc struct {
 // binary would read them) and stops it when the test ends.
 func startInProcess(t testing.TB, env map[string]string) *inProc {
 	t.Helper()
+	return startInProcessWith(t, env, nil)
+}
+
+// startInProcessWith is startInProcess with a hook that adjusts Main
+// before it runs.
+func startInProcessWith(t testing.TB, env map[string]string, adjust func(*Main)) *inProc {
+	t.Helper()
 	all := map[string]string{
 		"CLAIMD_ADDR":                         "127.0.0.1:0",
 		"CLAIMD_MAINTENANCE_INTERVAL_SECONDS": "0",
@@ -275,6 +282,9 @@ func startInProcess(t testing.TB, env map[string]string) *inProc {
 	require.NoError(t, err)
 	logs := newLogSink()
 	m := NewMain(cfg, newLogger(cfg, logs))
+	if adjust != nil {
+		adjust(m)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- m.Run(ctx) }()

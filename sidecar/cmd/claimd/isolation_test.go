@@ -11,12 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
@@ -224,8 +224,10 @@ func TestReadyzReportsDatabaseSettings(t *testing.T) {
 }
 
 // A dispatching claimd started on a database that does not take writes
-// (a standby, here a read-only default) waits instead of exiting, says so,
-// and serves once the database takes writes.
+// (a standby, here a read-only default) waits instead of exiting: it
+// listens at once, /healthz answers, /readyz names the reason, writes are
+// 503 with Retry-After; once the database takes writes it starts (the
+// dispatcher included) and is ready without a restart.
 func TestStartWaitsForAWritableDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -237,34 +239,22 @@ func TestStartWaitsForAWritableDatabase(t *testing.T) {
 	require.NoError(t, err)
 	alterDatabase(t, db, "SET default_transaction_read_only = on")
 
-	cfg, err := config.Load(nil, func(k string) string {
-		return map[string]string{"DATABASE_URL": db, "CLAIMD_ADDR": "127.0.0.1:0",
-			"CLAIMD_MAINTENANCE_INTERVAL_SECONDS": "0"}[k]
-	})
-	require.NoError(t, err)
-	logs := newLogSink()
-	m := NewMain(cfg, newLogger(cfg, logs))
-	rctx, cancel := context.WithCancel(ctx)
-	errc, ended := make(chan error, 1), make(chan struct{})
-	go func() { errc <- m.Run(rctx); close(ended) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-errc)
-		m.Close()
-	})
-	logs.waitMessage(t, "the database does not take writes (a standby, or default_transaction_read_only = on): waiting before serving", ended)
-	select {
-	case <-m.Ready:
-		t.Fatal("claimd serves before the database takes writes")
-	default:
-	}
+	const key = "t1-readonly-start-key-0123456789"
+	s := startInProcess(t, map[string]string{"DATABASE_URL": db, "CLAIMD_API_KEYS": "t1:" + key})
+	waitLog(t, s.logs, msgWaiting)
+	c := newAPI(t, s.url, key)
+	c.must(http.StatusOK, "GET", "/healthz", "")
+	m := c.must(http.StatusServiceUnavailable, "GET", "/readyz", "")
+	require.Contains(t, m["reason"], "default_transaction_read_only")
+	status, retryAfter, body := rawPost(t, s.url+"/v1/claims", key, `{"source":"s","event_id":"ro-start"}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, "%s", body)
+	require.Equal(t, "1", retryAfter)
+
 	alterDatabase(t, db, "RESET default_transaction_read_only")
-	select {
-	case <-m.Ready:
-	case err := <-errc:
-		t.Fatalf("Main.Run ended: %v\n%s", err, logs.String())
-	}
-	newAPI(t, "http://"+m.Addr, "").must(http.StatusOK, "GET", "/readyz", "")
+	waitReady(t, c, 30*time.Second)
+	waitLog(t, s.logs, msgStarted)
+	won := c.must(http.StatusOK, "POST", "/v1/claims", `{"source":"s","event_id":"ro-start"}`)
+	require.Equal(t, "won", won["outcome"])
 }
 
 func TestSessionProblemsNameTheSetting(t *testing.T) {

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -29,6 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -87,7 +89,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer m.Close()
 		return m.Run(ctx)
 	case "migrate":
-		pool, err := openPool(ctx, cfg)
+		pool, err := openPool(ctx, cfg, nil)
 		if err != nil {
 			return err
 		}
@@ -99,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info().Int("applied", n).Msg("migrations applied")
 		return nil
 	case "purge":
-		pool, err := openPool(ctx, cfg)
+		pool, err := openPool(ctx, cfg, nil)
 		if err != nil {
 			return err
 		}
@@ -129,7 +131,7 @@ func splitKeysArgs(args []string) (flags, positional []string) {
 }
 
 func keysCommand(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
-	pool, err := openPool(ctx, cfg)
+	pool, err := openPool(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}
@@ -248,8 +250,14 @@ type Main struct {
 	Config config.Config
 	Log    zerolog.Logger
 
-	pool   *pgxpool.Pool
-	server *httpapi.Server
+	pool    *pgxpool.Pool
+	server  *httpapi.Server
+	fence   *fence
+	gate    *startupGate
+	repl    *replicationMonitor
+	starter *starter
+	// replicationMaxAge overrides replicationMaxAge (tests).
+	replicationMaxAge time.Duration
 	// Ready is closed once the listener is up.
 	Ready chan struct{}
 	// Addr is the bound address, valid after Ready.
@@ -261,51 +269,46 @@ func NewMain(cfg config.Config, log zerolog.Logger) *Main {
 	return &Main{Config: cfg, Log: log, Ready: make(chan struct{})}
 }
 
-// Run connects, migrates, serves until ctx ends, then drains in-flight
-// requests for at most ShutdownTimeout.
+// Run serves until ctx ends, then drains in-flight requests for at most
+// ShutdownTimeout. It migrates and starts the dispatcher before it
+// listens when the database takes writes at once; otherwise it listens
+// at once and starts once a writable primary answers (see startup.go).
+// It returns an error only for what no wait can fix (a malformed
+// DATABASE_URL, an address it cannot listen on).
 func (m *Main) Run(ctx context.Context) error {
-	pool, err := openPool(ctx, m.Config)
+	m.fence = newFence(m.Log)
+	m.gate = &startupGate{}
+	pool, err := openPool(ctx, m.Config, &poolHooks{fence: m.fence, gate: m.gate})
 	if err != nil {
 		return err
 	}
 	m.pool = pool
-	if m.Config.Migrate {
-		if err := m.migrateWithRetry(ctx); err != nil {
-			return err
-		}
-	}
-	m.logSession(ctx)
+	m.repl = newReplicationMonitor(pool, m.Log, cmp.Or(m.replicationMaxAge, replicationMaxAge))
 	var ledger *claim.Ledger
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
+	met.ObserveReplication(m.repl.metric)
+	met.ObserveStaleServerRefusals(m.fence.Refusals)
 	ledger, err = claim.New(pool, claim.Config{Policies: m.Config.Policies, Observer: met})
 	if err != nil {
 		return err
 	}
 	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: m.Config.Ingest,
-		Logger: m.Log, Observer: met, Dispatch: m.Config.Dispatch})
+		Logger: m.Log, Observer: met, Dispatch: m.Config.Dispatch, RiverLogger: riverLogger(m.Log)})
 	if err != nil {
 		return err
-	}
-	if m.Config.Dispatch {
-		if err := m.waitWritable(ctx); err != nil {
-			return err
-		}
-	}
-	// Not ctx: River treats a cancelled start context as a hard stop that
-	// cancels running dispatches; Stop below drains them instead.
-	if err := inbox.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("start dispatcher: %w", err)
 	}
 	// Claims that wait for a concurrent holder (wait_seconds) are woken by
 	// PostgreSQL notifications on a connection of the waiter's own; its
 	// context ends with ctx, before the drain below, so that no request
-	// drains for a whole wait.
+	// drains for a whole wait. It runs once claimd has started: until then
+	// such claims are answered at once.
 	waiter := claim.NewWaiter(ledger, claim.WaiterConfig{ConnConfig: pool.Config().ConnConfig,
 		StepTimeout: m.Config.RequestTimeout, Logger: m.Log})
-	wctx, stopWaiter := context.WithCancel(ctx)
-	waiterDone := make(chan struct{})
-	go func() { defer close(waiterDone); _ = waiter.Run(wctx) }()
-	defer func() { stopWaiter(); <-waiterDone }()
+	m.starter = newStarter(m, inbox, waiter)
+	first := m.starter.attempt(ctx)
+	if first == nil {
+		close(m.starter.done)
+	}
 	m.server = httpapi.New(httpapi.Config{
 		Ledger: ledger, Keys: auth.NewKeys(pool, m.Config.APIKeys, m.Config.KeyCacheTTL), Metrics: met,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
@@ -314,6 +317,9 @@ func (m *Main) Run(ctx context.Context) error {
 	app := m.server.App()
 	ln, err := listen(m.Config.Addr)
 	if err != nil {
+		if m.starter.dispatching {
+			m.stopDispatcher(inbox)
+		}
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
 	m.Addr = ln.Addr().String()
@@ -324,29 +330,54 @@ func (m *Main) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
 	m.Log.Info().Str("addr", m.Addr).Int("static_keys", len(m.Config.APIKeys)).
-		Int("ingest_sources", len(m.Config.Ingest.Sources)).Bool("dispatch", m.Config.Dispatch).Msg("claimd listening")
+		Int("ingest_sources", len(m.Config.Ingest.Sources)).Bool("dispatch", m.Config.Dispatch).
+		Bool("started", first == nil).Msg("claimd listening")
 	close(m.Ready)
 
-	maintDone := make(chan struct{})
-	mctx, stopMaint := context.WithCancel(ctx)
-	go func() { defer close(maintDone); m.maintain(mctx, ledger) }()
-	go m.watchSources(mctx, hup, ledger, inbox, met)
+	// Everything that needs a writable database with its schema runs once
+	// started: at once, or when the start-up wait ends.
+	bg, stopBG := context.WithCancel(ctx)
+	var waiterDone, maintDone, watchDone chan struct{}
+	startDone := make(chan struct{})
+	go func() {
+		defer close(startDone)
+		if first != nil {
+			if m.starter.wait(bg, first) != nil {
+				return
+			}
+			close(m.starter.done)
+		}
+		waiterDone, maintDone, watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() { defer close(waiterDone); _ = waiter.Run(bg) }()
+		go func() { defer close(maintDone); m.maintain(bg, ledger) }()
+		go func() { defer close(watchDone); m.watchSources(bg, hup, ledger, inbox, met) }()
+	}()
+	stopBackground := func() {
+		stopBG()
+		<-startDone
+		if waiterDone != nil {
+			<-waiterDone
+			<-maintDone
+			<-watchDone
+		}
+	}
 
 	select {
 	case err := <-serveErr:
-		stopMaint()
-		<-maintDone
+		stopBackground()
+		if m.starter.dispatching {
+			m.stopDispatcher(inbox)
+		}
 		return err
 	case <-ctx.Done():
 	}
 	m.Log.Info().Str("timeout", m.Config.ShutdownTimeout.String()).Msg("shutting down: draining in-flight requests")
-	stopMaint()
+	// The waiter ends with ctx (waiting claims are answered at once), the
+	// maintenance loop and the sources watcher with it; then the drain.
+	stopBackground()
 	err = app.ShutdownWithTimeout(m.Config.ShutdownTimeout)
-	<-maintDone
-	sctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
-	defer cancel()
-	if serr := inbox.Stop(sctx); serr != nil {
-		m.Log.Warn().Err(serr).Msg("dispatcher stop")
+	if m.starter.dispatching {
+		m.stopDispatcher(inbox)
 	}
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -355,39 +386,29 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// migrateWithRetry waits for the database for up to a minute on start
-// (compose starts PostgreSQL and the sidecar together).
-func (m *Main) migrateWithRetry(ctx context.Context) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		n, err := migrate.Up(ctx, m.pool)
-		if err == nil {
-			m.Log.Info().Int("applied", n).Msg("migrations up to date")
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		m.Log.Warn().Err(err).Msg("database not ready; retrying migrations")
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+// stopDispatcher waits for running dispatches (bounded by ShutdownTimeout).
+func (m *Main) stopDispatcher(inbox *ingest.Inbox) {
+	sctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+	defer cancel()
+	if err := inbox.Stop(sctx); err != nil {
+		m.Log.Warn().Err(err).Msg("dispatcher stop")
 	}
 }
 
 // ready is /readyz: "ready" means "can write". One read of a session's
-// settings (which is also the ping, see readSession) and the migration
-// version. A setting claimd cannot work with makes it not ready, with a
+// settings (which is also the ping, see readSession), the migration
+// version and (cached, see replicationMonitor) what the primary's commits
+// wait for. A setting claimd cannot work with makes it not ready, with a
 // reason naming it; unless the server is a standby (its promotion makes
 // the same sessions writable) the pool's sessions are then renewed, since
 // a session keeps the defaults it started with and a fix made with ALTER
-// DATABASE … SET reaches new sessions only.
+// DATABASE … SET reaches new sessions only. A database that is writable
+// with its schema current also makes a waiting start-up try again at once.
 func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
+	ctx = internal(ctx)
 	facts, err := readSession(ctx, m.pool)
 	if err != nil {
-		return httpapi.DatabaseFacts{}, errors.New("database unreachable")
+		return httpapi.DatabaseFacts{}, errors.New(m.unreachable(err))
 	}
 	if ps := sessionProblems(facts); len(ps) > 0 {
 		if !facts.InRecovery {
@@ -395,14 +416,55 @@ func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
 		}
 		return facts, errors.New(strings.Join(ps, "; "))
 	}
-	pending, err := migrate.Pending(ctx, m.pool)
+	pending, err := schemaPending(ctx, m.pool)
 	if err != nil {
 		return facts, errors.New("cannot read the migration version")
 	}
 	if pending {
-		return facts, errors.New("migrations pending")
+		if m.Config.Migrate {
+			m.starter.poke()
+			return facts, errors.New("migrations pending: applying them")
+		}
+		return facts, errors.New("migrations pending (CLAIMD_MIGRATE is off: apply them with claimd migrate)")
+	}
+	m.gate.open.Store(true)
+	if !m.starter.started() {
+		m.starter.poke()
+	}
+	rep, rerr := m.repl.get(ctx)
+	if rerr == nil && !rep.InRecovery {
+		facts.Replication = rep.facts()
+	}
+	if rerr == nil && rep.Synchronous != nil {
+		switch {
+		case facts.SynchronousCommit == "off":
+			facts.Durability = httpapi.DurabilityNone
+		case *rep.Synchronous:
+			facts.Durability = httpapi.DurabilityStandby
+		default:
+			facts.Durability = httpapi.DurabilityLocal
+		}
+	}
+	if m.Config.RequireSyncReplication {
+		if p := requireSyncProblem(rep, rerr); p != "" {
+			return facts, errors.New(p)
+		}
 	}
 	return facts, nil
+}
+
+// unreachable is the not-ready reason for a database that could not be
+// read: a server the fence refused (named, with its timeline), no
+// writable primary among the hosts (target_session_attrs=read-write), or
+// unreachable.
+func (m *Main) unreachable(err error) string {
+	if e := refusal(err); e != nil {
+		return e.Error()
+	}
+	if errors.Is(err, pgconn.ErrReadOnlyConnection) {
+		return "no writable primary: the database hosts that answer are standbys or read-only (target_session_attrs=read-write)"
+	}
+	return "database unreachable"
 }
 
 // maintain runs the lease sweep and the retention purge periodically.

@@ -27,7 +27,12 @@ import (
 // terminated), every connection taken from the pool during the next 30
 // seconds is pinged first, so the other dead idle connections are dropped
 // instead of each failing one request.
-func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+//
+// hooks (nil for the one-shot commands) adds the serving process's checks:
+// the fence, on every new connection (fence.go), and the start-up gate,
+// on every acquisition (startup.go). The pool connects lazily: opening it
+// does not need the database.
+func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
@@ -46,7 +51,21 @@ func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
 		return p.IdleDuration > time.Second || time.Since(time.Unix(0, lastBroken.Load())) < 30*time.Second
 	}
+	if hooks != nil {
+		if hooks.fence != nil {
+			pc.ConnConfig.ValidateConnect = hooks.fence.validate(pc.ConnConfig.ValidateConnect)
+		}
+		if hooks.gate != nil {
+			pc.PrepareConn = hooks.gate.prepare
+		}
+	}
 	return pgxpool.NewWithConfig(ctx, pc)
+}
+
+// poolHooks are the checks of a serving process's pool.
+type poolHooks struct {
+	fence *fence
+	gate  *startupGate
 }
 
 // brokenConnTracer notes the time of the last query that failed because its
@@ -109,7 +128,9 @@ func readSession(ctx context.Context, pool *pgxpool.Pool) (httpapi.DatabaseFacts
 // COMMITTED although claimd asks for it at connection start (a connection
 // pooler dropping start-up parameters); statement_timeout or lock_timeout
 // below minSessionTimeout. synchronous_commit and synchronous_standby_names
-// are reported (Durability), never refused.
+// are reported (Durability), never refused here: only
+// CLAIMD_REQUIRE_SYNC_REPLICATION makes their outcome a reason (see
+// replication.go).
 func sessionProblems(f httpapi.DatabaseFacts) []string {
 	var ps []string
 	switch {
@@ -156,41 +177,5 @@ func (m *Main) logSession(ctx context.Context) {
 	}
 	for _, p := range sessionProblems(f) {
 		m.Log.Error().Str("problem", p).Msg("database setting claimd cannot work with; not ready until it is fixed")
-	}
-}
-
-// writableRetry is how often waitWritable checks the database again.
-const writableRetry = 2 * time.Second
-
-// waitWritable returns once a session of the pool can write. The
-// dispatcher writes as it starts (River's leader and queue rows), so on a
-// standby, or a database whose transactions are read-only by default,
-// claimd starts and waits (see logSession) instead of exiting, and goes on
-// once the standby is promoted or the setting fixed. It returns ctx's
-// error when ctx ends first; when the database cannot be read it returns
-// nil and leaves the error to the start that follows.
-func (m *Main) waitWritable(ctx context.Context) error {
-	waited := false
-	for {
-		f, err := readSession(ctx, m.pool)
-		if err != nil || !f.ReadOnly {
-			if waited {
-				m.Log.Info().Msg("the database takes writes; starting")
-			}
-			return nil
-		}
-		if !f.InRecovery {
-			m.pool.Reset() // sessions keep the defaults they started with
-		}
-		if !waited {
-			m.Log.Warn().Str("retry", writableRetry.String()).
-				Msg("the database does not take writes (a standby, or default_transaction_read_only = on): waiting before serving")
-			waited = true
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(writableRetry):
-		}
 	}
 }

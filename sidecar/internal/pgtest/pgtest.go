@@ -2,7 +2,8 @@
 // applied. The server comes from TEST_DATABASE_URL (default: the local
 // server on 127.0.0.1:5432 as user postgres). Each call creates its own
 // database, dropped when the test ends, so test packages and parallel tests
-// never see each other's rows.
+// never see each other's rows. Failover tests get servers of their own
+// instead: a primary and streaming standbys (NewPrimary, cluster.go).
 package pgtest
 
 import (

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+// A returning old primary does not take writes (issue 15, part 5).
+//
+// A PostgreSQL cluster that failed over has two servers that take writes
+// once its old primary is started again unchanged: the promoted standby,
+// on a new timeline, and the old primary, still on the timeline it had,
+// missing what the promoted one acknowledged since. A host list
+// (postgres://…@old,new/…?target_session_attrs=read-write) picks the first
+// one that takes writes, so new connections of a running claimd go back to
+// the old primary, and claims the promoted server answered `won` are won
+// again there: a second effect.
+//
+// The fence remembers, per process, the server identity it writes to: the
+// system identifier (pg_control_system(), the same on a primary and every
+// standby made from it, different for any other cluster) and the highest
+// timeline seen on a primary. Every new connection to a primary (the
+// pool's, River's through the pool, the claim waiter's LISTEN connection)
+// is checked before use, in pgconn's ValidateConnect, where
+// target_session_attrs is checked too: a server of another system, or of
+// the same system on an older timeline, is refused, and pgconn tries the
+// next host of the URL. When no host is left, the connection fails (a
+// *pgconn.ConnectError wrapping a staleServerError), which requests answer
+// 503 with Retry-After and /readyz names. A newer timeline (a failover
+// claimd follows) is accepted and remembered.
+//
+// The timeline is the one the server writes WAL on now: the first 8 hex
+// digits of pg_walfile_name(pg_current_wal_lsn()). Not
+// pg_control_checkpoint().timeline_id: after pg_ctl promote it still names
+// the old timeline until the end-of-recovery checkpoint completes (seen
+// on PostgreSQL 15: 1 right after promote, 2 about a second later), so a
+// fence reading it could take the promoted server for a stale one.
+//
+// Standbys are not fenced (they take no writes; pg_walfile_name is not
+// available during recovery). When the identity cannot be read (a managed
+// service that hides the functions), fencing is off for that server, said
+// once in the log.
+
+// fenceSQL reads a server's identity in one round trip.
+const fenceSQL = `SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system())::text,
+	CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`
+
+// serverIdentity is what the fence knows of a server.
+type serverIdentity struct {
+	System   string // pg_control_system().system_identifier
+	Timeline uint32
+}
+
+// fence is the per-process record of the server claimd writes to.
+type fence struct {
+	log zerolog.Logger
+	// refusals counts refused connections (a metric).
+	refusals atomic.Int64
+
+	mu      sync.Mutex
+	current serverIdentity // zero until the first primary
+	// logged: the refusals already logged, by address and identity, so
+	// each stale server is logged once (not once per connection attempt).
+	logged map[string]bool
+	// lastRefusal is the latest refusal, for /readyz.
+	lastRefusal *staleServerError
+	// unreadable: addresses whose identity could not be read (logged once).
+	unreadable map[string]bool
+}
+
+func newFence(log zerolog.Logger) *fence {
+	return &fence{log: log, logged: map[string]bool{}, unreadable: map[string]bool{}}
+}
+
+// staleServerError is a refused server. It wraps an Unavailable
+// *apperr.Error, so a request whose connection could not be opened
+// because of it answers 503 with Retry-After and a message in the
+// sidecar's words (claim.DBError keeps an *apperr.Error of the chain);
+// the address and timelines are for the log and /readyz only.
+type staleServerError struct {
+	Addr           string
+	Seen           serverIdentity // the refused server
+	Current        serverIdentity // the one claimd writes to
+	OtherSystem    bool
+	At             time.Time
+	unavailableErr *apperr.Error
+}
+
+func (e *staleServerError) Error() string {
+	if e.OtherSystem {
+		return fmt.Sprintf("refused the database server at %s: it is another PostgreSQL system (system identifier %s) than the one "+
+			"claimd already wrote to (%s); restart claimd to accept it", e.Addr, e.Seen.System, e.Current.System)
+	}
+	return fmt.Sprintf("refused the database server at %s: it is a primary on timeline %d, older than timeline %d that claimd "+
+		"already wrote to (an old primary started again after a failover); it does not have every claim already acknowledged",
+		e.Addr, e.Seen.Timeline, e.Current.Timeline)
+}
+
+func (e *staleServerError) Unwrap() error { return e.unavailableErr }
+
+// SafeToRetry tells pgconn's classification that nothing was sent for the
+// request: the connection was refused before use.
+func (e *staleServerError) SafeToRetry() bool { return true }
+
+// validate is the pgconn ValidateConnect hook (after next, the URL's own
+// target_session_attrs check, when set).
+func (f *fence) validate(next pgconn.ValidateConnectFunc) pgconn.ValidateConnectFunc {
+	return func(ctx context.Context, pc *pgconn.PgConn) error {
+		if next != nil {
+			if err := next(ctx, pc); err != nil {
+				return err
+			}
+		}
+		return f.check(ctx, pc)
+	}
+}
+
+func (f *fence) check(ctx context.Context, pc *pgconn.PgConn) error {
+	addr := pc.Conn().RemoteAddr().String()
+	res, err := pc.Exec(ctx, fenceSQL).ReadAll()
+	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 3) {
+		err = errors.New("unexpected answer")
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pc.IsClosed() {
+			return err // the connection broke: pgconn tries the next host
+		}
+		f.mu.Lock()
+		first := !f.unreadable[addr]
+		f.unreadable[addr] = true
+		f.mu.Unlock()
+		if first {
+			f.log.Warn().Str("server", addr).Str("sqlstate", pgErr.Code).Str("error", pgErr.Message).
+				Msg("cannot read the database server's identity (pg_control_system, pg_walfile_name): claimd cannot tell an old primary " +
+					"started again after a failover from the current one on this server")
+		}
+		return nil
+	}
+	row := res[0].Rows[0]
+	if string(row[0]) == "t" {
+		return nil // a standby takes no writes
+	}
+	tl, perr := strconv.ParseUint(string(row[2]), 16, 32)
+	if perr != nil {
+		return fmt.Errorf("reading the timeline of %s: %w", addr, perr)
+	}
+	seen := serverIdentity{System: string(row[1]), Timeline: uint32(tl)}
+	return f.admit(addr, seen)
+}
+
+// admit accepts seen (and remembers it when newer) or refuses it.
+func (f *fence) admit(addr string, seen serverIdentity) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.current
+	switch {
+	case cur.System == "":
+		f.current = seen
+		f.log.Info().Str("server", addr).Str("system_identifier", seen.System).Uint32("timeline", seen.Timeline).
+			Msg("database primary: claimd refuses, from now on, an older timeline of this system or another system")
+		return nil
+	case seen.System == cur.System && seen.Timeline == cur.Timeline:
+		return nil
+	case seen.System == cur.System && seen.Timeline > cur.Timeline:
+		f.current = seen
+		f.log.Warn().Str("server", addr).Uint32("timeline", seen.Timeline).Uint32("previous_timeline", cur.Timeline).
+			Msg("database failed over: writing to the promoted primary on its new timeline; older timelines are refused from now on")
+		return nil
+	}
+	e := &staleServerError{Addr: addr, Seen: seen, Current: cur, OtherSystem: seen.System != cur.System, At: time.Now(),
+		unavailableErr: &apperr.Error{Code: apperr.Unavailable,
+			Message: "the database server reached is a former primary (an older timeline) or another database system, not the one " +
+				"claimd writes to; it is refused (see the sidecar log and /readyz); retry"}}
+	f.refusals.Add(1)
+	f.lastRefusal = e
+	key := fmt.Sprintf("%s/%s/%d/%d", addr, seen.System, seen.Timeline, cur.Timeline)
+	if !f.logged[key] {
+		f.logged[key] = true
+		f.log.Error().Str("server", addr).Str("system_identifier", seen.System).Uint32("timeline", seen.Timeline).
+			Str("current_system_identifier", cur.System).Uint32("current_timeline", cur.Timeline).
+			Msg(e.Error() + ": no claim is written there; point DATABASE_URL at the current primary only (an endpoint that follows it), " +
+				"and rebuild the old primary as a standby (pg_rewind or a new base backup)")
+	}
+	return e
+}
+
+// refusal returns the staleServerError in err's chain, or nil.
+func refusal(err error) *staleServerError {
+	var e *staleServerError
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// Refusals is how many connections the fence refused.
+func (f *fence) Refusals() int64 { return f.refusals.Load() }
