@@ -1,4 +1,11 @@
-import type { INodeParameters, INodeProperties, INodeTypes } from 'n8n-workflow';
+import type {
+	ICredentialDataDecryptedObject,
+	IHttpRequestOptions,
+	INodeParameters,
+	INodeProperties,
+	INodeTypes,
+	IWorkflowDataProxyAdditionalKeys,
+} from 'n8n-workflow';
 import { NodeHelpers, Workflow } from 'n8n-workflow';
 import { describe, expect, it } from 'vitest';
 
@@ -167,13 +174,52 @@ describe('subtitle', () => {
 describe('credential', () => {
 	const credential = new IdempotentClaimApi();
 
-	it('sends the API key as a Bearer token', () => {
+	it('sends the API key as a Bearer token', async () => {
 		expect(credential.name).toBe('idempotentClaimApi');
 		expect(credential.displayName).toBe('Idempotent Claim API');
-		expect(credential.authenticate).toEqual({
-			type: 'generic',
-			properties: { headers: { Authorization: '=Bearer {{$credentials.apiKey}}' } },
-		});
+		const authenticate = credential.authenticate as (
+			credentials: ICredentialDataDecryptedObject,
+			options: IHttpRequestOptions,
+		) => Promise<IHttpRequestOptions>;
+		expect(typeof authenticate).toBe('function');
+		const options: IHttpRequestOptions = {
+			url: `${BASE_URL}/v1/whoami`,
+			headers: { Accept: 'application/json' },
+		};
+		const sent = await authenticate({ baseUrl: BASE_URL, apiKey: 'k-1' }, options);
+		expect(sent.headers).toEqual({ Accept: 'application/json', Authorization: 'Bearer k-1' });
+		expect(sent.url).toBe(`${BASE_URL}/v1/whoami`);
+		const bare = await authenticate({ apiKey: 'k-2' }, { url: `${BASE_URL}/v1/whoami` });
+		expect(bare.headers).toEqual({ Authorization: 'Bearer k-2' });
+	});
+
+	it("sets the header n8n's generic form '=Bearer {{$credentials.apiKey}}' set", async () => {
+		// n8n resolved the generic form with the credential as $credentials
+		// (CredentialsHelper.authenticate → resolveValue); the function must
+		// give the same header for every key, an empty or missing one too.
+		const nodeTypes = {
+			getByName: () => nodeType,
+			getByNameAndVersion: () => nodeType,
+			getKnownTypes: () => ({}),
+		} as unknown as INodeTypes;
+		const node = { ...NODE, parameters: {} };
+		const workflow = new Workflow({ nodes: [node], connections: {}, active: false, nodeTypes });
+		const authenticate = credential.authenticate as (
+			credentials: ICredentialDataDecryptedObject,
+			options: IHttpRequestOptions,
+		) => Promise<IHttpRequestOptions>;
+		for (const apiKey of ['k-1', '', ' spaced key ', 'a{{ b }}c', undefined, null, 42]) {
+			const generic = workflow.expression.getSimpleParameterValue(
+				node,
+				'=Bearer {{$credentials.apiKey}}',
+				'internal',
+				{ $credentials: { apiKey } } as unknown as IWorkflowDataProxyAdditionalKeys,
+				undefined,
+				'',
+			);
+			const sent = await authenticate({ apiKey } as ICredentialDataDecryptedObject, { url: '/' });
+			expect(sent.headers?.Authorization, String(apiKey)).toBe(String(generic));
+		}
 	});
 
 	it('tests against GET /v1/whoami on the base URL', () => {

@@ -9,6 +9,13 @@ import type {
 import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 
 import { FieldError } from '../helpers/fields';
+import {
+	CLAIM_ID_DEFAULT,
+	CLAIM_TOKEN_DEFAULT,
+	EXECUTION_ID_DEFAULT,
+	LEASE_UNTIL_DEFAULT,
+	itemFieldParameter,
+} from '../helpers/itemFields';
 import { MAX_TRIES, MAX_WAIT_MS, NO_RETRY, type RetryPolicy } from '../transport';
 import type { ItemResult } from './types';
 
@@ -106,6 +113,7 @@ export function claimIdProperty(show: ShowWhen): INodeProperties {
 		name: 'claimId',
 		type: 'string',
 		required: true,
+		// Literally CLAIM_ID_DEFAULT: n8n's linter wants a literal default.
 		default: '={{ $json.idempotency.claim_id }}',
 		description: 'ID of the claim, as returned by the Claim operation',
 		displayOptions: { show },
@@ -131,6 +139,7 @@ export function claimTokenProperty(show: ShowWhen): INodeProperties {
 		type: 'string',
 		typeOptions: { password: true },
 		required: true,
+		// Literally CLAIM_TOKEN_DEFAULT.
 		default: '={{ $json.idempotency.claim_token }}',
 		description:
 			"Proof that this execution won the claim: idempotency.claim_token of the Claim output, where it is shown in full (it is not a secret). It is refused once another execution has won the claim after this one's time limit passed (lease lost).",
@@ -149,25 +158,57 @@ export function executionIdProperty(show: ShowWhen, what: string): INodeProperti
 		name: 'executionId',
 		type: 'string',
 		required: true,
+		// Literally EXECUTION_ID_DEFAULT.
 		default: '={{ $json.execution.id }}',
 		description: `The n8n execution whose claims to ${what}: those whose current attempt it won. ${EXECUTION_ID_NOTE} The default reads it from an Error Trigger's item.`,
 		displayOptions: { show },
 	};
 }
 
-/** Reads Claim ID and Claim Token of one item. */
+/**
+ * Reads Claim ID of one item: left at its default, from the item's
+ * idempotency.claim_id (see itemFieldParameter).
+ */
+export function claimIdOf(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData | undefined,
+): string {
+	return requiredText(
+		itemFieldParameter.call(this, 'claimId', itemIndex, item, CLAIM_ID_DEFAULT),
+		'Claim ID',
+		CLAIM_ID_HINT,
+	);
+}
+
+/** Reads Claim ID and Claim Token of one item (defaults: from the item's idempotency). */
 export function claimIdAndToken(
 	this: IExecuteFunctions,
 	itemIndex: number,
+	item: INodeExecutionData | undefined,
 ): { claimId: string; claimToken: string } {
 	return {
-		claimId: requiredText(this.getNodeParameter('claimId', itemIndex), 'Claim ID', CLAIM_ID_HINT),
+		claimId: claimIdOf.call(this, itemIndex, item),
 		claimToken: requiredText(
-			this.getNodeParameter('claimToken', itemIndex),
+			itemFieldParameter.call(this, 'claimToken', itemIndex, item, CLAIM_TOKEN_DEFAULT),
 			'Claim Token',
 			'Only the execution that won the claim holds its token. ' + CLAIM_ID_HINT,
 		),
 	};
+}
+
+/** Reads Execution ID of one item (default: the Error Trigger's execution.id), trimmed. */
+export function executionIdOf(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData | undefined,
+	hint: string,
+): string {
+	return requiredText(
+		itemFieldParameter.call(this, 'executionId', itemIndex, item, EXECUTION_ID_DEFAULT),
+		'Execution ID',
+		hint,
+	).trim();
 }
 
 export { CLAIM_ID_HINT };
@@ -268,6 +309,7 @@ export function settleRetryProperties(show: ShowWhen): INodeProperties[] {
 			displayName: 'Time Limit Ends At (Lease Until)',
 			name: 'leaseUntil',
 			type: 'string',
+			// Literally LEASE_UNTIL_DEFAULT.
 			default: '={{ $json.idempotency.lease_until }}',
 			placeholder: "e.g. {{ $('Idempotent Claim').item.json.idempotency.lease_until }}",
 			description: `When the claim's time limit for the side effect ends: idempotency.lease_until of the Claim (or Extend Lease) output. The default reads it from the incoming item, which holds it right after the Claim node; after other nodes (such as the protected node) map it from the Claim node, like the placeholder. When empty or not a time, the node keeps trying for ${DEFAULT_KEEP_TRYING_SECONDS} seconds.`,
@@ -314,6 +356,35 @@ export function sidecarRetry(this: IExecuteFunctions, itemIndex: number): RetryP
 	};
 }
 
+/**
+ * How one item's Complete or Fail keeps trying, from its retry settings:
+ * not at all (Retry Sidecar Calls off), for a number of seconds, or until
+ * its claim's lease end. Read before the first send; the lease end itself
+ * (Lease Until, often an expression) is read only when a send fails
+ * (settleDeadline).
+ */
+export type SettleRetry =
+	| { until: 'off' }
+	| { until: 'timeLimit'; seconds: number }
+	| { until: 'leaseEnd' };
+
+/** The retry settings of one item's Complete or Fail (see SettleRetry). */
+export function settleRetry(this: IExecuteFunctions, itemIndex: number): SettleRetry {
+	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) {
+		return { until: 'off' };
+	}
+	if (this.getNodeParameter('keepTryingUntil', itemIndex, 'leaseEnd') === 'timeLimit') {
+		const seconds = boundedInteger(
+			this.getNodeParameter('keepTryingSeconds', itemIndex, DEFAULT_KEEP_TRYING_SECONDS),
+			1,
+			Number.MAX_SAFE_INTEGER / 1000,
+			DEFAULT_KEEP_TRYING_SECONDS,
+		);
+		return { until: 'timeLimit', seconds };
+	}
+	return { until: 'leaseEnd' };
+}
+
 /** Until when one item's Complete or Fail keeps trying, and what that moment is. */
 export interface SettleDeadline {
 	/** Epoch ms; undefined when Retry Sidecar Calls is off (send once). */
@@ -330,32 +401,30 @@ function parseTime(value: unknown): number | undefined {
 }
 
 /**
- * The deadline of one item's Complete or Fail, from the retry settings:
- * its claim's lease end (Lease Until), a time limit after now, or, when
- * Lease Until is empty or not a time, DEFAULT_KEEP_TRYING_SECONDS after
- * now. Never fails: a report must be sent whatever the settings say.
+ * The deadline of one item's Complete or Fail, from its retry settings
+ * (settleRetry): its claim's lease end (Lease Until; left at its default,
+ * read from the item's idempotency.lease_until), a time limit after `now`,
+ * or, when Lease Until is empty or not a time, DEFAULT_KEEP_TRYING_SECONDS
+ * after `now`. Never fails: a report must be sent whatever the settings
+ * say.
  */
 export function settleDeadline(
 	this: IExecuteFunctions,
 	itemIndex: number,
+	item: INodeExecutionData | undefined,
+	retry: SettleRetry,
 	now: number,
 ): SettleDeadline {
-	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) {
-		return { what: 'Retry Sidecar Calls is off' };
-	}
+	if (retry.until === 'off') return { what: 'Retry Sidecar Calls is off' };
 	const limit = (seconds: number, what: string) => ({ until: now + seconds * 1000, what });
-	if (this.getNodeParameter('keepTryingUntil', itemIndex, 'leaseEnd') === 'timeLimit') {
-		const seconds = boundedInteger(
-			this.getNodeParameter('keepTryingSeconds', itemIndex, DEFAULT_KEEP_TRYING_SECONDS),
-			1,
-			Number.MAX_SAFE_INTEGER / 1000,
-			DEFAULT_KEEP_TRYING_SECONDS,
-		);
-		return limit(seconds, 'the time limit');
-	}
+	if (retry.until === 'timeLimit') return limit(retry.seconds, 'the time limit');
 	let leaseEnd: unknown;
 	try {
-		leaseEnd = this.getNodeParameter('leaseUntil', itemIndex, '');
+		leaseEnd = itemFieldParameter.call(this, 'leaseUntil', itemIndex, item, LEASE_UNTIL_DEFAULT, {
+			fallback: '',
+			// Undefined and null alike fall back below, without an error.
+			absentIsUndefined: true,
+		});
 	} catch {
 		// An expression that cannot be resolved for this item (e.g. the Claim
 		// node it names did not run): the fallback below applies.

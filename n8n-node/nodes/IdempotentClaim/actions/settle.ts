@@ -5,7 +5,14 @@ import { NO_RETRY, retriesExhausted, sidecarRequest } from '../transport';
 import { unrecordedOutcomeError } from '../transport/errors';
 import type { ClaimRecord } from '../transport/types';
 import { batchResults, planBatch } from './batch';
-import { SETTLE_WAIT_MS, claimIdAndToken, settleDeadline, toNodeError } from './common';
+import {
+	SETTLE_WAIT_MS,
+	claimIdAndToken,
+	settleDeadline,
+	settleRetry,
+	toNodeError,
+	type SettleRetry,
+} from './common';
 import type { ItemResult } from './types';
 
 /** One report of an effect's outcome, Complete or Fail. */
@@ -24,6 +31,9 @@ export interface SettleOperation {
  * database: waits of SETTLE_WAIT_MS doubling up to MAX_WAIT_MS, until the
  * latest deadline of the items (settleDeadline: by default the claims'
  * lease end). Sending again is safe: the same token settles a claim once.
+ * The deadline is worked out only when a send fails: Lease Until, often an
+ * expression that n8n evaluates in milliseconds, is not read for a report
+ * that lands at once.
  * When it gives up, every item fails with unrecordedOutcomeError: the
  * outcome is unknown to the sidecar, and the error says what that means
  * and how to settle it.
@@ -41,25 +51,40 @@ export async function settle(
 ): Promise<ItemResult[]> {
 	const node = this.getNode();
 	const started = Date.now();
-	let until: number | undefined;
-	let untilWhat = '';
+	const retries = new Map<number, SettleRetry>();
 
 	const plan = planBatch<IDataObject>(
 		node,
 		items,
-		(itemIndex) => {
-			const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
+		(itemIndex, item) => {
+			const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex, item);
 			const fields = op.fields.call(this, itemIndex);
-			const deadline = settleDeadline.call(this, itemIndex, started);
-			if (deadline.until !== undefined && (until === undefined || deadline.until > until)) {
-				until = deadline.until;
-				untilWhat = deadline.what;
-			}
+			retries.set(itemIndex, settleRetry.call(this, itemIndex));
 			return { claim_id: claimId, claim_token: claimToken, ...fields };
 		},
 		false,
 	);
 	if (plan.entries.length === 0) return plan.results;
+
+	// The latest deadline of the sent items, counted from `started`; worked
+	// out once, when a send fails.
+	let until: number | undefined;
+	let untilWhat = '';
+	let known = false;
+	const deadline = (): number | undefined => {
+		if (known) return until;
+		known = true;
+		for (const itemIndex of plan.places) {
+			const retry = retries.get(itemIndex) ?? { until: 'off' };
+			const own = settleDeadline.call(this, itemIndex, items[itemIndex], retry, started);
+			if (own.until !== undefined && (until === undefined || own.until > until)) {
+				until = own.until;
+				untilWhat = own.what;
+			}
+		}
+		return until;
+	};
+	const keepTrying = plan.places.some((itemIndex) => retries.get(itemIndex)?.until !== 'off');
 
 	let response: unknown;
 	try {
@@ -67,10 +92,9 @@ export async function settle(
 			method: 'POST',
 			path: op.path,
 			body: { claims: plan.entries },
-			retry:
-				until === undefined
-					? NO_RETRY
-					: { tries: Number.POSITIVE_INFINITY, waitMs: SETTLE_WAIT_MS, deadline: until },
+			retry: keepTrying
+				? { tries: Number.POSITIVE_INFINITY, waitMs: SETTLE_WAIT_MS, deadline }
+				: NO_RETRY,
 		});
 	} catch (error) {
 		if (!retriesExhausted(error)) {
@@ -79,6 +103,8 @@ export async function settle(
 			for (const itemIndex of plan.places) plan.results[itemIndex] = { error: batchError };
 			return plan.results;
 		}
+		// Known already when the request kept trying; the error names it.
+		if (keepTrying) deadline();
 		plan.places.forEach((itemIndex, position) => {
 			plan.results[itemIndex] = {
 				error: unrecordedOutcomeError(node, error as Error, {

@@ -41,9 +41,13 @@ export interface RetryPolicy {
 	/**
 	 * Epoch ms after which no send starts; the first send always does. A
 	 * wait that would end past it is cut short, so the last send starts at
-	 * the deadline.
+	 * the deadline. A function is called once, when a send fails with a
+	 * failure that may be retried: a deadline that is costly to work out
+	 * (Complete's lease end, read from an expression) is not worked out
+	 * for a request that succeeds at once. It returns the same as the
+	 * number would be.
 	 */
-	deadline?: number;
+	deadline?: number | (() => number | undefined);
 }
 
 /** Send once. */
@@ -133,7 +137,18 @@ export async function sidecarRequest<T>(
 	this: IExecuteFunctions,
 	request: SidecarRequest,
 ): Promise<T> {
-	const { tries, waitMs, deadline } = request.retry ?? NO_RETRY;
+	const policy = request.retry ?? NO_RETRY;
+	const { tries, waitMs } = policy;
+	let deadline = typeof policy.deadline === 'function' ? undefined : policy.deadline;
+	let deadlineKnown = typeof policy.deadline !== 'function';
+	/** Whether the deadline has passed at `now` (working it out the first time). */
+	const pastDeadline = (now: number): boolean => {
+		if (!deadlineKnown && typeof policy.deadline === 'function') {
+			deadline = policy.deadline();
+			deadlineKnown = true;
+		}
+		return deadline !== undefined && now >= deadline;
+	};
 	let baseUrl: string | undefined;
 	for (let sent = 1; ; sent++) {
 		let loading = true;
@@ -172,7 +187,7 @@ export async function sidecarRequest<T>(
 			}
 			const retryable = loading ? isN8nDatabaseError(error) : isRetryable(error);
 			const now = Date.now();
-			if (sent >= tries || !retryable || (deadline !== undefined && now >= deadline)) {
+			if (sent >= tries || !retryable || pastDeadline(now)) {
 				const ctx: ErrorContext = {
 					baseUrl,
 					itemIndex: request.itemIndex,

@@ -38,7 +38,7 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
+		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex, item);
 		const leaseSeconds = positiveSeconds(
 			this.getNodeParameter('leaseSeconds', itemIndex),
 			'New Time Limit From Now',

@@ -7,12 +7,14 @@ import type {
 
 import { FieldError } from '../../helpers/fields';
 import { recordSidecar } from '../../helpers/idempotency';
+import { EXECUTION_ERROR_DEFAULT, itemFieldParameter } from '../../helpers/itemFields';
 import type { ClaimRecord } from '../../transport/types';
 import {
 	EXECUTION_ID_NOTE,
 	claimIdProperty,
 	claimTokenProperty,
 	eachItem,
+	executionIdOf,
 	executionIdProperty,
 	optionalText,
 	requiredText,
@@ -97,6 +99,7 @@ export const description: INodeProperties[] = [
 		name: 'errorMessage',
 		type: 'string',
 		required: true,
+		// Literally EXECUTION_ERROR_DEFAULT.
 		default: '={{ $json.execution.error.message }}',
 		description:
 			"Why the claims failed; stored as each claim's last error. The default is the error of the execution an Error Trigger reports.",
@@ -159,15 +162,18 @@ function retryKind(this: IExecuteFunctions, itemIndex: number): string {
  * POST /v1/claims/fail/execution, again while the sidecar says more are
  * left (at most MAX_FAIL_ROUNDS rounds). Returns the failed records.
  */
-async function failExecution(this: IExecuteFunctions, itemIndex: number): Promise<ClaimRecord[]> {
+async function failExecution(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData,
+): Promise<ClaimRecord[]> {
 	const body: IDataObject = {
-		execution_id: requiredText(
-			this.getNodeParameter('executionId', itemIndex),
-			'Execution ID',
-			EXECUTION_ID_NOTE,
-		).trim(),
+		execution_id: executionIdOf.call(this, itemIndex, item, EXECUTION_ID_NOTE),
 		retry: retryKind.call(this, itemIndex),
-		error: requiredText(this.getNodeParameter('errorMessage', itemIndex), 'Error Message'),
+		error: requiredText(
+			itemFieldParameter.call(this, 'errorMessage', itemIndex, item, EXECUTION_ERROR_DEFAULT),
+			'Error Message',
+		),
 	};
 	const filters = this.getNodeParameter('filters', itemIndex, {}) as IDataObject;
 	const source = optionalText(filters.source);
@@ -210,9 +216,9 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	if (this.getNodeParameter('claimsToFail', 0, 'token') === 'execution') {
-		return await eachItem.call(this, items, async (itemIndex) => ({
+		return await eachItem.call(this, items, async (itemIndex, item) => ({
 			output: 0,
-			many: (await failExecution.call(this, itemIndex)).map((record) => ({
+			many: (await failExecution.call(this, itemIndex, item)).map((record) => ({
 				idempotency: recordSidecar(undefined, record),
 			})),
 		}));

@@ -11,6 +11,7 @@ import type { RetryPolicy } from '../../transport';
 import type { ClaimRecord } from '../../transport/types';
 import {
 	eachItem,
+	executionIdOf,
 	executionIdProperty,
 	optionalText,
 	requiredText,
@@ -152,18 +153,23 @@ export const description: INodeProperties[] = [
 ];
 
 /** The query of one item's list, without page size and cursor. */
-function listQuery(this: IExecuteFunctions, itemIndex: number): IDataObject {
+function listQuery(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData,
+): IDataObject {
 	const filters = this.getNodeParameter('filters', itemIndex, {}) as IDataObject;
 	const qs: IDataObject = {};
 	const by = this.getNodeParameter('getManyBy', itemIndex, 'state') as string;
 	if (by === 'state') {
 		qs.state = requiredText(this.getNodeParameter('state', itemIndex), 'State');
 	} else if (by === 'execution') {
-		qs.execution_id = requiredText(
-			this.getNodeParameter('executionId', itemIndex),
-			'Execution ID',
+		qs.execution_id = executionIdOf.call(
+			this,
+			itemIndex,
+			item,
 			'In an Error Trigger workflow it is {{ $json.execution.id }}.',
-		).trim();
+		);
 		const state = optionalText(filters.state);
 		if (state !== undefined) qs.state = state;
 	} else {
@@ -192,8 +198,12 @@ function wanted(this: IExecuteFunctions, itemIndex: number): number {
  * Return All, the end. A record seen on an earlier page (it changed while
  * the list was read) is kept once; more than MAX_PAGES pages is an error.
  */
-async function listClaims(this: IExecuteFunctions, itemIndex: number): Promise<ClaimRecord[]> {
-	const qs = listQuery.call(this, itemIndex);
+async function listClaims(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData,
+): Promise<ClaimRecord[]> {
+	const qs = listQuery.call(this, itemIndex, item);
 	const want = wanted.call(this, itemIndex);
 	const records: ClaimRecord[] = [];
 	const seen = new Set<unknown>();
@@ -242,9 +252,9 @@ export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	return await eachItem.call(this, items, async (itemIndex) => {
+	return await eachItem.call(this, items, async (itemIndex, item) => {
 		const simplify = this.getNodeParameter('simplify', itemIndex, true) === true;
-		const records = await listClaims.call(this, itemIndex);
+		const records = await listClaims.call(this, itemIndex, item);
 		return {
 			output: 0,
 			many: records.map((record) => {

@@ -16,7 +16,7 @@ import { claimPath, sidecarRequest, type SidecarRequest } from '../../transport'
 import { sidecarErrorCode } from '../../transport/errors';
 import type { ClaimRecord } from '../../transport/types';
 import {
-	CLAIM_ID_HINT,
+	claimIdOf,
 	claimIdProperty,
 	forEachItem,
 	optionalText,
@@ -97,14 +97,11 @@ export const description: INodeProperties[] = [
 function lookupRequest(
 	this: IExecuteFunctions,
 	itemIndex: number,
+	item: INodeExecutionData,
 ): { request: SidecarRequest; lookedUp: IDataObject } {
 	const lookupBy = this.getNodeParameter('lookupBy', itemIndex) as string;
 	if (lookupBy === 'claimId') {
-		const claimId = requiredText(
-			this.getNodeParameter('claimId', itemIndex),
-			'Claim ID',
-			CLAIM_ID_HINT,
-		);
+		const claimId = claimIdOf.call(this, itemIndex, item);
 		return {
 			request: { method: 'GET', path: claimPath(claimId), itemIndex },
 			lookedUp: { claim_id: claimId },
@@ -136,7 +133,7 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const { request, lookedUp } = lookupRequest.call(this, itemIndex);
+		const { request, lookedUp } = lookupRequest.call(this, itemIndex, item);
 		const simplify = this.getNodeParameter('simplify', itemIndex, false) === true;
 		let sidecar: IDataObject;
 		try {

@@ -10,7 +10,7 @@ import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
 import { claimPath, sidecarRequest } from '../../transport';
 import type { ClaimRecord } from '../../transport/types';
 import {
-	CLAIM_ID_HINT,
+	claimIdOf,
 	claimIdProperty,
 	forEachItem,
 	optionalText,
@@ -72,11 +72,7 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const claimId = requiredText(
-			this.getNodeParameter('claimId', itemIndex),
-			'Claim ID',
-			CLAIM_ID_HINT,
-		);
+		const claimId = claimIdOf.call(this, itemIndex, item);
 		const outcome = this.getNodeParameter('resolveOutcome', itemIndex) as string;
 		if (!OUTCOMES.includes(outcome)) {
 			throw new FieldError(`Resolution must be one of ${OUTCOMES.join(', ')}`);
