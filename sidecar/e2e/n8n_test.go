@@ -485,19 +485,27 @@ func redisAddr(t testing.TB) (string, string) {
 	return host, port
 }
 
+// openDB connects to n8n's own database for a test's reads, with a 30 s
+// context; done closes the connection and ends the context.
+func (n *N8N) openDB(t testing.TB) (ctx context.Context, conn *pgx.Conn, done func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	conn, err := pgx.Connect(ctx, n.DatabaseURL)
+	if err != nil {
+		cancel()
+		t.Fatalf("connecting to n8n's database: %v", err)
+	}
+	return ctx, conn, func() { conn.Close(context.Background()); cancel() }
+}
+
 // ExecutionStatuses counts n8n's stored executions of workflowID ("" for all
 // workflows) by status (new, running, waiting, success, error, canceled,
 // crashed, unknown), read from n8n's own database. GET probe calls add one
 // execution each.
 func (n *N8N) ExecutionStatuses(t testing.TB, workflowID string) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, n.DatabaseURL)
-	if err != nil {
-		t.Fatalf("connecting to n8n's database: %v", err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn, done := n.openDB(t)
+	defer done()
 	rows, err := conn.Query(ctx, `SELECT status, count(*) FROM execution_entity
 		WHERE "deletedAt" IS NULL AND ($1 = '' OR "workflowId" = $1) GROUP BY status`, workflowID)
 	if err != nil {

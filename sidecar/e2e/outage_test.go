@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -197,13 +196,8 @@ func notWonOutcomes(t *testing.T, a answer) []string {
 // that ended in error (n8n's own database).
 func failedExecutionData(t *testing.T, n *N8N, workflowID string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, n.DatabaseURL)
-	if err != nil {
-		t.Fatalf("connecting to n8n's database: %v", err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn, done := n.openDB(t)
+	defer done()
 	rows, err := conn.Query(ctx, `SELECT d.data FROM execution_data d
 		JOIN execution_entity e ON e.id = d."executionId"
 		WHERE e."workflowId" = $1 AND e.status = 'error'`, workflowID)

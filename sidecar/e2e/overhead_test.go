@@ -408,13 +408,8 @@ func claimdLogLatencies(t *testing.T, path string, offset int64) map[string][]fl
 
 func maxExecutionID(t *testing.T, n *N8N) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, n.DatabaseURL)
-	if err != nil {
-		t.Fatalf("connecting to n8n's database: %v", err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn, done := n.openDB(t)
+	defer done()
 	var id int64
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM execution_entity`).Scan(&id); err != nil {
 		t.Fatalf("reading n8n executions: %v", err)
