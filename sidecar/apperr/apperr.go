@@ -7,6 +7,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. Codes are part of the wire
@@ -22,6 +23,9 @@ const (
 	Invalid Code = "invalid"
 	// Unauthorized: missing, unknown or revoked API key (401).
 	Unauthorized Code = "unauthorized"
+	// RateLimited: too many failed authentications from the caller's
+	// address; nothing was checked, retry after RetryAfter (429).
+	RateLimited Code = "rate_limited"
 	// NotFound: no such record for this tenant (404). Another tenant's record
 	// is reported exactly like a missing one.
 	NotFound Code = "not_found"
@@ -60,6 +64,10 @@ type Error struct {
 	Field string
 	// Err is the underlying cause; never shown to callers.
 	Err error
+	// RetryAfter, when positive, is how long the caller should wait before
+	// asking again (RateLimited); the transport sends it as Retry-After in
+	// whole seconds, rounded up.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
