@@ -285,7 +285,10 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	p, err := s.cfg.Keys.Authenticate(ctx, strings.TrimSpace(key))
+	// Failures are limited per c.IP(): the TCP peer, so behind a reverse
+	// proxy every client shares the proxy's address (Fiber's ProxyHeader
+	// and TrustedProxies settings are not set).
+	p, err := s.cfg.Keys.Authenticate(ctx, c.IP(), strings.TrimSpace(key))
 	if err != nil {
 		return err
 	}
