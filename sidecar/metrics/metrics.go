@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
@@ -28,6 +29,8 @@ type Metrics struct {
 	dispatchLatency prometheus.Histogram
 	reloads         *prometheus.CounterVec
 	reloadOK        prometheus.Gauge
+	authRefusals    *prometheus.CounterVec
+	keyLookups      prometheus.Counter
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -79,6 +82,18 @@ func New(stats StatsFunc) *Metrics {
 		Name: "claimd_sources_file_applied",
 		Help: "0 while the sources file on disk was refused (the running configuration is an earlier one), else 1.",
 	})
+	m.authRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_auth_refusals_total",
+		Help: "Refused authentications of /v1 requests by reason: missing, malformed (not a key claimd issues; no query), cached (refused by the database within the negative cache TTL; no query), unknown (no active key with this hash; one query), rate_limited (429; no query).",
+	}, []string{"reason"})
+	m.keyLookups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "claimd_auth_key_lookups_total",
+		Help: "Database queries for API keys (concurrent requests with one key share one).",
+	})
+	for _, r := range auth.Refusals {
+		m.authRefusals.WithLabelValues(string(r))
+	}
+	m.Registry.MustRegister(m.authRefusals, m.keyLookups)
 	m.reloads.WithLabelValues("applied")
 	m.reloads.WithLabelValues("refused")
 	m.reloadOK.Set(1)
@@ -155,6 +170,14 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(dispatchDesc, prometheus.GaugeValue, float64(s.DispatchPending), "pending")
 	ch <- prometheus.MustNewConstMetric(dispatchDesc, prometheus.GaugeValue, float64(s.DispatchDeadLettered), "dead_lettered")
 }
+
+// AuthRefused implements auth.Observer.
+func (m *Metrics) AuthRefused(reason auth.Refusal) {
+	m.authRefusals.WithLabelValues(string(reason)).Inc()
+}
+
+// KeyLookedUp implements auth.Observer.
+func (m *Metrics) KeyLookedUp() { m.keyLookups.Inc() }
 
 // Received implements ingest.Observer. Sources are configured names, so the
 // label stays bounded.
