@@ -162,7 +162,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	require.ElementsMatch(t, []string{"received", "processing", "completed", "retryable_failed", "dead_lettered",
 		"unknown", "stale"}, enum("State"))
 	require.ElementsMatch(t, []string{"retryable", "permanent", "unknown"}, enum("FailKind"))
-	require.ElementsMatch(t, []string{"malformed", "invalid", "unauthorized", "not_found", "lease_lost",
+	require.ElementsMatch(t, []string{"malformed", "invalid", "unauthorized", "rate_limited", "not_found", "lease_lost",
 		"invalid_state", "too_large", "unsupported_encoding", "not_stored", "unavailable", "internal"}, enum("ErrorCode"))
 }
 
@@ -386,6 +386,19 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// An authentic delivery that cannot be stored is 503, so the provider retries.
 	b.fails(t, hookDelivery(t, "msg_503", time.Now().Unix(), `{"type":"invoice.paid"}`, hooksSecret),
 		http.StatusServiceUnavailable, "unavailable", "")
+
+	// 429: wrong keys until the failure limit (all from app.Test's one
+	// address); keys that are not claimd's cost no query, so the closed
+	// database does not matter.
+	for i := 0; ; i++ {
+		r := b.do(t, call{method: "GET", path: "/v1/whoami", key: fmt.Sprintf("wrong-key-%d-0123456789", i)})
+		if r.status == http.StatusTooManyRequests {
+			require.Regexp(t, `^[1-9][0-9]*$`, r.header.Get("Retry-After"), "%s", r)
+			break
+		}
+		require.Equal(t, http.StatusUnauthorized, r.status, "%s", r)
+		require.Less(t, i, auth.DefaultFailureLimit, "no 429 after the default failure limit")
+	}
 
 	// Everything the document promises was produced.
 	doc := loadDoc(t)

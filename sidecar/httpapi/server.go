@@ -319,11 +319,13 @@ func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
 
 // errorStatus is THE mapping from application error codes to HTTP statuses.
 // Every unavailable answer (503) also carries Retry-After:
-// unavailableRetryAfter seconds.
+// unavailableRetryAfter seconds; every rate_limited answer (429) the
+// error's RetryAfter.
 var errorStatus = map[apperr.Code]int{
 	apperr.Malformed:           fiber.StatusBadRequest,
 	apperr.Invalid:             fiber.StatusUnprocessableEntity,
 	apperr.Unauthorized:        fiber.StatusUnauthorized,
+	apperr.RateLimited:         fiber.StatusTooManyRequests,
 	apperr.NotFound:            fiber.StatusNotFound,
 	apperr.LeaseLost:           fiber.StatusConflict,
 	apperr.InvalidState:        fiber.StatusConflict,
@@ -376,6 +378,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	}
 	if !known || e.Code == apperr.Internal {
 		return s.internal(c, err)
+	}
+	if e.Code == apperr.RateLimited {
+		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(int64(max(time.Second, e.RetryAfter+time.Second-1)/time.Second), 10))
 	}
 	if e.Code == apperr.Unavailable {
 		// The answer says what happened in the sidecar's words; the
