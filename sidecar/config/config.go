@@ -41,6 +41,15 @@ type Config struct {
 	// KeyCacheTTL caches database API-key lookups; a revoked key stops
 	// working within this time.
 	KeyCacheTTL time.Duration
+	// KeyNegativeTTL caches failed database API-key lookups: a key
+	// presented before it was created works within this time of its
+	// creation. 0 disables it.
+	KeyNegativeTTL time.Duration
+	// AuthFailureLimit is how many failed authentications one client
+	// address may have per AuthFailureWindow before /v1 answers 429
+	// rate_limited until the window ends; 0 disables the limit.
+	AuthFailureLimit  int
+	AuthFailureWindow time.Duration
 	// Ingest holds the provider-facing sources of the sources file.
 	Ingest ingest.Config
 	// Dispatch runs the dispatch workers in this process.
@@ -82,6 +91,9 @@ var Vars = []Var{
 	{"CLAIMD_MAINTENANCE_INTERVAL_SECONDS", "maintenance-interval-seconds", "60", "Period of the retention purge and lease sweep (0 = off)."},
 	{"CLAIMD_PURGE_BATCH", "purge-batch", "1000", "Rows deleted per purge statement."},
 	{"CLAIMD_KEY_CACHE_SECONDS", "key-cache-seconds", "30", "Cache of database API-key lookups (revocation delay)."},
+	{"CLAIMD_KEY_NEGATIVE_CACHE_SECONDS", "key-negative-cache-seconds", "30", "Cache of failed database API-key lookups: a key the database did not know is refused without asking it again for this long (at most 10,000 keys remembered). A key presented before it existed works at most this long after its creation (0 = off)."},
+	{"CLAIMD_AUTH_FAILURE_LIMIT", "auth-failure-limit", "20", "Failed authentications (missing, unknown or revoked API key) one client address (IPv6: its /64) may have per window; then /v1 answers 429 rate_limited with Retry-After, without a database query, until the window ends. Configured keys and keys this replica accepted before still work. The address is the TCP peer: behind a reverse proxy all clients share the proxy's. At most 10,000 addresses remembered (0 = no limit)."},
+	{"CLAIMD_AUTH_FAILURE_WINDOW_SECONDS", "auth-failure-window-seconds", "60", "Window of CLAIMD_AUTH_FAILURE_LIMIT: it starts at an address's first attempt after its previous window ended."},
 	{"CLAIMD_DISPATCH", "dispatch", "true", "Run inbox dispatch workers here (false = ingest-only replica)."},
 	{"CLAIMD_RELOAD_INTERVAL_SECONDS", "reload-interval-seconds", "5", "Check the sources file for changes this often (0 = only on SIGHUP)."},
 }
@@ -117,6 +129,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		MaintenanceInterval: p.secs("CLAIMD_MAINTENANCE_INTERVAL_SECONDS"),
 		PurgeBatch:          p.int("CLAIMD_PURGE_BATCH"),
 		KeyCacheTTL:         p.secs("CLAIMD_KEY_CACHE_SECONDS"),
+		KeyNegativeTTL:      p.secs("CLAIMD_KEY_NEGATIVE_CACHE_SECONDS"),
+		AuthFailureLimit:    p.int("CLAIMD_AUTH_FAILURE_LIMIT"),
+		AuthFailureWindow:   p.secs("CLAIMD_AUTH_FAILURE_WINDOW_SECONDS"),
 		Dispatch:            p.bool("CLAIMD_DISPATCH"),
 		ReloadInterval:      p.secs("CLAIMD_RELOAD_INTERVAL_SECONDS"),
 		Policies: claim.Policies{Default: claim.Policy{
@@ -169,6 +184,14 @@ func (c Config) Validate() error {
 		return errors.New("CLAIMD_MAINTENANCE_INTERVAL_SECONDS cannot be negative")
 	case c.PurgeBatch < 1:
 		return errors.New("CLAIMD_PURGE_BATCH must be at least 1")
+	case c.KeyCacheTTL < 0:
+		return errors.New("CLAIMD_KEY_CACHE_SECONDS cannot be negative")
+	case c.KeyNegativeTTL < 0:
+		return errors.New("CLAIMD_KEY_NEGATIVE_CACHE_SECONDS cannot be negative")
+	case c.AuthFailureLimit < 0:
+		return errors.New("CLAIMD_AUTH_FAILURE_LIMIT cannot be negative (0 = no limit)")
+	case c.AuthFailureLimit > 0 && c.AuthFailureWindow < time.Second:
+		return errors.New("CLAIMD_AUTH_FAILURE_WINDOW_SECONDS must be at least 1 while CLAIMD_AUTH_FAILURE_LIMIT is set")
 	}
 	if err := c.Policies.Validate(); err != nil {
 		return fmt.Errorf("policy: %w", err)

@@ -310,7 +310,9 @@ func (m *Main) Run(ctx context.Context) error {
 		close(m.starter.done)
 	}
 	m.server = httpapi.New(httpapi.Config{
-		Ledger: ledger, Keys: auth.NewKeys(pool, m.Config.APIKeys, m.Config.KeyCacheTTL), Metrics: met,
+		Ledger: ledger, Keys: auth.New(pool, m.Config.APIKeys, auth.Options{CacheTTL: m.Config.KeyCacheTTL,
+			NegativeTTL: m.Config.KeyNegativeTTL, FailureLimit: m.Config.AuthFailureLimit,
+			FailureWindow: m.Config.AuthFailureWindow, Observer: met}), Metrics: met,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
 		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter,
 	})
