@@ -2,7 +2,11 @@ import type { JsonObject } from 'n8n-workflow';
 import { NodeApiError } from 'n8n-workflow';
 import { describe, expect, it } from 'vitest';
 
-import { mapSidecarError, sidecarEntryError } from '../nodes/IdempotentClaim/transport/errors';
+import {
+	isRetryable,
+	mapSidecarError,
+	sidecarEntryError,
+} from '../nodes/IdempotentClaim/transport/errors';
 import { AxiosError, BASE_URL, NODE } from './helpers';
 
 /** What httpRequestWithAuthentication throws: the client's error wrapped in a NodeApiError. */
@@ -57,6 +61,36 @@ describe('mapSidecarError', () => {
 		expect(JSON.stringify([error.message, error.description, error.context])).not.toContain(
 			'very-secret-key',
 		);
+	});
+
+	it('explains 429 rate_limited as too many rejected keys, not retried, without the key', () => {
+		const error = mapSidecarError(
+			NODE,
+			wrapped(
+				httpError(429, {
+					error: {
+						code: 'rate_limited',
+						message: 'too many failed authentications from this address; retry in 42 s',
+					},
+				}),
+			),
+			{ baseUrl: BASE_URL },
+		);
+		expect(error.message).toBe(
+			'The Idempotent Claim sidecar is refusing API keys from this n8n for now',
+		);
+		expect(error.description).toContain('retry in 42 s');
+		expect(error.description).toContain('No claim was made');
+		expect(error.httpCode).toBe('429');
+		expect(error.context.sidecar).toMatchObject({ code: 'rate_limited' });
+		expect(isRetryable(error)).toBe(false);
+		expect(JSON.stringify([error.message, error.description, error.context])).not.toContain(
+			'very-secret-key',
+		);
+		// A 429 without the sidecar's body is a proxy's: not blamed on the API key.
+		const proxy = mapSidecarError(NODE, wrapped(httpError(429, 'Too Many Requests')));
+		expect(proxy.message).toBe('Idempotent Claim sidecar error (HTTP 429)');
+		expect(proxy.httpCode).toBe('429');
 	});
 
 	it('names the invalid field of a 400 answer by its parameter', () => {

@@ -59,6 +59,7 @@ const STATUS_BY_CODE: Record<string, number> = {
 	malformed: 400,
 	invalid: 422,
 	unauthorized: 401,
+	rate_limited: 429,
 	not_found: 404,
 	lease_lost: 409,
 	invalid_state: 409,
@@ -203,6 +204,8 @@ function errorCodeFor(status: number | undefined, code: string | undefined): str
 	if (status === undefined) return undefined;
 	if (status === 400 || status === 422) return 'invalid';
 	if (status === 409) return 'lease_lost';
+	// A proxy limits requests too; only the sidecar's own body says rate_limited.
+	if (status === 429) return undefined;
 	return Object.keys(STATUS_BY_CODE).find((key) => STATUS_BY_CODE[key] === status);
 }
 
@@ -230,6 +233,11 @@ function messagesFor(
 				message: 'The Idempotent Claim sidecar rejected the API key',
 				description:
 					"The sidecar does not know the API Key of the Idempotent Claim API credential. It must be one of the keys in claimd's CLAIMD_API_KEYS (or made with claimd keys create), and it selects the tenant.",
+			};
+		case 'rate_limited':
+			return {
+				message: 'The Idempotent Claim sidecar is refusing API keys from this n8n for now',
+				description: `${detail ? `${detail}. ` : ''}The sidecar received too many requests with a missing, unknown or revoked API key from this address (CLAIMD_AUTH_FAILURE_LIMIT within CLAIMD_AUTH_FAILURE_WINDOW_SECONDS) and checks no new key from it until its window ends. No claim was made. Check the API Key of every Idempotent Claim API credential used from this n8n (or behind the same proxy), then deliver the event again later.`,
 			};
 		case 'invalid':
 		case 'malformed':
@@ -404,7 +412,7 @@ function triesNote(tries: number | undefined): string {
 
 /**
  * Maps any failure of a sidecar request to a NodeApiError: unreachable sidecar,
- * rejected API key, invalid field (named from the answer's `error.field`), lease
+ * rejected API key, too many rejected keys (429), invalid field (named from the answer's `error.field`), lease
  * lost, not found, too large, unavailable or internal failure.
  */
 export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext = {}): NodeApiError {
