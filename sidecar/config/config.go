@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
@@ -214,7 +215,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("CLAIMD_API_BODY_BYTES_IN_FLIGHT (%d) must be at least CLAIMD_BODY_LIMIT_BYTES (%d)", c.APIBodyBytesInFlight, c.BodyLimit)
 	case c.IngestBodyBytesInFlight < 64<<10:
 		return fmt.Errorf("CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT must be at least 65536, got %d", c.IngestBodyBytesInFlight)
-	case c.MetricsAddr != "" && c.MetricsAddr == c.Addr:
+	case c.MetricsAddr != "" && c.MetricsAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0"):
 		return errors.New("CLAIMD_METRICS_ADDR must differ from CLAIMD_ADDR (leave it empty to serve /metrics on CLAIMD_ADDR)")
 	}
 	if err := c.Policies.Validate(); err != nil {

@@ -300,3 +300,63 @@ sources:
 	}
 	require.Equal(t, ingestCounts{}, e.counts(t, "hooks"))
 }
+
+// A body that finds no room in its class's budget within the request
+// timeout is refused 503 with Retry-After, and the other class's budget is
+// untouched: held ingest bodies never starve /v1.
+func TestBodyBudgetRefusesWhenFull(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, `
+sources:
+  hooks: {tenant: acme, provider: github, secrets: ["`+dispatchSecret+`"], max_body_bytes: 65536, `+unusedForward+`}
+`, ingestOptions{server: func(c *httpapi.Config) {
+		c.IngestBodyBytesInFlight = 64 << 10
+		c.RequestTimeout = time.Second
+	}})
+	addr := strings.TrimPrefix(e.base, "http://")
+	head := "POST /ingest/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n"
+	holder, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer holder.Close()
+	_, err = io.WriteString(holder, head+strings.Repeat("a", 9000)) // past the 8 KiB fasthttp reads first
+	require.NoError(t, err)
+	waitForCondition(t, "the held body to reserve the budget", func() bool {
+		return strings.Contains(scrapeMetrics(t, e.base), `claimd_http_body_bytes{class="ingest",kind="reserved"} 60000`)
+	})
+
+	replies := rawExchange(t, addr, head+strings.Repeat("b", 60000), 10*time.Second)
+	require.Len(t, replies, 1)
+	require.Equal(t, http.StatusServiceUnavailable, replies[0].status, "%s", replies[0].body)
+	require.Equal(t, "unavailable", replies[0].code(t))
+	require.Equal(t, "1", replies[0].header.Get("Retry-After"))
+
+	// /v1 has its own budget.
+	req, err := http.NewRequest(http.MethodPost, e.base+"/v1/claims", strings.NewReader(`{"source":"s","event_id":"`+strings.Repeat("e", 200)+`","payload":{"pad":"`+strings.Repeat("p", 20000)+`"}}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+ingestAPIKey)
+	res := e.do(t, req)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+}
+
+// waitForCondition polls cond (every 10 ms, at most 30 s).
+func waitForCondition(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 3000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// scrapeMetrics returns the text of GET base/metrics.
+func scrapeMetrics(t *testing.T, base string) string {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return string(b)
+}

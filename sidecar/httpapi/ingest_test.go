@@ -36,6 +36,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
@@ -105,7 +106,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 		require.NoError(t, inbox.Stop(sctx))
 	})
 	scfg := httpapi.Config{
-		Ledger: ledger, Logger: log, Inbox: inbox,
+		Ledger: ledger, Logger: log, Inbox: inbox, Metrics: metrics.New(ledger.Stats),
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute),
 	}
 	if o.server != nil {

@@ -133,7 +133,9 @@ type logLine struct {
 	Level   string `json:"level"`
 	Message string `json:"message"`
 	Addr    string `json:"addr"`
-	Applied *int   `json:"applied"`
+	// MetricsAddr is the metrics listener of "claimd listening".
+	MetricsAddr string `json:"metrics_addr"`
+	Applied     *int   `json:"applied"`
 }
 
 // waitMessage blocks until a JSON line with the given message is written,
