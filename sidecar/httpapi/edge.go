@@ -93,6 +93,8 @@ type bodyState struct {
 	// released by edge.
 	budget             *byteBudget
 	reserved, received int64
+	// heavy: the request holds a slot of this semaphore (heavyBody).
+	heavy *semaphore.Weighted
 }
 
 const bodyStateKey ctxKey = 100
@@ -195,6 +197,10 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	c.SetUserContext(s.base)
 	verdict := string(c.Request().Header.Peek(refuseHeader))
 	defer func() {
+		if st.heavy != nil {
+			st.heavy.Release(1)
+			st.heavy = nil
+		}
 		if st.reserved > 0 {
 			st.budget.received.Add(-st.received)
 			st.budget.reserved.Add(-st.reserved)
@@ -275,8 +281,25 @@ func (s *Server) readBody(c *fiber.Ctx, limit int, b *byteBudget) error {
 	}
 	st.read = true
 	req.SetBodyRaw(body)
+	if len(body) >= heavyBody {
+		// Decoding, verifying and hashing a large body is CPU work: at
+		// most GOMAXPROCS such requests at once, waiting within the
+		// request timeout, so that a burst of large bodies is queued
+		// instead of slowing every request down.
+		ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
+		err := s.heavy.Acquire(ctx, 1)
+		cancel()
+		if err != nil {
+			return apperr.New(apperr.Unavailable, "too many large request bodies are being processed at once; retry")
+		}
+		st.heavy = s.heavy
+	}
 	return nil
 }
+
+// heavyBody is the body size, in bytes, from which a request takes one of
+// the GOMAXPROCS slots of Server.heavy until it is answered.
+const heavyBody = 256 << 10
 
 func tooLarge(limit int) error {
 	return apperr.New(apperr.TooLarge, "the request body exceeds %d bytes, the limit of this route", limit)

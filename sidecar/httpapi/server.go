@@ -11,6 +11,7 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
@@ -185,6 +187,9 @@ type Server struct {
 	draining atomic.Bool
 	// apiBodies and ingestBodies are the in-flight body budgets.
 	apiBodies, ingestBodies *byteBudget
+	// heavy bounds the requests with a large body (heavyBody) processed
+	// at once: GOMAXPROCS.
+	heavy *semaphore.Weighted
 }
 
 // New builds the Fiber app with every route.
@@ -204,7 +209,8 @@ func New(cfg Config) *Server {
 	cfg.APIBodyBytesInFlight = cmp.Or(cfg.APIBodyBytesInFlight, DefaultAPIBodyBytesInFlight)
 	cfg.IngestBodyBytesInFlight = cmp.Or(cfg.IngestBodyBytesInFlight, DefaultIngestBodyBytesInFlight)
 	s := &Server{cfg: cfg, validate: newValidator(),
-		apiBodies: newByteBudget(cfg.APIBodyBytesInFlight), ingestBodies: newByteBudget(cfg.IngestBodyBytesInFlight)}
+		apiBodies: newByteBudget(cfg.APIBodyBytesInFlight), ingestBodies: newByteBudget(cfg.IngestBodyBytesInFlight),
+		heavy: semaphore.NewWeighted(int64(runtime.GOMAXPROCS(0)))}
 	s.base, s.abort = context.WithCancel(context.Background())
 	if cfg.Metrics != nil {
 		cfg.Metrics.ObserveBodyBudget("api", s.apiBodies.size, s.apiBodies.reserved.Load, s.apiBodies.received.Load)
