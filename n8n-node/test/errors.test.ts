@@ -174,6 +174,7 @@ describe('mapSidecarError', () => {
 		const cases: Array<[number, string, string]> = [
 			[409, 'lease_lost', 'Lease lost: this claim token is no longer current'],
 			[404, 'not_found', 'Claim not found'],
+			[413, 'body_too_large', 'Request too large for the Idempotent Claim sidecar'],
 			[413, 'too_large', 'Request too large for the Idempotent Claim sidecar'],
 			[503, 'unavailable', 'The Idempotent Claim sidecar is unavailable'],
 			[500, 'internal', 'The Idempotent Claim sidecar failed to process the request'],

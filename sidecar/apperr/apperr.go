@@ -35,8 +35,26 @@ const (
 	// InvalidState: the operation does not apply to the record's state, e.g.
 	// resolving a completed record (409).
 	InvalidState Code = "invalid_state"
-	// TooLarge: the request body exceeds the configured limit (413).
-	TooLarge Code = "too_large"
+	// TooLarge: the request body exceeds the limit of its route (413):
+	// CLAIMD_BODY_LIMIT_BYTES on /v1, the source's max_body_bytes on
+	// /ingest/{source}. Nothing was stored. (Named "too_large" before
+	// claimd 0.9; clients should accept both.)
+	TooLarge Code = "body_too_large"
+	// BadRequest: the request is not well-formed HTTP/1.1 (400): a request
+	// line or header the server cannot parse, or framing RFC 9112 section
+	// 6.3 makes ambiguous (Content-Length together with
+	// Transfer-Encoding, two different Content-Length values, a transfer
+	// coding other than chunked, obsolete line folding). The connection is
+	// closed after the answer.
+	BadRequest Code = "bad_request"
+	// HeaderTooLarge: the request line and headers exceed
+	// CLAIMD_MAX_HEADER_BYTES (431). The connection is closed.
+	HeaderTooLarge Code = "header_too_large"
+	// RequestTimeout: the request's headers and body did not arrive
+	// within CLAIMD_READ_TIMEOUT_SECONDS (408). The connection is closed.
+	RequestTimeout Code = "request_timeout"
+	// MethodNotAllowed: the route exists but not for this method (405).
+	MethodNotAllowed Code = "method_not_allowed"
 	// UnsupportedEncoding: the request carries a Content-Encoding this
 	// route does not take (415). Nothing was stored.
 	UnsupportedEncoding Code = "unsupported_encoding"

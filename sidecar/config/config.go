@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
@@ -60,6 +61,23 @@ type Config struct {
 	// RequireSyncReplication makes readiness fail unless the primary's
 	// commits wait for a connected synchronous standby.
 	RequireSyncReplication bool
+
+	// The HTTP edge (see the README's Security section).
+
+	// ReadTimeout bounds the arrival of one request's headers and body.
+	ReadTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers, in bytes.
+	MaxHeaderBytes int
+	// MaxConnections bounds the connections served at once;
+	// MaxConnsPerIP those of one client address (0 = no bound).
+	MaxConnections, MaxConnsPerIP int
+	// APIBodyBytesInFlight and IngestBodyBytesInFlight bound the request
+	// bodies held at once on /v1 and on /ingest, in bytes.
+	APIBodyBytesInFlight, IngestBodyBytesInFlight int64
+	// MetricsAddr, when set, serves /metrics on a listener of its own
+	// (and not on Addr); MetricsToken, when set, is the bearer token
+	// /metrics requires.
+	MetricsAddr, MetricsToken string
 }
 
 // Var documents one setting; Vars is the table printed by `claimd help`
@@ -96,6 +114,14 @@ var Vars = []Var{
 	{"CLAIMD_AUTH_FAILURE_WINDOW_SECONDS", "auth-failure-window-seconds", "60", "Window of CLAIMD_AUTH_FAILURE_LIMIT: it starts at an address's first attempt after its previous window ended."},
 	{"CLAIMD_DISPATCH", "dispatch", "true", "Run inbox dispatch workers here (false = ingest-only replica)."},
 	{"CLAIMD_RELOAD_INTERVAL_SECONDS", "reload-interval-seconds", "5", "Check the sources file for changes this often (0 = only on SIGHUP)."},
+	{"CLAIMD_READ_TIMEOUT_SECONDS", "read-timeout-seconds", "30", "Time for a request's headers and body to arrive; past it 408 request_timeout and the connection is closed."},
+	{"CLAIMD_MAX_HEADER_BYTES", "max-header-bytes", "8192", "Largest request line plus headers, in bytes; past it 431 header_too_large."},
+	{"CLAIMD_MAX_CONNECTIONS", "max-connections", "4096", "Connections served at once; past it a new connection is answered 503 and closed."},
+	{"CLAIMD_MAX_CONNS_PER_IP", "max-conns-per-ip", "0", "Connections of one client address at once (0 = no bound; behind a proxy or load balancer every client has the proxy's address)."},
+	{"CLAIMD_API_BODY_BYTES_IN_FLIGHT", "api-body-bytes-in-flight", "67108864", "Bytes of /v1 request bodies held at once (read only after the API key is checked); a request that finds no room within the request timeout is answered 503 with Retry-After."},
+	{"CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT", "ingest-body-bytes-in-flight", "33554432", "Bytes of /ingest request bodies held at once (read before the signature can be checked; a budget of their own, so unauthenticated senders never starve /v1); no room within the request timeout is 503 with Retry-After."},
+	{"CLAIMD_METRICS_ADDR", "metrics-addr", "", "Serve /metrics on this address only (e.g. 127.0.0.1:9090 or :9090 on a private network) instead of CLAIMD_ADDR."},
+	{"CLAIMD_METRICS_TOKEN", "metrics-token", "", "Bearer token GET /metrics requires (Authorization: Bearer TOKEN; Prometheus: authorization.credentials). Empty: /metrics is open to whoever reaches its address."},
 }
 
 // Load reads the environment, then args (flags), then the sources file.
@@ -146,6 +172,14 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		}},
 	}
 	c.RequireSyncReplication = p.bool("CLAIMD_REQUIRE_SYNC_REPLICATION")
+	c.ReadTimeout = p.secs("CLAIMD_READ_TIMEOUT_SECONDS")
+	c.MaxHeaderBytes = p.int("CLAIMD_MAX_HEADER_BYTES")
+	c.MaxConnections = p.int("CLAIMD_MAX_CONNECTIONS")
+	c.MaxConnsPerIP = p.int("CLAIMD_MAX_CONNS_PER_IP")
+	c.APIBodyBytesInFlight = int64(p.int("CLAIMD_API_BODY_BYTES_IN_FLIGHT"))
+	c.IngestBodyBytesInFlight = int64(p.int("CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT"))
+	c.MetricsAddr = get("CLAIMD_METRICS_ADDR")
+	c.MetricsToken = get("CLAIMD_METRICS_TOKEN")
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -192,6 +226,20 @@ func (c Config) Validate() error {
 		return errors.New("CLAIMD_AUTH_FAILURE_LIMIT cannot be negative (0 = no limit)")
 	case c.AuthFailureLimit > 0 && c.AuthFailureWindow < time.Second:
 		return errors.New("CLAIMD_AUTH_FAILURE_WINDOW_SECONDS must be at least 1 while CLAIMD_AUTH_FAILURE_LIMIT is set")
+	case c.ReadTimeout < time.Second:
+		return errors.New("CLAIMD_READ_TIMEOUT_SECONDS must be at least 1")
+	case c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20:
+		return fmt.Errorf("CLAIMD_MAX_HEADER_BYTES must be between 4096 and 1048576, got %d", c.MaxHeaderBytes)
+	case c.MaxConnections < 16:
+		return fmt.Errorf("CLAIMD_MAX_CONNECTIONS must be at least 16, got %d", c.MaxConnections)
+	case c.MaxConnsPerIP < 0:
+		return errors.New("CLAIMD_MAX_CONNS_PER_IP cannot be negative (0 = no bound)")
+	case c.APIBodyBytesInFlight < int64(c.BodyLimit):
+		return fmt.Errorf("CLAIMD_API_BODY_BYTES_IN_FLIGHT (%d) must be at least CLAIMD_BODY_LIMIT_BYTES (%d)", c.APIBodyBytesInFlight, c.BodyLimit)
+	case c.IngestBodyBytesInFlight < 64<<10:
+		return fmt.Errorf("CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT must be at least 65536, got %d", c.IngestBodyBytesInFlight)
+	case c.MetricsAddr != "" && c.MetricsAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0"):
+		return errors.New("CLAIMD_METRICS_ADDR must differ from CLAIMD_ADDR (leave it empty to serve /metrics on CLAIMD_ADDR)")
 	}
 	if err := c.Policies.Validate(); err != nil {
 		return fmt.Errorf("policy: %w", err)

@@ -396,7 +396,7 @@ func claimdLogLatencies(t *testing.T, path string, offset int64) map[string][]fl
 		var line struct {
 			Route   string   `json:"route"`
 			Status  int      `json:"status"`
-			Latency *float64 `json:"latency"`
+			Latency *float64 `json:"latency_ms"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Latency == nil || line.Status/100 != 2 {
 			continue

@@ -48,6 +48,8 @@ type options struct {
 	// ledger, API key lookups, readiness) from the bundle's own, which
 	// stays the tests' direct access to the database (bundle.pool).
 	serverPool func(t *testing.T, direct *pgxpool.Pool) *pgxpool.Pool
+	// server, when set, adjusts the server's configuration (edge limits).
+	server func(*httpapi.Config)
 }
 
 // bundle is one sidecar HTTP API over its own fresh database. Every response
@@ -80,7 +82,7 @@ func setup(t *testing.T, adjust ...func(*options)) *bundle {
 	l, err := claim.New(serverPool, claim.Config{Jitter: func() float64 { return 1 }, Policies: o.policies})
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
-	srv := httpapi.New(httpapi.Config{
+	cfg := httpapi.Config{
 		Ledger:  l,
 		Keys:    auth.NewKeys(serverPool, o.static, o.keyTTL),
 		Metrics: metrics.New(l.Stats),
@@ -93,7 +95,11 @@ func setup(t *testing.T, adjust ...func(*options)) *bundle {
 		Logger:    zerolog.New(logs),
 		BodyLimit: o.bodyLimit,
 		MaxBatch:  o.maxBatch,
-	})
+	}
+	if o.server != nil {
+		o.server(&cfg)
+	}
+	srv := httpapi.New(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan struct{})
@@ -550,16 +556,16 @@ func TestBodyTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) { o.bodyLimit = 2048 })
 	big := `{"source":"stripe","event_id":"evt_big","payload":"` + strings.Repeat("x", 4096) + `"}`
-	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: big}, http.StatusRequestEntityTooLarge, "too_large", "")
+	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: big}, http.StatusRequestEntityTooLarge, "body_too_large", "")
 	b.fails(t, call{method: "POST", path: "/v1/claims/batch", key: keyA, body: `{"claims":[` + big + `]}`},
-		http.StatusRequestEntityTooLarge, "too_large", "")
+		http.StatusRequestEntityTooLarge, "body_too_large", "")
 
 	// A compressed body is limited by its decoded size: 1 MiB of JSON
 	// whitespace gzips to about a kilobyte.
 	bomb := gzipped(t, `{"source":"stripe","event_id":"evt_bomb"`+strings.Repeat(" ", 1<<20)+`}`)
 	require.Less(t, len(bomb), 2048)
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: bomb, lax: true,
-		header: map[string]string{"Content-Encoding": "gzip"}}, http.StatusRequestEntityTooLarge, "too_large", "")
+		header: map[string]string{"Content-Encoding": "gzip"}}, http.StatusRequestEntityTooLarge, "body_too_large", "")
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: `{"source":"stripe","event_id":"e"}`,
 		header: map[string]string{"Content-Encoding": "compress"}}, http.StatusBadRequest, "malformed", "Content-Encoding")
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA, body: `{"source":"stripe","event_id":"e"}`,

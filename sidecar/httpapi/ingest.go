@@ -16,22 +16,29 @@ import (
 // one transaction and answers 2xx only after commit. Unauthenticated input
 // creates nothing. Our own failures answer 503 so the provider retries.
 func (s *Server) ingestDelivery(c *fiber.Ctx) error {
-	name := c.Params("source")
-	src := s.cfg.Inbox.Source(name)
+	src := s.cfg.Inbox.Source(c.Params("source"))
 	if src == nil {
-		return apperr.New(apperr.NotFound, "no ingest source %q", name)
+		// Answered exactly as a delivery that fails verification, so
+		// that nobody can list the configured sources; its body is never
+		// read.
+		s.cfg.Logger.Warn().Str("source", clip(c.Params("source"), 64)).Msg("delivery for an unknown source")
+		return s.unauthenticated(c, fiber.StatusUnauthorized)
 	}
 	if err := ingestEncoding(c); err != nil {
 		s.cfg.Inbox.Observe(src.Name, "unsupported_encoding")
 		return err
 	}
-	// The raw bytes as received: Fiber's c.Body() would decompress per
-	// Content-Encoding, but signatures cover the bytes the provider sent.
-	body := c.Request().Body()
-	if len(body) > src.MaxBodyBytes {
-		s.cfg.Inbox.Observe(src.Name, "too_large")
-		return apperr.New(apperr.TooLarge, "the body exceeds %d bytes, the limit of source %q", src.MaxBodyBytes, src.Name)
+	// The raw bytes as received (Fiber's c.Body() would decompress per
+	// Content-Encoding, but signatures cover the bytes the provider
+	// sent), within the source's own limit as loaded now.
+	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
+		if apperr.CodeOf(err) == apperr.TooLarge {
+			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
+			return apperr.New(apperr.TooLarge, "the body exceeds %d bytes, the limit of this source", src.MaxBodyBytes)
+		}
+		return err
 	}
+	body := c.Request().Body()
 	// A header the verifier or the key rule reads must have one value: a
 	// header sent twice with different values (two X-GitHub-Delivery, two
 	// webhook-id) names two events at once, so it reads as absent and the
@@ -92,7 +99,10 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	}, src.CredentialHeaders...)
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	kept := append([]byte{}, body...) // fasthttp reuses the buffer after the handler; never nil: an empty body is a body
+	kept := body // readBody's own buffer, never reused by fasthttp
+	if kept == nil {
+		kept = []byte{} // never nil: an empty body is a body
+	}
 	receipts, err := s.cfg.Inbox.Receive(ctx, src, events, kept, string(c.Request().Header.ContentType()), headers)
 	if err != nil {
 		var verr *verify.Error
@@ -137,11 +147,33 @@ func (s *Server) rejectDelivery(c *fiber.Ctx, src *ingest.Source, err error) err
 			Message: verr.Reason + " (" + reason + "); the delivery is authentic but was not stored: " +
 				"fix the sender's body or this source's key rule, and the provider's next retry is stored"}
 	}
-	st := src.UnauthenticatedStatus
-	if st >= 200 && st < 300 {
-		return c.SendStatus(st)
+	return s.unauthenticated(c, src.UnauthenticatedStatus)
+}
+
+// unauthenticatedMessage is the one answer to a delivery that could not be
+// authenticated, whatever the reason (no such source, no or a wrong
+// signature, a stale timestamp): the reason is in claimd's log and the
+// claimd_ingest_deliveries_total metric, never in the answer, so the
+// answer tells an anonymous caller nothing (not even which sources exist).
+const unauthenticatedMessage = "the delivery could not be authenticated; the reason is in claimd's log"
+
+// unauthenticated answers a delivery that failed authentication with
+// status (a source's unauthenticated_status; 401 for an unknown source)
+// and closes the connection.
+func (s *Server) unauthenticated(c *fiber.Ctx, status int) error {
+	c.Response().SetConnectionClose()
+	if status >= 200 && status < 300 {
+		return c.SendStatus(status)
 	}
-	return c.Status(st).JSON(ErrorBody{ErrorDetail{Code: apperr.Unauthorized, Message: verr.Error(), Field: verr.Field}})
+	return c.Status(status).JSON(ErrorBody{ErrorDetail{Code: apperr.Unauthorized, Message: unauthenticatedMessage}})
+}
+
+// clip returns s cut to at most n bytes (for logging caller input).
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // repeatedHeader is the refusal of a delivery that sent a header the

@@ -36,6 +36,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
@@ -62,6 +63,7 @@ type ingestEnv struct {
 	inbox  *ingest.Inbox
 	base   string
 	logs   *ingestLogBuffer
+	server *httpapi.Server
 	client *http.Client
 }
 
@@ -75,6 +77,8 @@ type ingestOptions struct {
 	env map[string]string
 	// pool, when set, adjusts the pool's configuration further.
 	pool func(*pgxpool.Config)
+	// server, when set, adjusts the server's configuration (edge limits).
+	server func(*httpapi.Config)
 }
 
 func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
@@ -101,10 +105,14 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 		defer cancel()
 		require.NoError(t, inbox.Stop(sctx))
 	})
-	srv := httpapi.New(httpapi.Config{
-		Ledger: ledger, Logger: log, Inbox: inbox,
+	scfg := httpapi.Config{
+		Ledger: ledger, Logger: log, Inbox: inbox, Metrics: metrics.New(ledger.Stats),
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute),
-	})
+	}
+	if o.server != nil {
+		o.server(&scfg)
+	}
+	srv := httpapi.New(scfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 1)
@@ -123,7 +131,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 			t.Errorf("the test server did not stop")
 		}
 	})
-	return &ingestEnv{ctx: ctx, pool: pool, inbox: inbox, base: "http://" + ln.Addr().String(), logs: logs,
+	return &ingestEnv{ctx: ctx, pool: pool, inbox: inbox, base: "http://" + ln.Addr().String(), logs: logs, server: srv,
 		client: &http.Client{Timeout: ingestWait}}
 }
 
@@ -906,7 +914,7 @@ func checkCaseAnswer(t *testing.T, e *ingestEnv, msg string, want ingestCaseWant
 		require.Equal(t, before, after, "%s: a rejected delivery stores nothing", msg)
 	case wantTooLarge:
 		require.Equal(t, http.StatusRequestEntityTooLarge, ans.status, "%s: %s", msg, ans.body)
-		require.Equal(t, "too_large", ans.errorCode(t), msg)
+		require.Equal(t, "body_too_large", ans.errorCode(t), msg)
 		require.Equal(t, before, after, msg)
 	case wantHandshake:
 		require.Equal(t, http.StatusOK, ans.status, "%s: %s", msg, ans.body)
@@ -1716,7 +1724,7 @@ sources:
 	big := []byte(`{"pad":"` + strings.Repeat("x", 600) + `"}`)
 	ans := e.send(t, "small", githubDelivery(dispatchSecret, "big-1", big))
 	require.Equal(t, http.StatusRequestEntityTooLarge, ans.status, "%s", ans.body)
-	require.Equal(t, "too_large", ans.errorCode(t))
+	require.Equal(t, "body_too_large", ans.errorCode(t))
 	require.Equal(t, ingestCounts{}, e.counts(t, "small"))
 	// Exactly at the limit is fine.
 	fit := []byte(`{"pad":"` + strings.Repeat("x", 512-10) + `"}`)
@@ -1724,9 +1732,10 @@ sources:
 	ans = e.send(t, "small", githubDelivery(dispatchSecret, "fit-1", fit))
 	require.Equal(t, http.StatusOK, ans.status, "%s", ans.body)
 	require.Equal(t, ingestCounts{1, 1, 1, 0}, e.counts(t, "small"))
-	// An unknown source is 404 and stores nothing.
+	// An unknown source is answered as a delivery that fails
+	// verification (see TestIngestAnonymousAnswersAreIdentical).
 	ans = e.send(t, "nope", githubDelivery(dispatchSecret, "x", fit))
-	require.Equal(t, http.StatusNotFound, ans.status)
+	require.Equal(t, http.StatusUnauthorized, ans.status)
 }
 
 // TestIngestConflictIsKeptNotDispatched is C20/1-2: the same event id with

@@ -5,11 +5,16 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	_ "embed"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-playground/validator/v10"
@@ -19,6 +24,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
@@ -130,13 +136,60 @@ type Config struct {
 	// Waiter lets claims with wait_seconds wait for a concurrent holder;
 	// nil: wait_seconds is accepted and claims are answered at once.
 	Waiter *claim.Waiter
+
+	// The edge (see edge.go); zero values take the defaults named.
+
+	// ReadTimeout bounds the arrival of one request's headers and body;
+	// default 30s. Past it: 408 request_timeout, connection closed.
+	ReadTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers, in bytes;
+	// default 8192. Past it: 431 header_too_large.
+	MaxHeaderBytes int
+	// MaxConnections bounds the connections served at once; default 4096.
+	// Past it a new connection is answered 503 and closed.
+	MaxConnections int
+	// MaxConnsPerIP bounds the connections of one client address; 0 (the
+	// default) is no bound (behind a proxy every client has its address).
+	MaxConnsPerIP int
+	// APIBodyBytesInFlight bounds the /v1 request bodies held at once, in
+	// bytes; default 64 MiB.
+	APIBodyBytesInFlight int64
+	// IngestBodyBytesInFlight bounds the /ingest request bodies held at
+	// once (read before any signature is checked), in bytes; default 32 MiB.
+	IngestBodyBytesInFlight int64
+	// MetricsToken, when set, is the bearer token GET /metrics requires
+	// (compared in constant time).
+	MetricsToken string
+	// MetricsElsewhere leaves /metrics off this app: it is served by
+	// MetricsApp on a listener of its own (CLAIMD_METRICS_ADDR).
+	MetricsElsewhere bool
 }
+
+// Edge defaults (see Config).
+const (
+	DefaultReadTimeout             = 30 * time.Second
+	DefaultMaxHeaderBytes          = 8 << 10
+	DefaultMaxConnections          = 4096
+	DefaultAPIBodyBytesInFlight    = 64 << 20
+	DefaultIngestBodyBytesInFlight = 32 << 20
+)
 
 // Server is the HTTP API.
 type Server struct {
 	cfg      Config
 	app      *fiber.App
 	validate *validator.Validate
+
+	// base is every request's context; abort cancels it (Abort).
+	base  context.Context
+	abort context.CancelFunc
+	// draining: new requests are refused (Drain).
+	draining atomic.Bool
+	// apiBodies and ingestBodies are the in-flight body budgets.
+	apiBodies, ingestBodies *byteBudget
+	// heavy bounds the requests with a large body (heavyBody) processed
+	// at once: GOMAXPROCS.
+	heavy *semaphore.Weighted
 }
 
 // New builds the Fiber app with every route.
@@ -150,39 +203,56 @@ func New(cfg Config) *Server {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, validate: newValidator()}
-	// Fiber's limit is the largest of the API limit and the sources' limits
-	// at start; each route then enforces its own (see limitAPIBody and
-	// ingestDelivery). A reload that raises a source's max_body_bytes above
-	// it takes effect after a restart.
-	bodyLimit := cfg.BodyLimit
-	if cfg.Inbox != nil {
-		bodyLimit = max(bodyLimit, cfg.Inbox.MaxBodyBytes())
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
+	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	cfg.APIBodyBytesInFlight = cmp.Or(cfg.APIBodyBytesInFlight, DefaultAPIBodyBytesInFlight)
+	cfg.IngestBodyBytesInFlight = cmp.Or(cfg.IngestBodyBytesInFlight, DefaultIngestBodyBytesInFlight)
+	s := &Server{cfg: cfg, validate: newValidator(),
+		apiBodies: newByteBudget(cfg.APIBodyBytesInFlight), ingestBodies: newByteBudget(cfg.IngestBodyBytesInFlight),
+		heavy: semaphore.NewWeighted(int64(runtime.GOMAXPROCS(0)))}
+	s.base, s.abort = context.WithCancel(context.Background())
+	if cfg.Metrics != nil {
+		cfg.Metrics.ObserveBodyBudget("api", s.apiBodies.size, s.apiBodies.reserved.Load, s.apiBodies.received.Load)
+		cfg.Metrics.ObserveBodyBudget("ingest", s.ingestBodies.size, s.ingestBodies.reserved.Load, s.ingestBodies.received.Load)
 	}
+	// Bodies are streamed: fasthttp reads the headers and at most 8 KiB of
+	// a body before routing; every route reads the rest within its own
+	// limit (readBody), so BodyLimit here only shapes that first read.
 	s.app = fiber.New(fiber.Config{
-		AppName:               "claimd",
-		BodyLimit:             bodyLimit,
-		DisableStartupMessage: true,
-		ErrorHandler:          s.handleError,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
+		AppName:                      "claimd",
+		BodyLimit:                    max(cfg.BodyLimit, ingest.MaxBodyBytesLimit),
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		DisableStartupMessage:        true,
+		ErrorHandler:                 s.handleError,
+		ReadTimeout:                  cfg.ReadTimeout,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  120 * time.Second,
+		ReadBufferSize:               cfg.MaxHeaderBytes,
+		Concurrency:                  cfg.MaxConnections,
 	})
+	srv := s.app.Server()
+	srv.MaxConnsPerIP = cfg.MaxConnsPerIP
+	srv.CloseOnShutdown = true
+	srv.HeaderReceived = s.headerReceived
+	srv.Handler = s.methodGuard(srv.Handler)
 	s.app.Use(recover.New())
 	s.app.Use(requestid.New())
 	s.app.Use(s.observe)
+	s.app.Use(s.edge)
 
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/readyz", s.readyz)
-	if cfg.Metrics != nil {
-		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{})))
+	if cfg.Metrics != nil && !cfg.MetricsElsewhere {
+		s.app.Get("/metrics", s.metricsHandler())
 	}
 	s.app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
 		return c.Send(openAPI)
 	})
 
-	v1 := s.app.Group("/v1", s.limitAPIBody, s.authenticate)
+	v1 := s.app.Group("/v1", s.authenticate, s.readAPIBody)
 	v1.Get("/whoami", s.whoami)
 	v1.Post("/claims", s.claimOne)
 	v1.Post("/claims/batch", s.claimBatch)
@@ -230,7 +300,14 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		ev = s.cfg.Logger.Error()
 	}
 	ev.Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("method", c.Method()).
-		Str("route", route).Int("status", status).Dur("latency", time.Since(start))
+		Str("route", route).Int("status", status).
+		Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
+	if status != fiber.StatusNotFound {
+		// The path of a route that exists (a 404's path is whatever the
+		// caller typed, and is not logged), cut to 200 bytes: the route
+		// of a request refused in a group's middleware is the group's.
+		ev.Str("path", clip(c.Path(), 200))
+	}
 	if p, ok := c.Locals(principalKey).(auth.Principal); ok {
 		ev.Str("tenant", p.Tenant)
 	}
@@ -263,11 +340,54 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	return c.JSON(body)
 }
 
-func (s *Server) limitAPIBody(c *fiber.Ctx) error {
-	if len(c.Request().Body()) > s.cfg.BodyLimit {
-		return apperr.New(apperr.TooLarge, "the request body exceeds %d bytes", s.cfg.BodyLimit)
+// readAPIBody reads a /v1 body (after authenticate: a caller without a
+// valid key never gets a byte of its body read).
+func (s *Server) readAPIBody(c *fiber.Ctx) error {
+	if err := s.readBody(c, s.cfg.BodyLimit, s.apiBodies); err != nil {
+		return err
 	}
 	return c.Next()
+}
+
+// Drain makes every request from now on answered 503 unavailable with
+// Retry-After and Connection: close, the first step of a shutdown:
+// requests already running go on.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Abort cancels the context of every request still running (the hard
+// end of a shutdown): their database work stops and they answer 503.
+func (s *Server) Abort() { s.abort() }
+
+// MetricsApp returns an app serving only GET /metrics (with the bearer
+// token when MetricsToken is set), for a listener of its own; nil without
+// metrics.
+func (s *Server) MetricsApp() *fiber.App {
+	if s.cfg.Metrics == nil {
+		return nil
+	}
+	app := fiber.New(fiber.Config{AppName: "claimd-metrics", DisableStartupMessage: true,
+		ErrorHandler: s.handleError, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, Concurrency: 256, ReadBufferSize: s.cfg.MaxHeaderBytes})
+	app.Get("/metrics", s.metricsHandler())
+	return app
+}
+
+// metricsHandler is GET /metrics: Prometheus text, behind the bearer
+// token when one is configured (401 unauthorized otherwise).
+func (s *Server) metricsHandler() fiber.Handler {
+	h := adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	if s.cfg.MetricsToken == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(s.cfg.MetricsToken))
+	return func(c *fiber.Ctx) error {
+		scheme, tok, _ := strings.Cut(c.Get(fiber.HeaderAuthorization), " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			return apperr.New(apperr.Unauthorized, "GET /metrics needs the metrics bearer token (CLAIMD_METRICS_TOKEN)")
+		}
+		return h(c)
+	}
 }
 
 type ctxKey int
@@ -323,6 +443,10 @@ func (s *Server) ctx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
 // error's RetryAfter.
 var errorStatus = map[apperr.Code]int{
 	apperr.Malformed:           fiber.StatusBadRequest,
+	apperr.BadRequest:          fiber.StatusBadRequest,
+	apperr.HeaderTooLarge:      fiber.StatusRequestHeaderFieldsTooLarge,
+	apperr.RequestTimeout:      fiber.StatusRequestTimeout,
+	apperr.MethodNotAllowed:    fiber.StatusMethodNotAllowed,
 	apperr.Invalid:             fiber.StatusUnprocessableEntity,
 	apperr.Unauthorized:        fiber.StatusUnauthorized,
 	apperr.RateLimited:         fiber.StatusTooManyRequests,
@@ -357,19 +481,22 @@ type ErrorDetail struct {
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	var ferr *fiber.Error
 	if errors.As(err, &ferr) {
-		code := apperr.Internal
-		switch ferr.Code {
-		case fiber.StatusNotFound:
-			code = apperr.NotFound
-		case fiber.StatusRequestEntityTooLarge:
-			code = apperr.TooLarge
-		case fiber.StatusMethodNotAllowed, fiber.StatusBadRequest:
-			code = apperr.Malformed
+		// The HTTP layer's own answers (an unparsable request, a header
+		// block too large, a read timeout, no such route or method): a
+		// fixed message per code, never the layer's text, which quotes
+		// the request (its headers, the API key among them).
+		code, ok := transportCode[ferr.Code]
+		if !ok {
+			code = apperr.BadRequest
 		}
-		if ferr.Code >= 500 {
-			return s.internal(c, err)
+		err = &apperr.Error{Code: code, Message: transportMessage[code]}
+		if c.Locals(bodyStateKey) == nil {
+			// Refused before routing (fasthttp's error handler): the
+			// request handlers never saw it, so it is logged here.
+			c.Response().SetConnectionClose()
+			s.cfg.Logger.Warn().Str("code", string(code)).Int("status", errorStatus[code]).
+				Msg("request refused by the HTTP layer")
 		}
-		return c.Status(ferr.Code).JSON(ErrorBody{ErrorDetail{Code: code, Message: ferr.Message}})
 	}
 	e := apperr.As(err)
 	status, known := 0, false
@@ -379,18 +506,24 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	if !known || e.Code == apperr.Internal {
 		return s.internal(c, err)
 	}
-	if e.Code == apperr.RateLimited {
+	switch e.Code {
+	case apperr.RateLimited:
 		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(int64(max(time.Second, e.RetryAfter+time.Second-1)/time.Second), 10))
-	}
-	if e.Code == apperr.Unavailable {
+	case apperr.Unavailable:
 		// The answer says what happened in the sidecar's words; the
 		// database's own message (which may quote SQL) is only logged.
 		c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
-		ev := s.cfg.Logger.Warn().Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("route", c.Route().Path)
-		if e.Err != nil {
-			ev = ev.AnErr("cause", e.Err)
+		if e != errDraining {
+			ev := s.cfg.Logger.Warn().Str("request_id", c.GetRespHeader(fiber.HeaderXRequestID)).Str("route", c.Route().Path)
+			if e.Err != nil {
+				ev = ev.AnErr("cause", e.Err)
+			}
+			ev.Str("reason", e.Message).Msg("dependency unavailable")
 		}
-		ev.Str("reason", e.Message).Msg("dependency unavailable")
+	case apperr.BadRequest, apperr.HeaderTooLarge, apperr.RequestTimeout, apperr.TooLarge:
+		// Framing or size: what follows on the connection cannot be
+		// trusted to start a request.
+		c.Response().SetConnectionClose()
 	}
 	return c.Status(status).JSON(ErrorBody{ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field}})
 }

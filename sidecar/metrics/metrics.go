@@ -64,7 +64,7 @@ func New(stats StatsFunc) *Metrics {
 	}
 	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "claimd_ingest_deliveries_total",
-		Help: "Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).",
+		Help: "Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, body_too_large, or the verification error code).",
 	}, []string{"source", "result"})
 	m.dispatch = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "claimd_dispatch_total",
@@ -285,4 +285,24 @@ func (m *Metrics) ObserveStaleServerRefusals(fn func() int64) {
 		Help: "Database connections refused because the server was an old primary (an older timeline than one claimd wrote to) " +
 			"or another database system.",
 	}, func() float64 { return float64(fn()) }))
+}
+
+// ObserveBodyBudget exports one route class's request-body budget
+// ("api" for /v1, "ingest" for /ingest): claimd_http_body_budget_bytes
+// (its size), and claimd_http_body_bytes{kind="reserved"} (what the
+// bodies being read or held reserved) and {kind="received"} (what of them
+// has arrived), all in bytes.
+func (m *Metrics) ObserveBodyBudget(class string, size int64, reserved, received func() int64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "claimd_http_body_budget_bytes",
+		Help:        "Request-body bytes a route class may hold at once (CLAIMD_API_BODY_BYTES_IN_FLIGHT, CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT).",
+		ConstLabels: prometheus.Labels{"class": class},
+	}, func() float64 { return float64(size) }))
+	for kind, fn := range map[string]func() int64{"reserved": reserved, "received": received} {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "claimd_http_body_bytes",
+			Help:        "Request-body bytes of the requests in flight: reserved from the budget, and received so far.",
+			ConstLabels: prometheus.Labels{"class": class, "kind": kind},
+		}, func() float64 { return float64(fn()) }))
+	}
 }

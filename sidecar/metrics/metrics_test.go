@@ -92,7 +92,7 @@ claimd_records_open{state="processing"} 1
 claimd_records_open{state="received"} 4
 claimd_records_open{state="retryable_failed"} 0
 claimd_records_open{state="unknown"} 1
-# HELP claimd_ingest_deliveries_total Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, too_large, or the verification error code).
+# HELP claimd_ingest_deliveries_total Provider deliveries by configured source and result (accepted, duplicate, conflict, handshake, body_too_large, or the verification error code).
 # TYPE claimd_ingest_deliveries_total counter
 claimd_ingest_deliveries_total{result="accepted",source="stripe"} 1
 claimd_ingest_deliveries_total{result="conflict",source="stripe"} 1

@@ -133,7 +133,9 @@ type logLine struct {
 	Level   string `json:"level"`
 	Message string `json:"message"`
 	Addr    string `json:"addr"`
-	Applied *int   `json:"applied"`
+	// MetricsAddr is the metrics listener of "claimd listening".
+	MetricsAddr string `json:"metrics_addr"`
+	Applied     *int   `json:"applied"`
 }
 
 // waitMessage blocks until a JSON line with the given message is written,
@@ -186,8 +188,37 @@ type proc struct {
 // start runs the binary with args and env and returns at once.
 func start(t testing.TB, env map[string]string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, claimdBinary(t), env, args...)
+}
+
+// plainBuild is the claimd binary built without the race detector, for
+// tests that measure the process's memory (the detector's shadow memory
+// would be most of what they measure).
+var plainBuild struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
+}
+
+func claimdBinaryPlain(t testing.TB) string {
+	t.Helper()
+	plainBuild.once.Do(func() {
+		plainBuild.path = filepath.Join(binDir, "claimd-plain")
+		cmd := exec.Command("go", "build", "-o", plainBuild.path, ".")
+		plainBuild.out, plainBuild.err = cmd.CombinedOutput()
+	})
+	if plainBuild.err != nil {
+		t.Fatalf("go build claimd: %v\n%s", plainBuild.err, plainBuild.out)
+	}
+	return plainBuild.path
+}
+
+// startBinary runs bin with args and env and returns at once.
+func startBinary(t testing.TB, bin string, env map[string]string, args ...string) *proc {
+	t.Helper()
 	p := &proc{stderr: newLogSink(), done: make(chan struct{})}
-	p.cmd = exec.Command(claimdBinary(t), args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = processEnv(env)
 	p.cmd.Stdout = &p.stdout
 	errPipe, err := p.cmd.StderrPipe()
@@ -217,6 +248,12 @@ func start(t testing.TB, env map[string]string, args ...string) *proc {
 // for its "claimd listening" log line, which carries the bound address.
 func startServe(t testing.TB, env map[string]string) *proc {
 	t.Helper()
+	return startServeBinary(t, claimdBinary(t), env)
+}
+
+// startServeBinary is startServe of the binary bin.
+func startServeBinary(t testing.TB, bin string, env map[string]string) *proc {
+	t.Helper()
 	all := map[string]string{
 		"CLAIMD_ADDR":                         "127.0.0.1:0",
 		"CLAIMD_LOG_FORMAT":                   "json",
@@ -225,7 +262,7 @@ func startServe(t testing.TB, env map[string]string) *proc {
 	for k, v := range env {
 		all[k] = v
 	}
-	p := start(t, all)
+	p := startBinary(t, bin, all)
 	ll := p.stderr.waitMessage(t, "claimd listening", p.done)
 	require.NotEmpty(t, ll.Addr, "listening line without addr")
 	p.url = "http://" + ll.Addr

@@ -30,6 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -262,6 +263,11 @@ type Main struct {
 	Ready chan struct{}
 	// Addr is the bound address, valid after Ready.
 	Addr string
+	// MetricsAddr is the bound address of the metrics listener
+	// (CLAIMD_METRICS_ADDR), valid after Ready; "" without one.
+	MetricsAddr string
+	// deadline is the hard end of the shutdown, once it began.
+	deadline time.Time
 }
 
 // NewMain returns a Main for cfg.
@@ -315,23 +321,41 @@ func (m *Main) Run(ctx context.Context) error {
 			FailureWindow: m.Config.AuthFailureWindow, Observer: met}), Metrics: met,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
 		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter,
+		ReadTimeout: m.Config.ReadTimeout, MaxHeaderBytes: m.Config.MaxHeaderBytes,
+		MaxConnections: m.Config.MaxConnections, MaxConnsPerIP: m.Config.MaxConnsPerIP,
+		APIBodyBytesInFlight: m.Config.APIBodyBytesInFlight, IngestBodyBytesInFlight: m.Config.IngestBodyBytesInFlight,
+		MetricsToken: m.Config.MetricsToken, MetricsElsewhere: m.Config.MetricsAddr != "",
 	})
 	app := m.server.App()
 	ln, err := listen(m.Config.Addr)
 	if err != nil {
 		if m.starter.dispatching {
-			m.stopDispatcher(inbox)
+			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
 	m.Addr = ln.Addr().String()
+	var metricsApp *fiber.App
+	if m.Config.MetricsAddr != "" {
+		mln, err := listen(m.Config.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			if m.starter.dispatching {
+				m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
+			}
+			return fmt.Errorf("listen on %s (CLAIMD_METRICS_ADDR): %w", m.Config.MetricsAddr, err)
+		}
+		m.MetricsAddr = mln.Addr().String()
+		metricsApp = m.server.MetricsApp()
+		go func() { _ = metricsApp.Listener(mln) }()
+	}
 	// Take SIGHUP before announcing readiness: its default action ends the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
-	m.Log.Info().Str("addr", m.Addr).Int("static_keys", len(m.Config.APIKeys)).
+	m.Log.Info().Str("addr", m.Addr).Str("metrics_addr", m.MetricsAddr).Int("static_keys", len(m.Config.APIKeys)).
 		Int("ingest_sources", len(m.Config.Ingest.Sources)).Bool("dispatch", m.Config.Dispatch).
 		Bool("started", first == nil).Msg("claimd listening")
 	close(m.Ready)
@@ -368,29 +392,51 @@ func (m *Main) Run(ctx context.Context) error {
 	case err := <-serveErr:
 		stopBackground()
 		if m.starter.dispatching {
-			m.stopDispatcher(inbox)
+			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return err
 	case <-ctx.Done():
 	}
+	// The shutdown has one hard deadline, ShutdownTimeout from now, for
+	// everything: from here every new request, on a kept-alive connection
+	// too, is answered 503 + Retry-After + Connection: close; requests in
+	// flight and running dispatches finish meanwhile; at the deadline the
+	// requests still running have their context cancelled (they answer
+	// 503) and Run returns.
+	m.deadline = time.Now().Add(m.Config.ShutdownTimeout)
+	m.server.Drain()
 	m.Log.Info().Str("timeout", m.Config.ShutdownTimeout.String()).Msg("shutting down: draining in-flight requests")
 	// The waiter ends with ctx (waiting claims are answered at once), the
 	// maintenance loop and the sources watcher with it; then the drain.
 	stopBackground()
-	err = app.ShutdownWithTimeout(m.Config.ShutdownTimeout)
-	if m.starter.dispatching {
-		m.stopDispatcher(inbox)
+	dispatchDone := make(chan struct{})
+	go func() {
+		defer close(dispatchDone)
+		if m.starter.dispatching {
+			m.stopDispatcher(inbox, m.deadline)
+		}
+	}()
+	dctx, cancel := context.WithDeadline(context.Background(), m.deadline)
+	defer cancel()
+	err = app.ShutdownWithContext(dctx)
+	if metricsApp != nil {
+		_ = metricsApp.ShutdownWithContext(dctx)
 	}
 	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		m.Log.Warn().Msg("shutdown deadline reached: cancelling the requests still in flight (they answer 503)")
+	}
+	m.server.Abort()
+	<-dispatchDone
+	if err != nil {
+		return fmt.Errorf("shutdown: requests still in flight at the deadline (%s)", m.Config.ShutdownTimeout)
 	}
 	m.Log.Info().Msg("stopped")
 	return nil
 }
 
-// stopDispatcher waits for running dispatches (bounded by ShutdownTimeout).
-func (m *Main) stopDispatcher(inbox *ingest.Inbox) {
-	sctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+// stopDispatcher waits for running dispatches until deadline.
+func (m *Main) stopDispatcher(inbox *ingest.Inbox, deadline time.Time) {
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := inbox.Stop(sctx); err != nil {
 		m.Log.Warn().Err(err).Msg("dispatcher stop")
@@ -410,7 +456,7 @@ func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
 	ctx = internal(ctx)
 	facts, err := readSession(ctx, m.pool)
 	if err != nil {
-		return httpapi.DatabaseFacts{}, errors.New(m.unreachable(err))
+		return httpapi.DatabaseFacts{}, errors.New(m.unreachable(ctx, err))
 	}
 	if ps := sessionProblems(facts); len(ps) > 0 {
 		if !facts.InRecovery {
@@ -420,6 +466,9 @@ func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
 	}
 	pending, err := schemaPending(ctx, m.pool)
 	if err != nil {
+		if notAnswering(ctx, err) {
+			return facts, errors.New(databaseNotAnswering)
+		}
 		return facts, errors.New("cannot read the migration version")
 	}
 	if pending {
@@ -459,14 +508,31 @@ func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
 // read: a server the fence refused (named, with its timeline), no
 // writable primary among the hosts (target_session_attrs=read-write), or
 // unreachable.
-func (m *Main) unreachable(err error) string {
+func (m *Main) unreachable(ctx context.Context, err error) string {
 	if e := refusal(err); e != nil {
 		return e.Error()
+	}
+	if notAnswering(ctx, err) {
+		return databaseNotAnswering
 	}
 	if errors.Is(err, pgconn.ErrReadOnlyConnection) {
 		return "no writable primary: the database hosts that answer are standbys or read-only (target_session_attrs=read-write)"
 	}
 	return "database unreachable"
+}
+
+// databaseNotAnswering is the not-ready reason for a database that took
+// the connection (or had one open) but did not answer within /readyz's
+// time budget: frozen, overloaded, or a network that drops packets.
+const databaseNotAnswering = "database not answering: it took the connection but sent no reply in time (frozen, overloaded, or packets dropped)"
+
+// notAnswering reports whether err is the readiness check running out of
+// time (its context's deadline, or a network timeout) rather than a
+// refusal.
+func notAnswering(ctx context.Context, err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // maintain runs the lease sweep and the retention purge periodically.
@@ -688,9 +754,23 @@ func (w *sourcesWatcher) install(ctx context.Context, cfg ingest.Config) error {
 	return nil
 }
 
-// Close releases the database pool.
+// Close releases the database pool. After a shutdown it waits for that
+// at most until the shutdown's deadline (a connection still held by a
+// cancelled request is left to the process's exit).
 func (m *Main) Close() {
-	if m.pool != nil {
+	if m.pool == nil {
+		return
+	}
+	if m.deadline.IsZero() {
 		m.pool.Close()
+		return
+	}
+	closed := make(chan struct{})
+	go func() { defer close(closed); m.pool.Close() }()
+	t := time.NewTimer(max(time.Until(m.deadline), 100*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
 	}
 }

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
 // The sources file is reloaded without a restart: a source added to the
@@ -38,8 +41,21 @@ func TestSourcesFileReloadsOnSIGHUP(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	// An unknown source is answered as an unauthenticated delivery, so a
+	// signed one tells whether "second" is configured.
+	signed := func() int {
+		body := []byte(`{"id":"evt_reload_1","type":"invoice.paid"}`)
+		req, err := http.NewRequest(http.MethodPost, p.url+"/ingest/second", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Stripe-Signature", verifytest.StripeHeader(time.Now().Unix(), body, "whsec_second-0123456789"))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
 	require.Equal(t, http.StatusUnauthorized, post("first"), "configured source, unsigned delivery")
-	require.Equal(t, http.StatusNotFound, post("second"))
+	require.Equal(t, http.StatusUnauthorized, signed(), "not configured yet")
 
 	write(`sources:
   first:
@@ -55,11 +71,11 @@ func TestSourcesFileReloadsOnSIGHUP(t *testing.T) {
 `)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
 	p.stderr.waitMessage(t, "sources file reloaded", p.done)
-	require.Equal(t, http.StatusUnauthorized, post("second"), "the new source serves without a restart")
+	require.Equal(t, http.StatusOK, signed(), "the new source serves without a restart")
 
 	write("sources:\n  broken:\n    provider: nope\n")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
 	p.stderr.waitMessage(t, "sources file not reloaded; keeping the running configuration", p.done)
-	require.Equal(t, http.StatusUnauthorized, post("second"), "the running configuration is kept")
+	require.Equal(t, http.StatusOK, signed(), "the running configuration is kept")
 	require.NotContains(t, p.stderr.String(), "whsec_second", "secrets never reach the log")
 }

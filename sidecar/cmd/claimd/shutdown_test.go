@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -118,3 +121,98 @@ func TestSIGTERMDrainsInFlightClaim(t *testing.T) {
 
 // zeroHash is a valid payload hash (64 lowercase hex digits).
 const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// CLAIMD_SHUTDOWN_TIMEOUT_SECONDS is a hard bound: a claim blocked on a
+// row lock the test never releases does not keep the process alive past
+// it (the claim is answered 503, never a pool error), and a request that
+// arrives during the drain on a connection opened before it is answered
+// 503 with Retry-After and Connection: close.
+func TestShutdownTimeoutIsAHardBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDatabase(t)
+	const key = "t1-hard-shutdown-key-0123456"
+	p := startServe(t, map[string]string{
+		"DATABASE_URL":                    db,
+		"CLAIMD_API_KEYS":                 "t1:" + key,
+		"CLAIMD_SHUTDOWN_TIMEOUT_SECONDS": "2",
+		"CLAIMD_REQUEST_TIMEOUT_SECONDS":  "600",
+	})
+	c := newAPI(t, p.url, key)
+	const claimBody = `{"source":"hard","event_id":"evt-1","payload_hash":"` + zeroHash + `"}`
+	won := c.must(http.StatusOK, "POST", "/v1/claims", claimBody)
+	c.must(http.StatusOK, "POST", "/v1/claims/"+str(won, "claim_id")+"/complete",
+		`{"claim_token":"`+str(won, "claim_token")+`","result_ref":"r-1"}`)
+
+	locker, err := pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	defer locker.Close(ctx)
+	var lockerPID int
+	require.NoError(t, locker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
+	tx, err := locker.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT id FROM claims WHERE source = 'hard' FOR UPDATE`)
+	require.NoError(t, err)
+
+	type answer struct {
+		status int
+		body   map[string]any
+		err    error
+	}
+	inFlight := make(chan answer, 1)
+	go func() {
+		s, b, err := c.do("POST", "/v1/claims", claimBody)
+		inFlight <- answer{s, b, err}
+	}()
+	watcher, err := pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	defer watcher.Close(ctx)
+	waitFor(t, "the claim to wait for the test's row lock", func() bool {
+		var blocked bool
+		require.NoError(t, watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'claimd'
+			  AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked))
+		return blocked
+	})
+
+	// A request on its way in: headers sent, body not yet. Its connection
+	// is busy, so the drain does not close it.
+	addr := p.url[len("http://"):]
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	const late = `{"source":"hard","event_id":"evt-late"}`
+	_, err = fmt.Fprintf(conn, "POST /v1/claims HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", key, len(late), late[:5])
+	require.NoError(t, err)
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	p.stderr.waitMessage(t, "shutting down: draining in-flight requests", p.done)
+	_, err = io.WriteString(conn, late[5:])
+	require.NoError(t, err)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", body)
+	require.Equal(t, "1", res.Header.Get("Retry-After"))
+	require.True(t, res.Close, "Connection: close")
+	require.Contains(t, string(body), `"code":"unavailable"`)
+	require.Contains(t, string(body), "shutting down")
+
+	// The process exits while the test still holds the lock: the drain
+	// ended at its deadline, not because the claim finished.
+	<-p.done
+	a := <-inFlight
+	if a.err == nil {
+		require.Equal(t, http.StatusServiceUnavailable, a.status, "%v", a.body)
+		require.NotContains(t, fmt.Sprint(a.body), "closed pool")
+	}
+	var held bool
+	require.NoError(t, watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND granted)`, lockerPID).Scan(&held))
+	require.True(t, held, "the test's lock was still held when claimd exited")
+	require.NotContains(t, p.stderr.String(), "closed pool")
+	p.stderr.waitMessage(t, "shutdown deadline reached: cancelling the requests still in flight (they answer 503)", p.done)
+	var n int
+	require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM claims WHERE event_id = 'evt-late'`).Scan(&n))
+	require.Zero(t, n, "a request refused during the drain stored nothing")
+}

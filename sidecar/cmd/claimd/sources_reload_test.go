@@ -303,7 +303,7 @@ func TestSourceRemovedThenRestoredDispatchesPendingEvent(t *testing.T) {
 	require.NotContains(t, outcomes, "dispatch_dead_lettered")
 	require.Contains(t, strings.Join(details, "\n"), waiting, "the delivery log says why it waits")
 	status, _ = b.ingest("ord-2")
-	require.Equal(t, http.StatusNotFound, status, "a removed source takes no deliveries")
+	require.Equal(t, http.StatusUnauthorized, status, "a removed source takes no deliveries (answered as an unauthenticated one)")
 
 	b.healthy.Store(true)
 	b.write(reloadSources(b.target.URL, true, true))

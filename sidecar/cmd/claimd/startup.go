@@ -138,7 +138,7 @@ func (s *starter) attempt(ctx context.Context) error {
 	facts, err := readSession(pctx, m.pool)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%s (%w)", m.unreachable(err), err)
+		return fmt.Errorf("%s (%w)", m.unreachable(pctx, err), err)
 	}
 	ictx := internal(ctx)
 	if !facts.ReadOnly && m.Config.Migrate && !s.migrated {

@@ -63,7 +63,13 @@ const STATUS_BY_CODE: Record<string, number> = {
 	not_found: 404,
 	lease_lost: 409,
 	invalid_state: 409,
+	// body_too_large since the edge hardening; too_large from earlier sidecars.
+	body_too_large: 413,
 	too_large: 413,
+	bad_request: 400,
+	header_too_large: 431,
+	request_timeout: 408,
+	method_not_allowed: 405,
 	internal: 500,
 	unavailable: 503,
 };
@@ -260,6 +266,7 @@ function messagesFor(
 				message: 'Claim not found',
 				description: detail ?? 'No claim matches the given claim ID or key for this API key.',
 			};
+		case 'body_too_large':
 		case 'too_large':
 			return {
 				message: 'Request too large for the Idempotent Claim sidecar',

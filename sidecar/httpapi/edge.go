@@ -1,0 +1,471 @@
+package httpapi
+
+// The edge: what claimd does with a request before any route handler sees
+// it, and what an unauthenticated caller can make it spend.
+//
+//   - Framing (RFC 9112): a request whose length could be read two ways
+//     (Content-Length with Transfer-Encoding, two different Content-Length
+//     values, a transfer coding other than chunked, Transfer-Encoding on
+//     HTTP/1.0), whose headers use obsolete line folding, bare CR or LF,
+//     a field name that is not a token, or that has no or two Host headers,
+//     is answered 400 bad_request and its connection closed: a request
+//     hidden behind it is never read. fasthttp parses the first of these
+//     by the chunked framing and keeps the connection open, and takes the
+//     last of two Content-Length values, so claimd checks the raw header
+//     block itself (checkFraming) before routing.
+//   - Bodies are streamed (fiber.Config.StreamRequestBody): fasthttp reads
+//     the headers and at most 8 KiB of the body before the router runs.
+//     Each route reads the rest itself (readBody), within its own limit
+//     (/v1: CLAIMD_BODY_LIMIT_BYTES; /ingest/{source}: that source's
+//     max_body_bytes, as reloaded), after what it can check without the
+//     body: the API key on /v1, the source's existence on /ingest. A
+//     declared length past the limit is refused before a byte is read.
+//   - Bodies held at once are bounded per route class by a byte budget
+//     (CLAIMD_API_BODY_BYTES_IN_FLIGHT, CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT):
+//     a body reserves its declared length (its route's limit when chunked,
+//     at most the whole budget) before it is read and keeps it until the
+//     answer is written. A request that finds no room within
+//     CLAIMD_REQUEST_TIMEOUT_SECONDS is answered 503 with Retry-After.
+//     Ingest bodies come before any authentication, so they have a budget
+//     of their own and can never starve the API's.
+//   - A request whose body was not read to its end (refused before it)
+//     closes its connection, so the unread bytes are never parsed as the
+//     next request.
+//   - While claimd shuts down, every new request, including one on a
+//     kept-alive connection, is answered 503 with Retry-After and
+//     Connection: close (Drain); at the hard deadline the requests still
+//     running have their context cancelled (Abort).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+// byteBudget bounds the request-body bytes one route class holds at once.
+type byteBudget struct {
+	sem  *semaphore.Weighted
+	size int64
+	// reserved is what the bodies being read or held reserved; received
+	// what of it has arrived (claimd_http_body_bytes{kind}).
+	reserved, received atomic.Int64
+}
+
+func newByteBudget(size int64) *byteBudget {
+	return &byteBudget{sem: semaphore.NewWeighted(size), size: size}
+}
+
+// countingReader adds what it reads to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+	// total is what this reader added.
+	total int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Add(int64(k))
+	c.total += int64(k)
+	return k, err
+}
+
+// bodyState is the request's body as the edge knows it (c.Locals).
+type bodyState struct {
+	// read: the body was read to its end (or there was none).
+	read bool
+	// dropped: headerReceived left the body unread (verdictUnread).
+	dropped bool
+	// budget, reserved and received: what readBody reserved and read,
+	// released by edge.
+	budget             *byteBudget
+	reserved, received int64
+	// heavy: the request holds a slot of this semaphore (heavyBody).
+	heavy *semaphore.Weighted
+}
+
+const bodyStateKey ctxKey = 100
+
+func bodyStateOf(c *fiber.Ctx) *bodyState {
+	st, _ := c.Locals(bodyStateKey).(*bodyState)
+	return st
+}
+
+// errDraining answers every request that arrives while claimd shuts down.
+var errDraining = apperr.New(apperr.Unavailable, "claimd is shutting down; retry the request (it reaches another replica, or this one once it has restarted)")
+
+// refuseHeader carries headerReceived's verdict on a request to edge. Any
+// value a client sends under this name is deleted first.
+const refuseHeader = "X-Claimd-Edge-Refusal"
+
+// Verdicts of headerReceived (values of refuseHeader).
+const (
+	// verdictFraming: checkFraming refused the request.
+	verdictFraming = "framing"
+	// verdictTooLarge: the declared body exceeds the route's limit.
+	verdictTooLarge = "too_large"
+	// verdictUnread: the route refuses the request from its headers (no
+	// API key on /v1, an unknown source on /ingest), so the body is
+	// never read.
+	verdictUnread = "unread"
+)
+
+// headerReceived runs in fasthttp once a request's headers are parsed and
+// before any byte of its body is read (fasthttp.Server.HeaderReceived).
+// A request it refuses gets its Content-Length set to 0, so fasthttp reads
+// no body and hands it on at once, and a verdict edge answers: framing
+// (checkFraming, or a protocol other than HTTP/1.0 and HTTP/1.1), a
+// declared body over its route's limit, or a body its route will refuse
+// unread. Everything else is left as it came; fasthttp then reads at most
+// min(Content-Length, 8 KiB) of the body before routing.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	h.Del(refuseHeader)
+	verdict := ""
+	declared := h.ContentLength()
+	if reason := checkFraming(h.RawHeaders(), h.IsHTTP11()); reason != "" {
+		verdict = verdictFraming
+		s.cfg.Logger.Warn().Str("reason", reason).Msg("request refused: ambiguous or malformed framing")
+	} else if p := string(h.Protocol()); p != "HTTP/1.1" && p != "HTTP/1.0" {
+		verdict = verdictFraming
+		s.cfg.Logger.Warn().Str("reason", "protocol is neither HTTP/1.1 nor HTTP/1.0").Msg("request refused: ambiguous or malformed framing")
+	} else if declared > 0 || declared == -1 {
+		path, _, _ := strings.Cut(string(h.RequestURI()), "?")
+		switch lower := strings.ToLower(path); {
+		case strings.HasPrefix(lower, "/v1/") || lower == "/v1":
+			scheme, _, _ := strings.Cut(string(h.Peek(fiber.HeaderAuthorization)), " ")
+			if !strings.EqualFold(scheme, "Bearer") {
+				verdict = verdictUnread
+			} else if declared > s.cfg.BodyLimit {
+				verdict = verdictTooLarge
+			}
+		case strings.HasPrefix(lower, "/ingest/") && s.cfg.Inbox != nil:
+			src := s.cfg.Inbox.Source(strings.TrimSuffix(path[len("/ingest/"):], "/"))
+			if src == nil {
+				verdict = verdictUnread
+			} else if declared > src.MaxBodyBytes {
+				verdict = verdictTooLarge
+			}
+		}
+	}
+	if verdict != "" {
+		if declared != 0 {
+			h.SetContentLength(0)
+		}
+		h.Set(refuseHeader, verdict)
+	}
+	return fasthttp.RequestConfig{}
+}
+
+// methodGuard wraps fasthttp's handler (Fiber's router) so that a request
+// whose method Fiber does not know is answered like any other refusal
+// (405 method_not_allowed, JSON, connection closed) instead of Fiber's
+// plain-text answer.
+func (s *Server) methodGuard(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	body, _ := json.Marshal(ErrorBody{ErrorDetail{Code: apperr.MethodNotAllowed, Message: transportMessage[apperr.MethodNotAllowed]}})
+	return func(ctx *fasthttp.RequestCtx) {
+		if !slices.Contains(fiber.DefaultMethods, string(ctx.Method())) {
+			s.cfg.Logger.Warn().Str("code", string(apperr.MethodNotAllowed)).Msg("request refused: unknown method")
+			ctx.Response.SetStatusCode(fiber.StatusMethodNotAllowed)
+			ctx.Response.Header.SetContentType(fiber.MIMEApplicationJSON)
+			ctx.Response.SetConnectionClose()
+			ctx.Response.SetBody(body)
+			return
+		}
+		next(ctx)
+	}
+}
+
+// edge is the first handler of every request: shutdown, headerReceived's
+// verdict, the request's base context, and afterwards the body budget and
+// whether the connection may be kept.
+func (s *Server) edge(c *fiber.Ctx) error {
+	st := &bodyState{}
+	c.Locals(bodyStateKey, st)
+	c.SetUserContext(s.base)
+	verdict := string(c.Request().Header.Peek(refuseHeader))
+	defer func() {
+		if st.heavy != nil {
+			st.heavy.Release(1)
+			st.heavy = nil
+		}
+		if st.reserved > 0 {
+			st.budget.received.Add(-st.received)
+			st.budget.reserved.Add(-st.reserved)
+			st.budget.sem.Release(st.reserved)
+			st.reserved, st.received = 0, 0
+		}
+		if verdict != "" || !st.read && hasBody(c) || s.draining.Load() {
+			c.Response().SetConnectionClose()
+		}
+	}()
+	if s.draining.Load() {
+		return errDraining
+	}
+	switch verdict {
+	case "":
+	case verdictFraming:
+		return apperr.New(apperr.BadRequest, "%s", transportMessage[apperr.BadRequest])
+	case verdictTooLarge:
+		return apperr.New(apperr.TooLarge, "the declared request body exceeds the limit of this route")
+	default:
+		st.dropped = true
+	}
+	return c.Next()
+}
+
+// readBody reads the request body to its end within limit bytes and the
+// byte budget b, and makes it the request's body (c.Request().Body()).
+// Errors: TooLarge past limit (declared or read), Unavailable when b has
+// no room within the request timeout, RequestTimeout when the body does
+// not arrive within the read timeout, BadRequest for a body that ends
+// before its Content-Length or a malformed chunked encoding.
+func (s *Server) readBody(c *fiber.Ctx, limit int, b *byteBudget) error {
+	st := bodyStateOf(c)
+	if st == nil || st.read {
+		return nil
+	}
+	if st.dropped {
+		return apperr.New(apperr.BadRequest, "the request was refused before its body was read")
+	}
+	req := c.Request()
+	declared := req.Header.ContentLength()
+	if declared == 0 || declared == -2 {
+		st.read = true
+		return nil
+	}
+	if declared > limit {
+		return tooLarge(limit)
+	}
+	want := int64(limit)
+	if declared > 0 {
+		want = int64(declared)
+	}
+	want = min(want, b.size)
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
+	err := b.sem.Acquire(ctx, want)
+	cancel()
+	if err != nil {
+		return apperr.New(apperr.Unavailable, "too many request bodies are being received at once; retry")
+	}
+	st.budget, st.reserved = b, want
+	b.reserved.Add(want)
+	stream := &countingReader{r: c.Context().RequestBodyStream(), n: &b.received}
+	defer func() { st.received = stream.total }()
+	var body []byte
+	if declared > 0 {
+		body = make([]byte, declared)
+		_, err = io.ReadFull(stream, body)
+	} else {
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(io.LimitReader(stream, int64(limit)+1))
+		body = buf.Bytes()
+		if err == nil && len(body) > limit {
+			return tooLarge(limit)
+		}
+	}
+	if err != nil {
+		return bodyReadError(err)
+	}
+	st.read = true
+	req.SetBodyRaw(body)
+	if len(body) >= heavyBody {
+		// Decoding, verifying and hashing a large body is CPU work: at
+		// most GOMAXPROCS such requests at once, waiting within the
+		// request timeout, so that a burst of large bodies is queued
+		// instead of slowing every request down.
+		ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
+		err := s.heavy.Acquire(ctx, 1)
+		cancel()
+		if err != nil {
+			return apperr.New(apperr.Unavailable, "too many large request bodies are being processed at once; retry")
+		}
+		st.heavy = s.heavy
+	}
+	return nil
+}
+
+// heavyBody is the body size, in bytes, from which a request takes one of
+// the GOMAXPROCS slots of Server.heavy until it is answered.
+const heavyBody = 256 << 10
+
+func tooLarge(limit int) error {
+	return apperr.New(apperr.TooLarge, "the request body exceeds %d bytes, the limit of this route", limit)
+}
+
+// bodyReadError is the answer to a body that could not be read: never the
+// reader's message, which may quote the bytes sent.
+func bodyReadError(err error) error {
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return &apperr.Error{Code: apperr.RequestTimeout, Message: "the request body did not arrive in time", Err: err}
+	}
+	return &apperr.Error{Code: apperr.BadRequest, Err: err,
+		Message: "the request body ended early or its chunked encoding is malformed"}
+}
+
+// checkFraming returns why the raw header block of a request (as
+// fasthttp's RawHeaders gives it: the header lines after the request
+// line, each ending in CRLF, then the empty line) makes the request's
+// framing ambiguous or malformed, or "". The reasons are fixed texts,
+// never a header value. Rules, RFC 9112: a field line ends in CRLF (a
+// bare CR or LF is refused, section 2.2); no obsolete line folding
+// (section 5.2); a field name is a token with no whitespace before the
+// colon (section 5.1); Content-Length is one decimal number, repeated only
+// with the same value (section 6.3 item 5; RFC 9110 section 8.6);
+// Transfer-Encoding never with Content-Length (section 6.3 item 3), never
+// on HTTP/1.0 (section 6.1), and only "chunked" (claimd decodes no other
+// coding, so any other list is refused rather than guessed); exactly one
+// Host on HTTP/1.1 (section 3.2).
+func checkFraming(raw []byte, http11 bool) string {
+	var contentLength string
+	lengths, encodings, hosts := 0, 0, 0
+	chunked := false
+	for len(raw) > 0 {
+		i := bytes.IndexByte(raw, '\n')
+		if i < 0 {
+			return "header block not terminated"
+		}
+		line := raw[:i]
+		raw = raw[i+1:]
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return "header line ends in a bare LF"
+		}
+		line = line[:len(line)-1]
+		if len(line) == 0 {
+			break // the empty line that ends the headers
+		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			return "bare CR in a header line"
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return "obsolete line folding"
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return "header line without a field name"
+		}
+		name := line[:colon]
+		for _, ch := range name {
+			if !isTokenChar(ch) {
+				return "field name is not a token"
+			}
+		}
+		value := bytes.Trim(line[colon+1:], " \t")
+		switch {
+		case asciiEqualFold(name, "content-length"):
+			for _, v := range bytes.Split(value, []byte{','}) {
+				v = bytes.Trim(v, " \t")
+				if !isDecimal(v) {
+					return "Content-Length is not a decimal number"
+				}
+				if lengths > 0 && string(v) != contentLength {
+					return "two different Content-Length values"
+				}
+				contentLength = string(v)
+				lengths++
+			}
+		case asciiEqualFold(name, "transfer-encoding"):
+			encodings++
+			if encodings > 1 || !asciiEqualFold(value, "chunked") {
+				return "Transfer-Encoding other than chunked"
+			}
+			chunked = true
+		case asciiEqualFold(name, "host"):
+			hosts++
+		}
+	}
+	switch {
+	case encodings > 0 && lengths > 0:
+		return "Content-Length together with Transfer-Encoding"
+	case chunked && !http11:
+		return "Transfer-Encoding on an HTTP/1.0 request"
+	case http11 && hosts != 1:
+		return "an HTTP/1.1 request needs exactly one Host header"
+	}
+	return ""
+}
+
+// isTokenChar reports whether ch is a tchar of RFC 9110 section 5.6.2.
+func isTokenChar(ch byte) bool {
+	switch {
+	case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
+		return true
+	}
+	switch ch {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// isDecimal: 1 to 18 ASCII digits (fits an int64 with room).
+func isDecimal(v []byte) bool {
+	if len(v) == 0 || len(v) > 18 {
+		return false
+	}
+	for _, ch := range v {
+		if ch < '0' || ch > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiEqualFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i := range len(b) {
+		ch := b[i]
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		if ch != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// transportMessage is the fixed message of each transport-level code: the
+// HTTP layer's own error texts quote the request (headers, the API key
+// among them), so none of them is ever answered or logged.
+var transportMessage = map[apperr.Code]string{
+	apperr.BadRequest:       "the request is not well-formed HTTP/1.1 (request line, headers or message framing); nothing was processed and the connection is closed",
+	apperr.HeaderTooLarge:   "the request line and headers are too large; nothing was processed",
+	apperr.RequestTimeout:   "the request did not arrive in time; nothing was processed",
+	apperr.TooLarge:         "the request body is too large; nothing was processed",
+	apperr.MethodNotAllowed: "this route does not take this method",
+	apperr.NotFound:         "no such route",
+}
+
+// transportCode is the code of each status the HTTP layer (fasthttp and
+// Fiber's router) answers by itself; any other is bad_request.
+var transportCode = map[int]apperr.Code{
+	fiber.StatusBadRequest:                  apperr.BadRequest,
+	fiber.StatusNotFound:                    apperr.NotFound,
+	fiber.StatusMethodNotAllowed:            apperr.MethodNotAllowed,
+	fiber.StatusRequestTimeout:              apperr.RequestTimeout,
+	fiber.StatusRequestEntityTooLarge:       apperr.TooLarge,
+	fiber.StatusRequestHeaderFieldsTooLarge: apperr.HeaderTooLarge,
+}
+
+// hasBody reports whether the request carries a body: a Content-Length
+// above 0, or chunked.
+func hasBody(c *fiber.Ctx) bool {
+	n := c.Request().Header.ContentLength()
+	return n > 0 || n == -1
+}
