@@ -66,15 +66,15 @@ build-node: node-deps
 ## Both suites run; the target fails if either failed.
 test: $(E2E_PREREQ) node-deps
 	@rc=0; \
-	echo "go test -race -count=1 $(GO_PACKAGES)"; \
-	$(TESTENV) $(GO) test -race -count=1 $(GO_PACKAGES) || rc=1; \
+	echo "go test -race -count=1 -timeout 30m $(GO_PACKAGES)"; \
+	$(TESTENV) $(GO) test -race -count=1 -timeout 30m $(GO_PACKAGES) || rc=1; \
 	echo "npm --prefix n8n-node test"; \
 	$(with_node24) $(NPM) --prefix n8n-node test || rc=1; \
 	if [ $$rc -ne 0 ]; then echo 'make test: FAILED (see above)' >&2; fi; \
 	exit $$rc
 
 test-go: $(E2E_PREREQ)
-	$(TESTENV) $(GO) test -race -count=1 $(GO_PACKAGES)
+	$(TESTENV) $(GO) test -race -count=1 -timeout 30m $(GO_PACKAGES)
 
 test-node: node-deps
 	@echo "npm --prefix n8n-node test"; $(with_node24) $(NPM) --prefix n8n-node test

@@ -1912,7 +1912,7 @@ func TestIngestLogsCarryNoBodySignatureOrSecret(t *testing.T) {
 	rs, _ := ans.receipts(t)
 	ids = append(ids, rs[0].ClaimID)
 	tooBig := githubDelivery(ingestSecrets["github"][0], "log-too-big", []byte(`{"note":"`+ingestMarker+strings.Repeat("x", 2<<20)+`"}`))
-	require.Equal(t, http.StatusRequestEntityTooLarge, e.send(t, "github", tooBig).status)
+	e.sendTooLarge(t, "github", tooBig, "a body over the source's limit")
 	for _, id := range ids {
 		e.waitDispatchState(t, id, "dead_lettered")
 		v := e.inboxGet(t, id)
