@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
 // byteBudget bounds the request-body bytes one route class holds at once.
@@ -152,11 +153,19 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 				verdict = verdictTooLarge
 			}
 		case strings.HasPrefix(lower, "/ingest/") && s.cfg.Inbox != nil:
+			// An unknown source is answered as a source of the default
+			// limit would be (413 past it, else as unauthenticated), so
+			// that the size of a body does not tell the two apart.
+			limit := ingest.DefaultMaxBodyBytes
 			src := s.cfg.Inbox.Source(strings.TrimSuffix(path[len("/ingest/"):], "/"))
-			if src == nil {
-				verdict = verdictUnread
-			} else if declared > src.MaxBodyBytes {
+			if src != nil {
+				limit = src.MaxBodyBytes
+			}
+			switch {
+			case declared > limit:
 				verdict = verdictTooLarge
+			case src == nil:
+				verdict = verdictUnread
 			}
 		}
 	}
@@ -219,7 +228,7 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	case verdictFraming:
 		return apperr.New(apperr.BadRequest, "%s", transportMessage[apperr.BadRequest])
 	case verdictTooLarge:
-		return apperr.New(apperr.TooLarge, "the declared request body exceeds the limit of this route")
+		return apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
 	default:
 		st.dropped = true
 	}
@@ -462,6 +471,10 @@ var transportCode = map[int]apperr.Code{
 	fiber.StatusRequestEntityTooLarge:       apperr.TooLarge,
 	fiber.StatusRequestHeaderFieldsTooLarge: apperr.HeaderTooLarge,
 }
+
+// declaredTooLarge is the message of a body refused from its declared
+// length (headerReceived), on every route alike.
+const declaredTooLarge = "the declared request body exceeds the limit of this route"
 
 // hasBody reports whether the request carries a body: a Content-Length
 // above 0, or chunked.

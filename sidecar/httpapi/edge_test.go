@@ -299,6 +299,21 @@ sources:
 		}
 	}
 	require.Equal(t, ingestCounts{}, e.counts(t, "hooks"))
+
+	// Past the default max_body_bytes, a source of the default limit and
+	// an unknown name are refused alike from the declared length.
+	var big []rawReply
+	for _, path := range []string{"/ingest/hooks", "/ingest/nope"} {
+		rs := rawExchange(t, addr, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n", 5*time.Second)
+		require.Len(t, rs, 1)
+		rs[0].header.Del("X-Request-Id")
+		rs[0].header.Del("Date")
+		big = append(big, rs[0])
+	}
+	require.Equal(t, http.StatusRequestEntityTooLarge, big[0].status, "%s", big[0].body)
+	require.Equal(t, big[0].status, big[1].status)
+	require.Equal(t, big[0].header, big[1].header)
+	require.Equal(t, string(big[0].body), string(big[1].body))
 }
 
 // A body that finds no room in its class's budget within the request

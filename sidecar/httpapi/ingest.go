@@ -33,8 +33,10 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	// sent), within the source's own limit as loaded now.
 	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
 		if apperr.CodeOf(err) == apperr.TooLarge {
+			// The same words as a body refused from its declared length,
+			// and as an unknown source's: nothing names the source's limit.
 			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
-			return apperr.New(apperr.TooLarge, "the body exceeds %d bytes, the limit of this source", src.MaxBodyBytes)
+			return apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
 		}
 		return err
 	}

@@ -312,7 +312,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		ev.Str("tenant", p.Tenant)
 	}
 	if src := c.Params("source"); src != "" {
-		ev.Str("source", src)
+		ev.Str("source", clip(src, 64))
 	}
 	ev.Msg("request")
 	return nil
