@@ -2,6 +2,8 @@ package strictjson
 
 import (
 	"bytes"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -37,6 +39,45 @@ func numberHeavyDoc(size int) []byte {
 	return b.Bytes()
 }
 
+// floatDoc is one flat array of about size bytes of numbers of many digits,
+// the shape of the attack report (~4 MB, ~170k floats, ~23 bytes each):
+// 17- to 20-digit decimals, 17-digit mantissas with exponents as encoders
+// write them (e+299, e-07, E+05), 23-digit integers, and negative zero
+// and zero-padded values spelt long.
+func floatDoc(size int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b bytes.Buffer
+	b.Grow(size + 64)
+	b.WriteByte('[')
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		f := rng.Float64()
+		switch i % 8 {
+		case 0:
+			b.WriteString(strconv.FormatFloat(f, 'f', 20, 64)) // 0.12345678901234567737
+		case 1:
+			b.WriteString(strconv.FormatFloat(f*1e3, 'f', 17, 64)) // 123.45678901234567737
+		case 2:
+			b.WriteString(strconv.FormatFloat(-f*math.Pow10(rng.IntN(300)), 'e', 16, 64)) // -1.2345678901234567e+123
+		case 3:
+			b.WriteString(strconv.FormatFloat(f*math.Pow10(-rng.IntN(300)), 'g', -1, 64)) // shortest: 1.2345678901234567e-07
+		case 4:
+			b.WriteString(strconv.FormatFloat(f*1e6, 'E', 17, 64)) // 1.23456789012345678E+05
+		case 5:
+			b.WriteString(strconv.FormatUint(rng.Uint64(), 10)) // above 2^64
+			b.WriteString(strconv.Itoa(rng.IntN(9000) + 1000))
+		case 6:
+			b.WriteString(strconv.FormatFloat(-f*1000, 'f', 18, 64)) // -123.456789012345678901
+		default:
+			b.WriteString([]string{"-0.00000000000000000000", "-0", "0.000000000000000000e-7", "1.50000000000000000E+2"}[rng.IntN(4)])
+		}
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
 func BenchmarkHash(b *testing.B) {
 	doc := numberHeavyDoc(1 << 20)
 	b.SetBytes(int64(len(doc)))
@@ -54,6 +95,36 @@ func BenchmarkCanonical(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Canonical(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHashFloats4MB: the attack report's document, ~4 MB of ~170k
+// floats of many digits.
+func BenchmarkHashFloats4MB(b *testing.B) {
+	doc := floatDoc(4 << 20)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Hash(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseCanonicalValue: the tree path (Parse, then CanonicalValue)
+// on the number-heavy document, nothing removed.
+func BenchmarkParseCanonicalValue(b *testing.B) {
+	doc := numberHeavyDoc(1 << 20)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tree, err := Parse(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := CanonicalValue(tree); err != nil {
 			b.Fatal(err)
 		}
 	}

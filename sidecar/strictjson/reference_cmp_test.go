@@ -1,0 +1,150 @@
+package strictjson
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// referenceDocs: the fuzz seeds, the stored fuzz corpus, the benchmark
+// documents (small) and encoder output of random trees.
+func referenceDocs(t testing.TB) [][]byte {
+	docs := fuzzSeeds(t)
+	corpus, err := filepath.Glob("testdata/fuzz/*/*")
+	require.NoError(t, err)
+	for _, f := range corpus {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		docs = append(docs, corpusValues(string(b))...)
+	}
+	docs = append(docs, numberHeavyDoc(4<<10), floatDoc(4<<10))
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		tree := randomDoc(rng, 4)
+		enc, err := json.Marshal(tree)
+		require.NoError(t, err)
+		indented, err := json.MarshalIndent(tree, "", "\t")
+		require.NoError(t, err)
+		docs = append(docs, enc, indented)
+	}
+	return docs
+}
+
+// corpusValues returns the []byte and string values of a
+// "go test fuzz v1" corpus file.
+func corpusValues(file string) [][]byte {
+	var out [][]byte
+	for _, line := range strings.Split(file, "\n") {
+		for _, prefix := range []string{"[]byte(", "string("} {
+			if lit, ok := strings.CutPrefix(line, prefix); ok {
+				if s, err := strconv.Unquote(strings.TrimSuffix(lit, ")")); err == nil {
+					out = append(out, []byte(s))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// mutate returns a copy of doc with a few bytes inserted, replaced or
+// removed, drawn from the bytes that matter to a JSON parser.
+func mutate(rng *rand.Rand, doc []byte) []byte {
+	const alphabet = "{}[]:,\"\\ \t\n0123456789-+.eEuUtrfalsn\x00\x1f\x7f\xc3\xa9\xed\xa0\xf0\x9f\x98\x80\xff"
+	out := append([]byte(nil), doc...)
+	for range 1 + rng.IntN(3) {
+		c := alphabet[rng.IntN(len(alphabet))]
+		i := 0
+		if len(out) > 0 {
+			i = rng.IntN(len(out) + 1)
+		}
+		switch op := rng.IntN(3); {
+		case op == 0 || len(out) == 0 || i == len(out):
+			out = append(out[:i], append([]byte{c}, out[i:]...)...)
+		case op == 1:
+			out[i] = c
+		default:
+			out = append(out[:i], out[i+1:]...)
+		}
+	}
+	return out
+}
+
+// TestMatchesReference: on every reference document and thousands of
+// mutations of them, Canonical, Hash, Parse and CanonicalValue answer
+// exactly as the reference implementation does: the same bytes, or the
+// same error (reason, pointer and offset).
+func TestMatchesReference(t *testing.T) {
+	t.Parallel()
+	docs := referenceDocs(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, d := range docs {
+		requireMatchesReference(t, d)
+		for range 20 {
+			requireMatchesReference(t, mutate(rng, d))
+		}
+	}
+}
+
+// FuzzMatchesReference is TestMatchesReference for any input.
+func FuzzMatchesReference(f *testing.F) {
+	for _, d := range referenceDocs(f) {
+		f.Add(d)
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) { requireMatchesReference(t, doc) })
+}
+
+func requireMatchesReference(t *testing.T, doc []byte) {
+	t.Helper()
+	want, wantErr := refCanonical(doc)
+	got, err := Canonical(doc)
+	requireSameResult(t, doc, "Canonical", want, wantErr, got, err)
+
+	h, err := Hash(doc)
+	if wantErr == nil {
+		sum := sha256.Sum256(want)
+		require.NoError(t, err, "Hash of %q", doc)
+		require.Equal(t, hex.EncodeToString(sum[:]), h, "Hash of %q", doc)
+	} else {
+		requireSameError(t, doc, "Hash", wantErr, err)
+	}
+
+	wantTree, wantErr := refParse(doc)
+	tree, err := Parse(doc)
+	if wantErr != nil {
+		requireSameError(t, doc, "Parse", wantErr, err)
+		return
+	}
+	require.NoError(t, err, "Parse of %q", doc)
+	require.Equal(t, wantTree, tree, "Parse of %q", doc)
+	wantValue, wantErr := refCanonicalValue(wantTree)
+	gotValue, err := CanonicalValue(tree)
+	requireSameResult(t, doc, "CanonicalValue", wantValue, wantErr, gotValue, err)
+	require.Equal(t, string(want), string(gotValue), "CanonicalValue(Parse) = Canonical for %q", doc)
+}
+
+func requireSameResult(t *testing.T, doc []byte, what string, want []byte, wantErr error, got []byte, err error) {
+	t.Helper()
+	if wantErr != nil {
+		requireSameError(t, doc, what, wantErr, err)
+		return
+	}
+	require.NoError(t, err, "%s of %q", what, doc)
+	require.Equal(t, string(want), string(got), "%s of %q", what, doc)
+}
+
+func requireSameError(t *testing.T, doc []byte, what string, wantErr, err error) {
+	t.Helper()
+	var want, got *Error
+	require.True(t, errors.As(wantErr, &want), "reference error %v", wantErr)
+	require.True(t, errors.As(err, &got), "%s of %q: want %v, got %v", what, doc, wantErr, err)
+	require.Equal(t, *want, *got, "%s of %q", what, doc)
+}
