@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -146,10 +147,40 @@ func BenchmarkJCSReference(b *testing.B) {
 func BenchmarkCanonicalNumber(b *testing.B) {
 	b.ReportAllocs()
 	dst := make([]byte, 0, 64)
+	lit := []byte("-12345.678900e-3")
 	for b.Loop() {
 		var err error
-		if dst, err = appendCanonicalNumber(dst[:0], "-12345.678900e-3"); err != nil {
+		if dst, err = appendCanonicalNumber(dst[:0], lit); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReferenceHash is the reference implementation (reference_test.go)
+// on the number-heavy document, for comparison under the same load.
+func BenchmarkReferenceHash(b *testing.B) {
+	doc := numberHeavyDoc(1 << 20)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := refCanonical(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sha256.Sum256(c)
+	}
+}
+
+// BenchmarkReferenceHashFloats4MB: the reference on the float document.
+func BenchmarkReferenceHashFloats4MB(b *testing.B) {
+	doc := floatDoc(4 << 20)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := refCanonical(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sha256.Sum256(c)
 	}
 }

@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"bytes"
+	"hash"
 	"sync"
 	"unsafe"
 
@@ -58,17 +59,18 @@ func Parse(data []byte) (any, error) {
 // reader is one strict pass over a document. It is pooled with its scratch
 // buffers; the canonical form's buffers live here too (canonical.go).
 type reader struct {
-	data    []byte
-	dec     *jsontext.Decoder
-	unq     []byte // unquoted string scratch
-	scratch []byte // number scratch
+	data []byte
+	dec  *jsontext.Decoder
+	unq  []byte // unquoted string scratch
 
 	// Canonical's state, see canonical.go.
 	text  []byte
 	nodes []cnode
 	kids  []int32
 	stack []int32
-	out   []byte
+	keys  []memberKey // the members of the object being sorted
+	out   []byte      // Hash's output buffer
+	sha   hash.Hash   // Hash's digest, reset on use
 }
 
 var readerPool = sync.Pool{New: func() any {
@@ -171,9 +173,7 @@ func (r *reader) unquote(raw []byte) ([]byte, *Error) {
 
 // checkNumber applies Canonical's number rule to the literal raw.
 func (r *reader) checkNumber(raw []byte) *Error {
-	var err error
-	r.scratch, err = appendCanonicalNumber(r.scratch[:0], raw)
-	if err != nil {
+	if err := checkNumberLiteral(raw); err != nil {
 		return r.at(err.(*Error), raw)
 	}
 	return nil

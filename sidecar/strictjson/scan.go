@@ -1,0 +1,555 @@
+package strictjson
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash"
+	"math/bits"
+	"slices"
+	"unicode/utf8"
+)
+
+// The fast path of Canonical, Hash and the functions built on them: one
+// hand-written pass over the input that checks everything the strict
+// decoder checks and records the flat tree of canonical.go, without a
+// token API between the bytes and the tree.
+//
+// It only ever says yes or no. On any input it does not accept (an error
+// of any kind, in any place) the caller runs the jsontext-based pass
+// instead, which reports the error with its reason, pointer and offset;
+// so errors are exactly what they always were, and the fast path must
+// only never accept what the strict decoder refuses, nor write anything
+// but what the jsontext pass writes (TestMatchesReference compares the
+// two on the fuzz corpus and its mutations).
+//
+// Scalars are not copied: a scalar's node is the stretch of the input it
+// was read from, written as it is when that already is its canonical text
+// (nodeRaw: true, false, null, a string without escapes, a number such as
+// 12.5 or 0.12345678901234567, by far the common cases) and otherwise
+// canonicalised again while the output is written (nodeRun). Consecutive
+// scalar elements of an array share one such node, commas and whitespace
+// included (scanElement), so an array of a million numbers costs one node,
+// not a million. Member names without escapes point into the input too.
+
+// scan reads the whole document into the flat tree and returns its root.
+// ok is false when data is anything but exactly one strict JSON value
+// within the limits (reader.canonical then finds the error).
+func (r *reader) scan(data []byte) (root int32, ok bool) {
+	if len(data) > MaxBytes {
+		return 0, false
+	}
+	r.data = data
+	r.text, r.nodes, r.kids, r.stack = r.text[:0], r.nodes[:0], r.kids[:0], r.stack[:0]
+	// Size the tree from the structure: a member takes two nodes and a
+	// kid, a container a node, a kid and at most one run of scalars. The
+	// counts are bounds (a ':' or '[' inside a string counts too), capped
+	// at the most nodes any document of this length can have, about one
+	// per 3 bytes ([[],[],…] or {"a":0,"b":0,…}).
+	colons := bytes.Count(data, colon)
+	opens := bytes.Count(data, openBracket) + bytes.Count(data, openBrace)
+	if n := min(2*colons+2*opens, len(data)/3) + 16; cap(r.nodes) < n {
+		r.nodes = make([]cnode, 0, n)
+	}
+	if n := min(colons+2*opens, len(data)/3) + 16; cap(r.kids) < n {
+		r.kids = make([]int32, 0, n)
+	}
+	i := skipSpace(data, 0)
+	root, i, ok = r.scanValue(i, 0)
+	if !ok || skipSpace(data, i) != len(data) {
+		return 0, false
+	}
+	return root, true
+}
+
+var colon, openBracket, openBrace = []byte{':'}, []byte{'['}, []byte{'{'}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// scanValue reads the value starting at data[i] (not whitespace), depth
+// being the number of enclosing containers, and returns its node and the
+// offset after it.
+func (r *reader) scanValue(i, depth int) (int32, int, bool) {
+	if i < len(r.data) {
+		switch r.data[i] {
+		case '[':
+			return r.scanArray(i, depth)
+		case '{':
+			return r.scanObject(i, depth)
+		}
+	}
+	verbatim, end, ok := r.checkScalar(i)
+	switch {
+	case !ok:
+		return 0, i, false
+	case verbatim:
+		return r.node(nodeRaw, i, end), end, true
+	}
+	// A value of its own (a member's, or the document): its canonical text
+	// goes to r.text now, rather than reading it twice. (Array elements
+	// are canonicalised while writing instead, see scanElement.)
+	a := len(r.text)
+	r.text = r.appendScalar(r.text, r.data[i:end])
+	return r.node(nodeText, a, len(r.text)), end, true
+}
+
+// checkScalar checks the string, number or literal starting at data[i]
+// and returns the offset after it, and whether it is its own canonical
+// text.
+func (r *reader) checkScalar(i int) (verbatim bool, end int, ok bool) {
+	data := r.data
+	if i >= len(data) {
+		return false, i, false
+	}
+	switch c := data[i]; c {
+	case '"':
+		end, esc, ok := scanString(data, i)
+		return !esc, end, ok
+	case 't':
+		return true, i + 4, len(data) >= i+4 && string(data[i:i+4]) == "true"
+	case 'f':
+		return true, i + 5, len(data) >= i+5 && string(data[i:i+5]) == "false"
+	case 'n':
+		return true, i + 4, len(data) >= i+4 && string(data[i:i+4]) == "null"
+	default:
+		if c != '-' && !isDigit(c) {
+			return false, i, false
+		}
+		p, end, ok := scanNumber(data, i)
+		if !ok {
+			return false, i, false
+		}
+		if p.isCanonical(data) {
+			return true, end, true
+		}
+		return false, end, numberInRange(data, p)
+	}
+}
+
+func (r *reader) node(kind uint8, a, b int) int32 {
+	r.nodes = append(r.nodes, cnode{kind: kind, a: int32(a), b: int32(b)})
+	return int32(len(r.nodes) - 1)
+}
+
+func (r *reader) scanArray(i, depth int) (int32, int, bool) {
+	data := r.data
+	if depth == MaxDepth {
+		return 0, i, false
+	}
+	i = skipSpace(data, i+1)
+	mark := len(r.stack)
+	if i < len(data) && data[i] == ']' {
+		i++
+	} else {
+		for {
+			var next int
+			var ok bool
+			if i < len(data) && (data[i] == '[' || data[i] == '{') {
+				var v int32
+				if v, next, ok = r.scanValue(i, depth+1); !ok {
+					return 0, i, false
+				}
+				r.stack = append(r.stack, v)
+			} else if next, ok = r.scanElement(i, mark); !ok {
+				return 0, i, false
+			}
+			i = next
+			if i < len(data) && isSpace(data[i]) {
+				i = skipSpace(data, i)
+			}
+			if i >= len(data) {
+				return 0, i, false
+			}
+			if data[i] == ',' {
+				i = skipSpace(data, i+1)
+				continue
+			}
+			if data[i] != ']' {
+				return 0, i, false
+			}
+			i++
+			break
+		}
+	}
+	k0 := len(r.kids)
+	r.kids = append(r.kids, r.stack[mark:]...)
+	r.stack = r.stack[:mark]
+	return r.node(nodeArray, k0, len(r.kids)), i, true
+}
+
+// scanElement reads the scalar array element at data[i] and adds it to
+// the array's children (r.stack[mark:]): to the previous child when that
+// is a run of scalars too, which then ends at this element. The run stays
+// nodeRaw while its every element is verbatim and only the input's commas
+// separate them; anything else makes it a nodeRun.
+func (r *reader) scanElement(i, mark int) (int, bool) {
+	verbatim, end, ok := r.checkScalar(i)
+	if !ok {
+		return i, false
+	}
+	if len(r.stack) > mark {
+		if run := &r.nodes[r.stack[len(r.stack)-1]]; run.kind == nodeRaw || run.kind == nodeRun {
+			if !verbatim || int(run.b)+1 != i { // not just the comma between them
+				run.kind = nodeRun
+			}
+			run.b = int32(end)
+			return end, true
+		}
+	}
+	kind := nodeRun
+	if verbatim {
+		kind = nodeRaw
+	}
+	r.stack = append(r.stack, r.node(kind, i, end))
+	return end, true
+}
+
+func (r *reader) scanObject(i, depth int) (int32, int, bool) {
+	data := r.data
+	if depth == MaxDepth {
+		return 0, i, false
+	}
+	i = skipSpace(data, i+1)
+	mark := len(r.stack)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(data) || data[i] != '"' {
+				return 0, i, false
+			}
+			end, esc, ok := scanString(data, i)
+			if !ok {
+				return 0, i, false
+			}
+			m := cnode{kind: nodeMember, a: int32(i + 1), b: int32(end - 1)}
+			if esc {
+				a := len(r.text)
+				r.text = appendUnescaped(r.text, data[i+1:end-1])
+				m = cnode{kind: nodeMemberText, a: int32(a), b: int32(len(r.text))}
+			}
+			i = skipSpace(data, end)
+			if i >= len(data) || data[i] != ':' {
+				return 0, i, false
+			}
+			i = skipSpace(data, i+1)
+			v, next, ok := r.scanValue(i, depth+1)
+			if !ok {
+				return 0, i, false
+			}
+			m.val = v
+			r.nodes = append(r.nodes, m)
+			r.stack = append(r.stack, int32(len(r.nodes)-1))
+			i = next
+			if i < len(data) && isSpace(data[i]) {
+				i = skipSpace(data, i)
+			}
+			if i >= len(data) {
+				return 0, i, false
+			}
+			if data[i] == ',' {
+				i = skipSpace(data, i+1)
+				continue
+			}
+			if data[i] != '}' {
+				return 0, i, false
+			}
+			i++
+			break
+		}
+	}
+	k0 := len(r.kids)
+	r.kids = append(r.kids, r.stack[mark:]...)
+	r.stack = r.stack[:mark]
+	if !r.sortMembers(r.kids[k0:]) {
+		return 0, i, false // a duplicate name
+	}
+	return r.node(nodeObject, k0, len(r.kids)), i, true
+}
+
+// sortMembers sorts an object's members by name (RFC 8785 §3.2.3) and
+// reports false when two share a name. Members already in order, as
+// canonical input has them, are only compared.
+func (r *reader) sortMembers(ms []int32) bool {
+	if len(ms) < 2 {
+		return true
+	}
+	r.keys = r.keys[:0]
+	for _, m := range ms {
+		r.keys = append(r.keys, memberKey{r.name(r.nodes[m]), m})
+	}
+	keys := r.keys
+	sorted := true
+	for j := 1; j < len(keys); j++ {
+		c := compareNames(keys[j-1].name, keys[j].name)
+		if c == 0 {
+			return false
+		}
+		if c > 0 {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return true
+	}
+	if len(keys) <= 12 { // insertion sort, as slices.SortFunc does for short runs, without its indirect calls
+		for j := 1; j < len(keys); j++ {
+			k, i := keys[j], j
+			for ; i > 0 && compareNames(keys[i-1].name, k.name) > 0; i-- {
+				keys[i] = keys[i-1]
+			}
+			keys[i] = k
+		}
+	} else {
+		slices.SortFunc(keys, func(x, y memberKey) int { return compareNames(x.name, y.name) })
+	}
+	for j := range keys {
+		if j > 0 && string(keys[j-1].name) == string(keys[j].name) {
+			return false
+		}
+		ms[j] = keys[j].node
+	}
+	return true
+}
+
+// compareNames is compareUTF16, answering at once when the names start
+// with different ASCII characters.
+func compareNames(a, b []byte) int {
+	if len(a) > 0 && len(b) > 0 && a[0] != b[0] && a[0]|b[0] < utf8.RuneSelf {
+		return int(a[0]) - int(b[0])
+	}
+	return compareUTF16(a, b)
+}
+
+// memberKey is a member's name and node, while its object is sorted.
+type memberKey struct {
+	name []byte
+	node int32
+}
+
+// emitRun appends the canonical form of run, scalars that scan accepted
+// separated by commas and whitespace, to dst, handing it to h as emit
+// does.
+func (r *reader) emitRun(dst, run []byte, h hash.Hash) []byte {
+	for i := 0; i < len(run); {
+		c := run[i]
+		if c == ',' {
+			dst = append(dst, ',')
+			i++
+			continue
+		}
+		if isSpace(c) {
+			i++
+			continue
+		}
+		var end int
+		switch c {
+		case '"':
+			end, _, _ = scanString(run, i)
+			if end-i >= hashChunk {
+				dst = put(dst, run[i:end], h)
+			} else {
+				dst = r.appendScalar(dst, run[i:end])
+			}
+		case 't', 'n':
+			end = i + 4
+			dst = append(dst, run[i:end]...)
+		case 'f':
+			end = i + 5
+			dst = append(dst, "false"...)
+		default:
+			var p numParts
+			p, end, _ = scanNumber(run, i)
+			if p.isCanonical(run) {
+				dst = append(dst, run[i:end]...)
+			} else {
+				dst, _ = appendNumber(dst, run, p)
+			}
+		}
+		i = end
+		if h != nil && len(dst) >= hashChunk {
+			h.Write(dst)
+			dst = dst[:0]
+		}
+	}
+	return dst
+}
+
+// appendScalar appends the canonical text of lit, one scalar that scan
+// accepted, to dst.
+func (r *reader) appendScalar(dst, lit []byte) []byte {
+	switch lit[0] {
+	case '"':
+		if bytes.IndexByte(lit, '\\') < 0 {
+			return append(dst, lit...)
+		}
+		r.unq = appendUnescaped(r.unq[:0], lit[1:len(lit)-1])
+		return appendString(dst, r.unq)
+	case 't', 'f', 'n':
+		return append(dst, lit...)
+	}
+	p, _, _ := scanNumber(lit, 0)
+	if p.isCanonical(lit) {
+		return append(dst, lit...)
+	}
+	dst, _ = appendNumber(dst, lit, p)
+	return dst
+}
+
+// scanString reads the JSON string whose opening quote is data[i] and
+// returns the offset after its closing quote and whether it holds any
+// escape. ok is false for anything the strict decoder refuses: a control
+// character, a bad escape, an unpaired surrogate escape, invalid UTF-8 or
+// a missing closing quote.
+func scanString(data []byte, i int) (end int, esc, ok bool) {
+	j := i + 1
+	for {
+		// Eight bytes at a time through plain ASCII.
+		for j+8 <= len(data) {
+			m := specialBytes(binary.LittleEndian.Uint64(data[j:]))
+			if m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			j += 8
+		}
+		if j >= len(data) {
+			return 0, false, false
+		}
+		switch c := data[j]; {
+		case c == '"':
+			return j + 1, esc, true
+		case c == '\\':
+			esc = true
+			n := escapeLen(data, j)
+			if n == 0 {
+				return 0, false, false
+			}
+			j += n
+		case c < 0x20:
+			return 0, false, false
+		case c < utf8.RuneSelf:
+			j++
+		default:
+			r, size := utf8.DecodeRune(data[j:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, false, false
+			}
+			j += size
+		}
+	}
+}
+
+// specialBytes has the high bit set in each byte of x (eight input bytes,
+// little-endian) that a string scan must stop at: below 0x20, '"', '\\',
+// or not ASCII. The lowest set bit is exact: a borrow between bytes only
+// starts at a byte that is itself special, so bits above the first special
+// byte may be spurious, never bits below it.
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := x ^ (ones * '"')
+	slash := x ^ (ones * '\\')
+	return ((x - ones*0x20) | (quote - ones) | (slash - ones) | x) & highs
+}
+
+// escapeLen returns the length of the valid escape at data[j] (a '\\'):
+// 2 for \" \\ \/ \b \f \n \r \t, 6 for \uXXXX of a character that is not a
+// surrogate, 12 for a high and a low surrogate escape in a row; 0 for
+// anything else (an unknown escape, bad hex, an unpaired surrogate).
+func escapeLen(data []byte, j int) int {
+	if j+1 >= len(data) {
+		return 0
+	}
+	switch data[j+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+	default:
+		return 0
+	}
+	v, ok := hex4(data, j+2)
+	switch {
+	case !ok:
+		return 0
+	case v < 0xD800 || v >= 0xE000:
+		return 6
+	case v >= 0xDC00: // a low surrogate first
+		return 0
+	}
+	if j+7 >= len(data) || data[j+6] != '\\' || data[j+7] != 'u' {
+		return 0
+	}
+	if w, ok := hex4(data, j+8); !ok || w < 0xDC00 || w >= 0xE000 {
+		return 0
+	}
+	return 12
+}
+
+// hex4 reads four hex digits (either case) at data[i:].
+func hex4(data []byte, i int) (rune, bool) {
+	if i+4 > len(data) {
+		return 0, false
+	}
+	var v rune
+	for _, c := range data[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | rune(c)
+	}
+	return v, true
+}
+
+// appendUnescaped appends the characters of s, the content of a JSON
+// string that scanString accepted (between its quotes), with every escape
+// decoded.
+func appendUnescaped(dst, s []byte) []byte {
+	for {
+		k := bytes.IndexByte(s, '\\')
+		if k < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:k]...)
+		s = s[k:]
+		var c byte
+		switch s[1] {
+		case 'u':
+			v, _ := hex4(s, 2)
+			n := 6
+			if v >= 0xD800 && v < 0xDC00 { // a pair, as scanString checked
+				w, _ := hex4(s, 8)
+				v = 0x10000 + (v-0xD800)<<10 + (w - 0xDC00)
+				n = 12
+			}
+			dst = utf8.AppendRune(dst, v)
+			s = s[n:]
+			continue
+		case 'b':
+			c = '\b'
+		case 'f':
+			c = '\f'
+		case 'n':
+			c = '\n'
+		case 'r':
+			c = '\r'
+		case 't':
+			c = '\t'
+		default: // '"', '\\', '/'
+			c = s[1]
+		}
+		dst = append(dst, c)
+		s = s[2:]
+	}
+}
