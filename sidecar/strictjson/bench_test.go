@@ -131,6 +131,28 @@ func BenchmarkParseCanonicalValue(b *testing.B) {
 	}
 }
 
+// BenchmarkHashWithout: the payload hash with volatile fields (as
+// claim.PayloadHash and ingest compute it) on the number-heavy document:
+// a member of the first and of the last record, and an array element.
+func BenchmarkHashWithout(b *testing.B) {
+	doc := numberHeavyDoc(1 << 20)
+	var ptrs []Pointer
+	for _, s := range []string{"/0/rate", "/5000/v/1", "/6000/name"} {
+		p, err := ParsePointer(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ptrs = append(ptrs, p)
+	}
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := HashWithout(doc, ptrs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkJCSReference is github.com/gowebpki/jcs on the same document,
 // for scale only (it rounds numbers to doubles).
 func BenchmarkJCSReference(b *testing.B) {

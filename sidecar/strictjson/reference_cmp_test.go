@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,8 +156,11 @@ func requireMatchesReference(t *testing.T, doc []byte) {
 	tree, err := Parse(doc)
 	if wantErr != nil {
 		requireSameError(t, doc, "Parse", wantErr, err)
+		_, err := HashWithout(doc, mustPointer(t, "/a"))
+		requireSameError(t, doc, "HashWithout", wantErr, err)
 		return
 	}
+	requireRemovalsMatch(t, doc, wantTree)
 	require.NoError(t, err, "Parse of %q", doc)
 	require.Equal(t, wantTree, tree, "Parse of %q", doc)
 	wantValue, wantErr := refCanonicalValue(wantTree)
@@ -181,4 +185,74 @@ func requireSameError(t *testing.T, doc []byte, what string, wantErr, err error)
 	require.True(t, errors.As(wantErr, &want), "reference error %v", wantErr)
 	require.True(t, errors.As(err, &got), "%s of %q: want %v, got %v", what, doc, wantErr, err)
 	require.Equal(t, *want, *got, "%s of %q", what, doc)
+}
+
+// requireRemovalsMatch: HashWithout and CanonicalWithout agree with
+// Pointer.Remove on the reference's tree, then the reference's
+// CanonicalValue, for pointers to values of doc (one to three at a time,
+// members, elements, nested, in runs of scalars) and pointers that name
+// nothing.
+func requireRemovalsMatch(t *testing.T, doc []byte, tree any) {
+	t.Helper()
+	paths := treePointers(tree, "")
+	rng := rand.New(rand.NewPCG(uint64(len(doc)), uint64(len(paths))))
+	odd := []string{"", "/", "/-", "/+1", "/01", "/-0", "/999999", "/a/b/c", "/0/0/0", "/\u0000"}
+	for try := range min(len(paths)+len(odd), 12) {
+		var ptrs []Pointer
+		var texts []string
+		for range 1 + try%3 {
+			var s string
+			if try%4 == 3 || len(paths) == 0 {
+				s = odd[rng.IntN(len(odd))]
+			} else {
+				s = paths[rng.IntN(len(paths))]
+			}
+			ptrs = append(ptrs, mustPointer(t, s))
+			texts = append(texts, s)
+		}
+		again, err := refParse(doc) // Remove changes the tree in place
+		require.NoError(t, err)
+		for _, p := range ptrs {
+			p.Remove(again)
+		}
+		want, err := refCanonicalValue(again)
+		require.NoError(t, err)
+		got, err := CanonicalWithout(doc, ptrs...)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "CanonicalWithout(%q, %q)", doc, texts)
+		h, err := HashWithout(doc, ptrs...)
+		require.NoError(t, err)
+		sum := sha256.Sum256(want)
+		require.Equal(t, hex.EncodeToString(sum[:]), h, "HashWithout(%q, %q)", doc, texts)
+	}
+}
+
+// treePointers lists the pointer of every value in tree, below at.
+func treePointers(tree any, at string) []string {
+	var out []string
+	switch v := tree.(type) {
+	case map[string]any:
+		for k, x := range v {
+			p := at + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			out = append(out, p)
+			out = append(out, treePointers(x, p)...)
+		}
+	case []any:
+		for i, x := range v {
+			p := at + "/" + strconv.Itoa(i)
+			out = append(out, p)
+			out = append(out, treePointers(x, p)...)
+		}
+	}
+	slices.Sort(out) // map order would make the test differ run to run
+	return out
+}
+
+func mustPointer(t *testing.T, s string) Pointer {
+	p, err := ParsePointer(s)
+	if err != nil {
+		p, err = ParsePointer("/x")
+	}
+	require.NoError(t, err)
+	return p
 }
