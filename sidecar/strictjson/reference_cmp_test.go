@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -80,17 +81,18 @@ func mutate(rng *rand.Rand, doc []byte) []byte {
 }
 
 // TestMatchesReference: on every reference document and thousands of
-// mutations of them, Canonical, Hash, Parse and CanonicalValue answer
-// exactly as the reference implementation does: the same bytes, or the
-// same error (reason, pointer and offset).
+// mutations of them, Canonical, Hash, HashWithout, CanonicalWithout,
+// Parse, CanonicalValue and Unmarshal answer exactly as the reference
+// implementation does: the same bytes or values, or the same error
+// (reason, pointer and offset).
 func TestMatchesReference(t *testing.T) {
 	t.Parallel()
 	docs := referenceDocs(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, d := range docs {
-		requireMatchesReference(t, d)
-		for range 20 {
-			requireMatchesReference(t, mutate(rng, d))
+		requireMatchesReference(t, d, true)
+		for i := range 20 {
+			requireMatchesReference(t, mutate(rng, d), i < 4) // Unmarshal's nine targets on a few
 		}
 	}
 }
@@ -128,10 +130,10 @@ func FuzzMatchesReference(f *testing.F) {
 	for _, d := range referenceDocs(f) {
 		f.Add(d)
 	}
-	f.Fuzz(func(t *testing.T, doc []byte) { requireMatchesReference(t, doc) })
+	f.Fuzz(func(t *testing.T, doc []byte) { requireMatchesReference(t, doc, true) })
 }
 
-func requireMatchesReference(t *testing.T, doc []byte) {
+func requireMatchesReference(t *testing.T, doc []byte, unmarshal bool) {
 	t.Helper()
 	want, wantErr := refCanonical(doc)
 	got, err := Canonical(doc)
@@ -150,6 +152,10 @@ func requireMatchesReference(t *testing.T, doc []byte) {
 		require.Equal(t, hex.EncodeToString(sum[:]), h, "Hash of %q", doc)
 	} else {
 		requireSameError(t, doc, "Hash", wantErr, err)
+	}
+
+	if unmarshal {
+		requireUnmarshalMatches(t, doc)
 	}
 
 	wantTree, wantErr := refParse(doc)
@@ -255,4 +261,37 @@ func mustPointer(t *testing.T, s string) Pointer {
 	}
 	require.NoError(t, err)
 	return p
+}
+
+// unmarshalTargets are the Go types requireUnmarshalMatches decodes into.
+var unmarshalTargets = []func() any{
+	func() any { return new(any) },
+	func() any { return new(map[string]any) },
+	func() any { return new([]any) },
+	func() any { return new(idOnly) },
+	func() any { return new(event) },
+	func() any { return new([]item) },
+	func() any { return new(map[string]item) },
+	func() any { return new(Number) },
+	func() any { return new(string) },
+}
+
+// requireUnmarshalMatches: Unmarshal answers as the reference does, with
+// and without RejectUnknown, into every target: the same value, or the
+// same error.
+func requireUnmarshalMatches(t *testing.T, doc []byte) {
+	t.Helper()
+	for _, opts := range [][]Option{nil, {RejectUnknown()}} {
+		for _, target := range unmarshalTargets {
+			want, got := target(), target()
+			wantErr := refUnmarshal(doc, want, opts...)
+			err := Unmarshal(doc, got, opts...)
+			if wantErr != nil {
+				requireSameError(t, doc, fmt.Sprintf("Unmarshal into %T", got), wantErr, err)
+				continue
+			}
+			require.NoError(t, err, "Unmarshal of %q into %T", doc, got)
+			require.Equal(t, want, got, "Unmarshal of %q into %T", doc, got)
+		}
+	}
 }

@@ -10,11 +10,13 @@ package strictjson
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -54,6 +56,50 @@ func refCanonicalValue(v any) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// refUnmarshal is the reference Unmarshal: the jsontext pass (check,
+// which is unchanged) and json.Unmarshal with every strict flag.
+func refUnmarshal(data []byte, v any, opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return &Error{Reason: ReasonNotPointer, Offset: -1}
+	}
+	r := getReader()
+	err := r.start(data)
+	if err == nil {
+		err = r.check(shapeOf(rv.Type().Elem()), o.rejectUnknown, 0)
+	}
+	if err == nil {
+		err = r.finish()
+	}
+	putReader(r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v,
+		jsontext.AllowDuplicateNames(false),
+		jsontext.AllowInvalidUTF8(false),
+		json.MatchCaseInsensitiveNames(false),
+		json.RejectUnknownMembers(o.rejectUnknown),
+		json.WithUnmarshalers(refAnyAsTree),
+	); err != nil {
+		return unmarshalError(data, err)
+	}
+	return nil
+}
+
+var refAnyAsTree = json.UnmarshalFunc(func(b []byte, v *any) error {
+	tree, err := refParse(b)
+	if err != nil {
+		return err
+	}
+	*v = tree
+	return nil
+})
 
 // refCanonicalNumber is the reference CanonicalNumber.
 func refCanonicalNumber(lit string) (string, error) {

@@ -65,22 +65,31 @@ func Unmarshal(data []byte, v any, opts ...Option) error {
 		return &Error{Reason: ReasonNotPointer, Offset: -1}
 	}
 
+	// The strict pass: the scanner and a walk of its tree for the member
+	// names; when either refuses, the jsontext pass (check) reads the
+	// document again to report the first problem in document order.
 	r := getReader()
-	err := r.start(data)
-	if err == nil {
-		err = r.check(shapeOf(rv.Type().Elem()), o.rejectUnknown, 0)
-	}
-	if err == nil {
-		err = r.finish()
+	s := shapeOf(rv.Type().Elem())
+	var err *Error
+	if root, ok := r.scan(data); !ok || !r.fits(root, s, o.rejectUnknown) {
+		if err = r.start(data); err == nil {
+			err = r.check(s, o.rejectUnknown, 0)
+		}
+		if err == nil {
+			err = r.finish()
+		}
 	}
 	putReader(r)
 	if err != nil {
 		return err
 	}
 
+	// The document passed every strict check, duplicate names and UTF-8
+	// included, so the decoder need not track names or validate UTF-8
+	// again: for such a document the flags change nothing but its speed.
 	if err := json.Unmarshal(data, v,
-		jsontext.AllowDuplicateNames(false),
-		jsontext.AllowInvalidUTF8(false),
+		jsontext.AllowDuplicateNames(true),
+		jsontext.AllowInvalidUTF8(true),
 		json.MatchCaseInsensitiveNames(false),
 		json.RejectUnknownMembers(o.rejectUnknown),
 		json.WithUnmarshalers(anyAsTree),
@@ -174,6 +183,52 @@ func (r *reader) check(s *shape, rejectUnknown bool, depth int) *Error {
 		return r.checkNumber(raw)
 	}
 	return nil
+}
+
+// fits reports whether the member names of the tree at node (read by
+// scan, so already strict) pass check's rules for shape s: false wherever
+// check would fail. Below an opaque (nil) shape there is nothing more to
+// see: scan already checked the numbers.
+func (r *reader) fits(node int32, s *shape, rejectUnknown bool) bool {
+	if s == nil {
+		return true
+	}
+	n := r.nodes[node]
+	switch n.kind {
+	case nodeObject:
+		for _, k := range r.kids[n.a:n.b] {
+			m := r.nodes[k]
+			var child *shape
+			switch s.kind {
+			case shapeMap:
+				child = s.elem
+			case shapeStruct:
+				name := r.name(m)
+				if f, ok := s.fields[string(name)]; ok {
+					child = f
+				} else if _, ok := s.folded[foldName(name)]; ok {
+					return false
+				} else if s.fallback {
+					child = s.fallbackElem
+				} else if rejectUnknown {
+					return false
+				}
+			}
+			if !r.fits(m.val, child, rejectUnknown) {
+				return false
+			}
+		}
+	case nodeArray:
+		if s.kind != shapeSeq {
+			return true
+		}
+		for _, k := range r.kids[n.a:n.b] {
+			if !r.fits(k, s.elem, rejectUnknown) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // shape is what the strict pass needs to know of a Go type: the JSON member
