@@ -88,6 +88,8 @@ func (r *reader) scanValue(i, depth int) (int32, int, bool) {
 		return 0, i, false
 	case verbatim:
 		return r.node(nodeRaw, i, end), end, true
+	case r.sourceValues:
+		return r.node(nodeRun, i, end), end, true
 	}
 	// A value of its own (a member's, or the document): its canonical text
 	// goes to r.text now, rather than reading it twice. (Array elements
