@@ -153,6 +153,40 @@ func BenchmarkHashWithout(b *testing.B) {
 	}
 }
 
+// BenchmarkParse: Parse's tree of the number-heavy document.
+func BenchmarkParse(b *testing.B) {
+	doc := numberHeavyDoc(1 << 20)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseDocGet: what a key rule does with a body (ParseDoc, then
+// two lookups) on the number-heavy document.
+func BenchmarkParseDocGet(b *testing.B) {
+	doc := numberHeavyDoc(1 << 20)
+	p1, _ := ParsePointer("/0/id")
+	p2, _ := ParsePointer("/6000/name")
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := ParseDoc(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok, err := d.Get(p1); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if _, ok, err := d.Get(p2); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
 // BenchmarkJCSReference is github.com/gowebpki/jcs on the same document,
 // for scale only (it rounds numbers to doubles).
 func BenchmarkJCSReference(b *testing.B) {

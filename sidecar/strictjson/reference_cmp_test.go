@@ -164,9 +164,12 @@ func requireMatchesReference(t *testing.T, doc []byte, unmarshal bool) {
 		requireSameError(t, doc, "Parse", wantErr, err)
 		_, err := HashWithout(doc, mustPointer(t, "/a"))
 		requireSameError(t, doc, "HashWithout", wantErr, err)
+		_, err = ParseDoc(doc)
+		requireSameError(t, doc, "ParseDoc", wantErr, err)
 		return
 	}
 	requireRemovalsMatch(t, doc, wantTree)
+	requireLookupsMatch(t, doc, wantTree)
 	require.NoError(t, err, "Parse of %q", doc)
 	require.Equal(t, wantTree, tree, "Parse of %q", doc)
 	wantValue, wantErr := refCanonicalValue(wantTree)
@@ -293,5 +296,34 @@ func requireUnmarshalMatches(t *testing.T, doc []byte) {
 			require.NoError(t, err, "Unmarshal of %q into %T", doc, got)
 			require.Equal(t, want, got, "Unmarshal of %q into %T", doc, got)
 		}
+	}
+}
+
+// requireLookupsMatch: Doc.Get answers as Pointer.Get on the reference's
+// tree, for the pointer of every value, the same in upper case (letter-case
+// variants), and pointers that name nothing.
+func requireLookupsMatch(t *testing.T, doc []byte, tree any) {
+	t.Helper()
+	d, err := ParseDoc(doc)
+	require.NoError(t, err, "ParseDoc of %q", doc)
+	paths := treePointers(tree, "")
+	if len(paths) > 50 {
+		paths = paths[:50]
+	}
+	for _, p := range paths[:len(paths):len(paths)] {
+		paths = append(paths, strings.ToUpper(p), p+"/0", p+"/x")
+	}
+	paths = append(paths, "", "/", "/-", "/+0", "/01", "/999999", "/a/b")
+	for _, s := range paths {
+		p := mustPointer(t, s)
+		want, wantOK, wantErr := p.Get(tree)
+		got, ok, err := d.Get(p)
+		if wantErr != nil {
+			requireSameError(t, doc, "Doc.Get("+s+")", wantErr, err)
+			continue
+		}
+		require.NoError(t, err, "Doc.Get(%q) of %q", s, doc)
+		require.Equal(t, wantOK, ok, "Doc.Get(%q) of %q", s, doc)
+		require.Equal(t, want, got, "Doc.Get(%q) of %q", s, doc)
 	}
 }
