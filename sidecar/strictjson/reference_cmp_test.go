@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/benchdoc"
 )
 
 // referenceDocs: the fuzz seeds, the stored fuzz corpus, the benchmark
@@ -28,7 +30,7 @@ func referenceDocs(t testing.TB) [][]byte {
 		require.NoError(t, err)
 		docs = append(docs, corpusValues(string(b))...)
 	}
-	docs = append(docs, numberHeavyDoc(4<<10), floatDoc(4<<10))
+	docs = append(docs, benchdoc.NumberHeavy(4<<10), benchdoc.Floats(4<<10))
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
 		tree := randomDoc(rng, 4)
