@@ -98,9 +98,10 @@ func (r *reader) elementAt(arr int32, idx int) (node int32, scalar []byte, ok bo
 			}
 			idx--
 		default: // a run of scalars
-			s, e, rest := runElement(r.data[c.a:c.b], idx)
+			run := r.runText(c)
+			s, e, rest := runElement(run, idx)
 			if s >= 0 {
-				return 0, r.data[int(c.a)+s : int(c.a)+e], true
+				return 0, run[s:e], true
 			}
 			idx = rest
 		}

@@ -89,7 +89,7 @@ func (r *reader) element(arr int32, idx int, replace bool) (int32, bool) {
 	for j := n.a; j < n.b; j++ {
 		k := r.kids[j]
 		switch c := r.nodes[k]; c.kind {
-		case nodeArray, nodeObject, nodeText: // one element
+		case nodeArray, nodeObject:
 			if idx > 0 {
 				idx--
 				continue
@@ -98,20 +98,29 @@ func (r *reader) element(arr int32, idx int, replace bool) (int32, bool) {
 				r.kids[j] = r.nullNode()
 				return 0, false
 			}
-			return k, c.kind != nodeText
-		default: // nodeRaw, nodeRun: scalar elements r.data[c.a:c.b]
-			s, e, rest := runElement(r.data[c.a:c.b], idx)
+			return k, true
+		default: // one scalar or a run of them
+			s, e, rest := runElement(r.runText(c), idx)
 			if s < 0 {
 				idx = rest
 				continue
 			}
 			if replace {
-				r.splitRun(arr, int(j), int(c.a)+s, int(c.a)+e)
+				r.splitRun(arr, int(j), s, e)
 			}
 			return 0, false
 		}
 	}
 	return 0, false
+}
+
+// runText is the text of a scalar node or run: its source, or (nodeText)
+// its canonical text.
+func (r *reader) runText(c cnode) []byte {
+	if c.kind == nodeText {
+		return r.text[c.a:c.b]
+	}
+	return r.data[c.a:c.b]
 }
 
 // runElement returns the offsets in run (scalars separated by commas and
@@ -132,33 +141,34 @@ func runElement(run []byte, idx int) (s, e, rest int) {
 	return -1, -1, idx
 }
 
-// splitRun replaces the element data[s:e] of the run that is kid j of the
+// splitRun replaces the element run[s:e] of the run that is kid j of the
 // array node arr with null: the array's children are copied to the end of
 // r.kids with the run split in two around a null node.
 func (r *reader) splitRun(arr int32, j, s, e int) {
 	n, c := r.nodes[arr], r.nodes[r.kids[j]]
+	run := r.runText(c)
 	before := s // back over whitespace, the comma and whitespace
-	for before > int(c.a) && isSpace(r.data[before-1]) {
+	for before > 0 && isSpace(run[before-1]) {
 		before--
 	}
-	if before > int(c.a) && r.data[before-1] == ',' {
+	if before > 0 && run[before-1] == ',' {
 		before--
 	}
-	for before > int(c.a) && isSpace(r.data[before-1]) {
+	for before > 0 && isSpace(run[before-1]) {
 		before--
 	}
-	after := skipSpace(r.data[:c.b], e)
-	if after < int(c.b) && r.data[after] == ',' {
-		after = skipSpace(r.data[:c.b], after+1)
+	after := skipSpace(run, e)
+	if after < len(run) && run[after] == ',' {
+		after = skipSpace(run, after+1)
 	}
 	k0 := len(r.kids)
 	r.kids = append(r.kids, r.kids[n.a:j]...)
-	if before > int(c.a) {
-		r.kids = append(r.kids, r.node(c.kind, int(c.a), before))
+	if before > 0 {
+		r.kids = append(r.kids, r.node(c.kind, int(c.a), int(c.a)+before))
 	}
 	r.kids = append(r.kids, r.nullNode())
-	if after < int(c.b) {
-		r.kids = append(r.kids, r.node(c.kind, after, int(c.b)))
+	if after < len(run) {
+		r.kids = append(r.kids, r.node(c.kind, int(c.a)+after, int(c.b)))
 	}
 	r.kids = append(r.kids, r.kids[j+1:n.b]...)
 	r.nodes[arr].a, r.nodes[arr].b = int32(k0), int32(len(r.kids))

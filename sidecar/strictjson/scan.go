@@ -82,6 +82,26 @@ func (r *reader) scanValue(i, depth int) (int32, int, bool) {
 			return r.scanObject(i, depth)
 		}
 	}
+	// A value of its own (a member's, or the document): unless it is
+	// verbatim, its canonical text goes to r.text now, rather than reading
+	// it twice. (Array elements are canonicalised while writing instead,
+	// see scanElement.)
+	if data := r.data; i < len(data) && (data[i] == '-' || isDigit(data[i])) {
+		p, end, ok := scanNumber(data, i)
+		switch {
+		case !ok:
+			return 0, i, false
+		case p.isCanonical(data):
+			return r.node(nodeRaw, i, end), end, true
+		case r.sourceValues:
+			return r.node(nodeRun, i, end), end, numberInRange(data, p)
+		}
+		a := len(r.text)
+		if r.text, ok = appendNumber(r.text, data, p); !ok {
+			return 0, i, false
+		}
+		return r.node(nodeText, a, len(r.text)), end, true
+	}
 	verbatim, end, ok := r.checkScalar(i)
 	switch {
 	case !ok:
@@ -91,9 +111,6 @@ func (r *reader) scanValue(i, depth int) (int32, int, bool) {
 	case r.sourceValues:
 		return r.node(nodeRun, i, end), end, true
 	}
-	// A value of its own (a member's, or the document): its canonical text
-	// goes to r.text now, rather than reading it twice. (Array elements
-	// are canonicalised while writing instead, see scanElement.)
 	a := len(r.text)
 	r.text = r.appendScalar(r.text, r.data[i:end])
 	return r.node(nodeText, a, len(r.text)), end, true
@@ -185,29 +202,93 @@ func (r *reader) scanArray(i, depth int) (int32, int, bool) {
 
 // scanElement reads the scalar array element at data[i] and adds it to
 // the array's children (r.stack[mark:]): to the previous child when that
-// is a run of scalars too, which then ends at this element. The run stays
-// nodeRaw while its every element is verbatim and only the input's commas
-// separate them; anything else makes it a nodeRun.
+// is a run of scalars too, which then ends at this element. A run stays
+// nodeRaw, a stretch of the input, while its every element is verbatim
+// and only the input's commas separate them; otherwise its canonical text
+// is written to r.text (nodeText, elements and commas), where the rest of
+// the run follows. With sourceValues a run is never written: it becomes a
+// nodeRun instead.
 func (r *reader) scanElement(i, mark int) (int, bool) {
-	verbatim, end, ok := r.checkScalar(i)
-	if !ok {
-		return i, false
-	}
+	var run *cnode
 	if len(r.stack) > mark {
-		if run := &r.nodes[r.stack[len(r.stack)-1]]; run.kind == nodeRaw || run.kind == nodeRun {
-			if !verbatim || int(run.b)+1 != i { // not just the comma between them
-				run.kind = nodeRun
-			}
-			run.b = int32(end)
-			return end, true
+		if p := &r.nodes[r.stack[len(r.stack)-1]]; p.kind == nodeRaw || p.kind == nodeRun ||
+			p.kind == nodeText && int(p.b) == len(r.text) {
+			run = p
 		}
 	}
-	kind := nodeRun
-	if verbatim {
-		kind = nodeRaw
+	data := r.data
+	var p numParts
+	number := i < len(data) && (data[i] == '-' || isDigit(data[i]))
+	var verbatim, ok bool
+	var end int
+	if number {
+		if p, end, ok = scanNumber(data, i); !ok {
+			return i, false
+		}
+		verbatim = p.isCanonical(data)
+	} else if verbatim, end, ok = r.checkScalar(i); !ok {
+		return i, false
 	}
-	r.stack = append(r.stack, r.node(kind, i, end))
+	switch {
+	case run != nil && run.kind == nodeRaw && verbatim && int(run.b)+1 == i:
+		run.b = int32(end) // only the input's comma between them
+		return end, true
+	case r.sourceValues:
+		if number && !verbatim && !numberInRange(data, p) {
+			return i, false
+		}
+		if run != nil && run.kind != nodeText {
+			run.kind, run.b = nodeRun, int32(end)
+			return end, true
+		}
+		r.stack = append(r.stack, r.node(nodeRun, i, end))
+		return end, true
+	case run == nil && verbatim:
+		r.stack = append(r.stack, r.node(nodeRaw, i, end))
+		return end, true
+	}
+	// To r.text: after the run (moved there if it was input), or as a new
+	// run.
+	need := end - i + 32 // a canonical number can be longer than its literal (1e20)
+	if run != nil && run.kind == nodeRaw {
+		need += int(run.b - run.a)
+	}
+	if cap(r.text)-len(r.text) < need {
+		r.growText(need)
+	}
+	a := len(r.text)
+	if run != nil {
+		if run.kind == nodeRaw {
+			r.text = append(r.text, data[run.a:run.b]...)
+			run.kind, run.a = nodeText, int32(a)
+		}
+		r.text = append(r.text, ',')
+	}
+	switch {
+	case verbatim:
+		r.text = append(r.text, data[i:end]...)
+	case number:
+		if r.text, ok = appendNumber(r.text, data, p); !ok {
+			return i, false
+		}
+	default:
+		r.text = r.appendScalar(r.text, data[i:end])
+	}
+	if run != nil {
+		run.b = int32(len(r.text))
+	} else {
+		r.stack = append(r.stack, r.node(nodeText, a, len(r.text)))
+	}
 	return end, true
+}
+
+// growText makes room for at least n more bytes in r.text, doubling it
+// (append grows a large slice by a quarter at a time, copying it each
+// time).
+func (r *reader) growText(n int) {
+	t := make([]byte, len(r.text), max(2*cap(r.text), len(r.text)+n, 4096))
+	copy(t, r.text)
+	r.text = t
 }
 
 func (r *reader) scanObject(i, depth int) (int32, int, bool) {
@@ -274,64 +355,87 @@ func (r *reader) scanObject(i, depth int) (int32, int, bool) {
 }
 
 // sortMembers sorts an object's members by name (RFC 8785 §3.2.3) and
-// reports false when two share a name. Members already in order, as
-// canonical input has them, are only compared.
+// reports false when two share a name.
 func (r *reader) sortMembers(ms []int32) bool {
 	if len(ms) < 2 {
 		return true
 	}
-	r.keys = r.keys[:0]
+	keys := r.keys[:0]
 	for _, m := range ms {
-		r.keys = append(r.keys, memberKey{r.name(r.nodes[m]), m})
+		keys = append(keys, memberKey{prefix: namePrefix(r.name(r.nodes[m])), node: m})
 	}
-	keys := r.keys
-	sorted := true
-	for j := 1; j < len(keys); j++ {
-		c := compareNames(keys[j-1].name, keys[j].name)
-		if c == 0 {
-			return false
+	r.keys = keys
+	if len(keys) > 12 {
+		slices.SortFunc(keys, r.compareKeys)
+		for j := 1; j < len(keys); j++ {
+			if r.compareKeys(keys[j-1], keys[j]) == 0 {
+				return false
+			}
 		}
-		if c > 0 {
-			sorted = false
-			break
-		}
-	}
-	if sorted {
-		return true
-	}
-	if len(keys) <= 12 { // insertion sort, as slices.SortFunc does for short runs, without its indirect calls
+	} else {
+		// Insertion sort: n-1 comparisons for members already in order, as
+		// canonical input has them. A name equal to the one inserted would
+		// be the last one not greater: where the insertion stops.
 		for j := 1; j < len(keys); j++ {
 			k, i := keys[j], j
-			for ; i > 0 && compareNames(keys[i-1].name, k.name) > 0; i-- {
+			for ; i > 0; i-- {
+				var c int
+				if px, py := keys[i-1].prefix, k.prefix; px != py && (px|py)&0x8080808080808080 == 0 {
+					c = 1
+					if px < py {
+						c = -1
+					}
+				} else {
+					c = r.compareKeys(keys[i-1], k)
+				}
+				if c == 0 {
+					return false
+				}
+				if c < 0 {
+					break
+				}
 				keys[i] = keys[i-1]
 			}
 			keys[i] = k
 		}
-	} else {
-		slices.SortFunc(keys, func(x, y memberKey) int { return compareNames(x.name, y.name) })
 	}
-	for j := range keys {
-		if j > 0 && string(keys[j-1].name) == string(keys[j].name) {
-			return false
-		}
-		ms[j] = keys[j].node
+	for j, k := range keys {
+		ms[j] = k.node
 	}
 	return true
 }
 
-// compareNames is compareUTF16, answering at once when the names start
-// with different ASCII characters.
-func compareNames(a, b []byte) int {
-	if len(a) > 0 && len(b) > 0 && a[0] != b[0] && a[0]|b[0] < utf8.RuneSelf {
-		return int(a[0]) - int(b[0])
-	}
-	return compareUTF16(a, b)
+// memberKey is a member's node and the first bytes of its name, while its
+// object is sorted.
+type memberKey struct {
+	prefix uint64 // namePrefix
+	node   int32
 }
 
-// memberKey is a member's name and node, while its object is sorted.
-type memberKey struct {
-	name []byte
-	node int32
+// namePrefix is the first 8 bytes of name, big-endian, zero-padded. When
+// two prefixes differ and are ASCII, they order their names as
+// compareUTF16 does: UTF-16 order is byte order for ASCII, and a name that
+// ends inside the prefix is padded with zeros, below any byte that could
+// follow in the other (a 0 byte there would not differ).
+func namePrefix(name []byte) uint64 {
+	if len(name) >= 8 {
+		return binary.BigEndian.Uint64(name)
+	}
+	var b [8]byte
+	copy(b[:], name)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// compareKeys orders two members by name (compareUTF16), from their
+// prefixes when those decide it.
+func (r *reader) compareKeys(x, y memberKey) int {
+	if px, py := x.prefix, y.prefix; px != py && (px|py)&0x8080808080808080 == 0 {
+		if px < py {
+			return -1
+		}
+		return 1
+	}
+	return compareUTF16(r.name(r.nodes[x.node]), r.name(r.nodes[y.node]))
 }
 
 // emitRun appends the canonical form of run, scalars that scan accepted
