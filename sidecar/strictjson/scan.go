@@ -22,14 +22,17 @@ import (
 // but what the jsontext pass writes (TestMatchesReference compares the
 // two on the fuzz corpus and its mutations).
 //
-// Scalars are not copied: a scalar's node is the stretch of the input it
-// was read from, written as it is when that already is its canonical text
-// (nodeRaw: true, false, null, a string without escapes, a number such as
-// 12.5 or 0.12345678901234567, by far the common cases) and otherwise
-// canonicalised again while the output is written (nodeRun). Consecutive
-// scalar elements of an array share one such node, commas and whitespace
-// included (scanElement), so an array of a million numbers costs one node,
+// A scalar already in canonical form is not copied: its node is the
+// stretch of the input it was read from (nodeRaw: true, false, null, a
+// string without escapes, a number such as 12.5 or 0.12345678901234567,
+// by far the common cases). Any other is canonicalised once, into r.text
+// (nodeText). Consecutive scalar elements of an array share one node, a
+// run: a stretch of the input while they are verbatim and separated by
+// bare commas, else their canonical text with its commas in r.text
+// (scanElement); so an array of a million numbers costs a node or two,
 // not a million. Member names without escapes point into the input too.
+// With sourceValues (Parse, ParseDoc) nothing is canonicalised: values
+// and runs stay stretches of the input (nodeRun when not verbatim).
 
 // scan reads the whole document into the flat tree and returns its root.
 // ok is false when data is anything but exactly one strict JSON value
@@ -439,8 +442,8 @@ func (r *reader) compareKeys(x, y memberKey) int {
 }
 
 // emitRun appends the canonical form of run, scalars that scan accepted
-// separated by commas and whitespace, to dst, handing it to h as emit
-// does.
+// separated by commas and whitespace (a nodeRun, made only with
+// sourceValues), to dst, handing it to h as emit does.
 func (r *reader) emitRun(dst, run []byte, h hash.Hash) []byte {
 	for i := 0; i < len(run); {
 		c := run[i]
