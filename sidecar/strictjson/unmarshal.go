@@ -71,7 +71,10 @@ func Unmarshal(data []byte, v any, opts ...Option) error {
 	r := getReader()
 	s := shapeOf(rv.Type().Elem())
 	var err *Error
-	if root, ok := r.scan(data); !ok || !r.fits(root, s, o.rejectUnknown) {
+	r.sourceValues = true // nothing to canonicalise: only checks
+	root, ok := r.scan(data)
+	r.sourceValues = false
+	if !ok || !r.fits(root, s, o.rejectUnknown) {
 		if err = r.start(data); err == nil {
 			err = r.check(s, o.rejectUnknown, 0)
 		}
