@@ -365,7 +365,7 @@ func (r *reader) sortMembers(ms []int32) bool {
 	}
 	keys := r.keys[:0]
 	for _, m := range ms {
-		keys = append(keys, memberKey{prefix: namePrefix(r.name(r.nodes[m])), node: m})
+		keys = append(keys, memberKey{prefix: r.namePrefix(r.nodes[m]), node: m})
 	}
 	r.keys = keys
 	if len(keys) > 12 {
@@ -427,6 +427,20 @@ func namePrefix(name []byte) uint64 {
 	var b [8]byte
 	copy(b[:], name)
 	return binary.BigEndian.Uint64(b[:])
+}
+
+// namePrefix is namePrefix of the member m's name, read straight from the
+// input when eight bytes follow the name's start there (and masked to the
+// name's length).
+func (r *reader) namePrefix(m cnode) uint64 {
+	if m.kind == nodeMember && int(m.a)+8 <= len(r.data) {
+		v := binary.BigEndian.Uint64(r.data[m.a:])
+		if n := m.b - m.a; n < 8 {
+			v &^= ^uint64(0) >> (8 * n) // keep the name's n bytes
+		}
+		return v
+	}
+	return namePrefix(r.name(m))
 }
 
 // compareKeys orders two members by name (compareUTF16), from their

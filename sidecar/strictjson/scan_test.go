@@ -76,13 +76,15 @@ func TestMemberKeyOrder(t *testing.T) {
 	}
 	for range 20000 {
 		a, b := name(), name()
-		r := &reader{data: []byte(a + b)}
+		r := &reader{data: []byte(a + b + "\xff\xff\xff\xff\xff\xff\xff\xff")} // what follows a name must not count
 		r.nodes = []cnode{
 			{kind: nodeMember, a: 0, b: int32(len(a))},
 			{kind: nodeMember, a: int32(len(a)), b: int32(len(a) + len(b))},
 		}
-		x := memberKey{prefix: namePrefix([]byte(a)), node: 0}
-		y := memberKey{prefix: namePrefix([]byte(b)), node: 1}
+		x := memberKey{prefix: r.namePrefix(r.nodes[0]), node: 0}
+		y := memberKey{prefix: r.namePrefix(r.nodes[1]), node: 1}
+		require.Equal(t, namePrefix([]byte(a)), x.prefix, "%q", a)
+		require.Equal(t, namePrefix([]byte(b)), y.prefix, "%q", b)
 		require.Equal(t, sign(compareUTF16(a, b)), sign(r.compareKeys(x, y)), "%q vs %q", a, b)
 	}
 }
