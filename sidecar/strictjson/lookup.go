@@ -2,7 +2,10 @@ package strictjson
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
+	"slices"
 )
 
 // Doc is a JSON document read strictly (as Parse reads it) and kept as
@@ -14,7 +17,10 @@ import (
 type Doc struct {
 	r    *reader
 	root int32
-	tree any // when only the jsontext pass read it (never expected): its Parse tree
+	// When only the jsontext pass could read the document (never
+	// expected): the input and its Parse tree.
+	data []byte
+	tree any
 }
 
 // ParseDoc reads data strictly into a Doc. Cost: linear in len(data),
@@ -31,7 +37,7 @@ func ParseDoc(data []byte) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Doc{tree: tree}, nil
+	return &Doc{data: data, tree: tree}, nil
 }
 
 // Get walks the document along p and returns the value found and whether
@@ -107,4 +113,119 @@ func (r *reader) elementAt(arr int32, idx int) (node int32, scalar []byte, ok bo
 		}
 	}
 	return 0, nil, false
+}
+
+// HashAt returns the lowercase hex SHA-256 (64 characters) of the
+// canonical form of the value at, with the values the pointers in remove
+// name (relative to that value) left out, and true: exactly what
+// HashWithout returns for that value's own text, without reading it
+// again. at is walked as Pointer.Remove walks a Parse tree: members match
+// exactly, array indexes as Pointer.Remove reads them. It returns "" and
+// false when at names nothing. Safe for concurrent use: the Doc does not
+// change.
+func (d *Doc) HashAt(at Pointer, remove ...Pointer) (string, bool) {
+	if d.r == nil {
+		return d.treeHashAt(at, remove)
+	}
+	r := getReader()
+	own := *r // its buffers, given back below: a pooled reader must never keep the Doc's
+	defer func() {
+		r.data, r.nodes, r.kids, r.text, r.sourceValues = nil, own.nodes, own.kids, own.text, false
+		putReader(r)
+	}()
+	r.data, r.sourceValues = d.r.data, true
+	if len(remove) > 0 { // removal changes the tree: on a copy
+		r.nodes = append(own.nodes[:0], d.r.nodes...)
+		r.kids = append(own.kids[:0], d.r.kids...)
+		r.text = append(own.text[:0], d.r.text...)
+		own.nodes, own.kids, own.text = r.nodes, r.kids, r.text
+	} else {
+		r.nodes, r.kids, r.text = d.r.nodes, d.r.kids, d.r.text
+	}
+	node, scalar, ok := r.walk(d.root, at)
+	switch {
+	case !ok:
+		return "", false
+	case scalar != nil: // an element in a run of scalars
+		sum := sha256.Sum256(r.appendScalar(nil, scalar))
+		return hex.EncodeToString(sum[:]), true
+	}
+	for _, p := range remove {
+		r.remove(node, p)
+	}
+	return r.hash(node), true
+}
+
+// walk follows p from node as Pointer.Remove walks: it returns the node
+// found, or the text of a scalar inside a run, or ok false.
+func (r *reader) walk(node int32, p Pointer) (found int32, scalar []byte, ok bool) {
+	for i, t := range p.tokens {
+		switch n := r.nodes[node]; n.kind {
+		case nodeObject:
+			kids := r.kids[n.a:n.b]
+			j, ok := slices.BinarySearchFunc(kids, t, func(m int32, t string) int {
+				return compareUTF16(r.name(r.nodes[m]), stringBytes(t))
+			})
+			if !ok {
+				return 0, nil, false
+			}
+			node = r.nodes[kids[j]].val
+		case nodeArray:
+			idx, ok := arrayIndex(t, math.MaxInt)
+			if !ok {
+				return 0, nil, false
+			}
+			next, s, ok := r.elementAt(node, idx)
+			switch {
+			case !ok:
+				return 0, nil, false
+			case s != nil:
+				if i < len(p.tokens)-1 {
+					return 0, nil, false
+				}
+				return 0, s, true
+			}
+			node = next
+		default:
+			return 0, nil, false
+		}
+	}
+	return node, nil, true
+}
+
+// treeHashAt is HashAt for a Doc that holds a Parse tree: on a tree
+// parsed again, so that the Doc's does not change.
+func (d *Doc) treeHashAt(at Pointer, remove []Pointer) (string, bool) {
+	tree, err := Parse(d.data)
+	if err != nil {
+		return "", false
+	}
+	v, ok := tree, true
+	for _, t := range at.tokens {
+		switch x := v.(type) {
+		case map[string]any:
+			v, ok = x[t]
+		case []any:
+			var i int
+			if i, ok = arrayIndex(t, len(x)); ok {
+				v = x[i]
+			}
+		default:
+			ok = false
+		}
+		if !ok {
+			return "", false
+		}
+	}
+	for _, p := range remove {
+		if len(p.tokens) > 0 {
+			Pointer{tokens: append(slices.Clip(at.tokens), p.tokens...)}.Remove(tree)
+		}
+	}
+	c, err := CanonicalValue(v) // maps and slices: v saw the removals
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:]), true
 }

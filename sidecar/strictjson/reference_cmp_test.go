@@ -172,6 +172,7 @@ func requireMatchesReference(t *testing.T, doc []byte, unmarshal bool) {
 	}
 	requireRemovalsMatch(t, doc, wantTree)
 	requireLookupsMatch(t, doc, wantTree)
+	requireHashAtMatches(t, doc, wantTree)
 	require.NoError(t, err, "Parse of %q", doc)
 	require.Equal(t, wantTree, tree, "Parse of %q", doc)
 	wantValue, wantErr := refCanonicalValue(wantTree)
@@ -327,5 +328,79 @@ func requireLookupsMatch(t *testing.T, doc []byte, tree any) {
 		require.NoError(t, err, "Doc.Get(%q) of %q", s, doc)
 		require.Equal(t, wantOK, ok, "Doc.Get(%q) of %q", s, doc)
 		require.Equal(t, want, got, "Doc.Get(%q) of %q", s, doc)
+	}
+}
+
+// requireHashAtMatches: Doc.HashAt of a Doc from UnmarshalDoc, and of one
+// holding a Parse tree (the fallback), answer as Pointer.Remove and
+// CanonicalValue on the reference's tree, for values of doc (whole
+// documents, members, elements, scalars inside runs) with and without
+// removals, and for pointers that name nothing.
+func requireHashAtMatches(t *testing.T, doc []byte, tree any) {
+	t.Helper()
+	var v any
+	d, err := UnmarshalDoc(doc, &v)
+	require.NoError(t, err, "UnmarshalDoc of %q", doc)
+	fallback := &Doc{data: doc, tree: tree}
+	paths := treePointers(tree, "")
+	if len(paths) > 30 {
+		paths = paths[:30]
+	}
+	paths = append(paths, "", "/-", "/+0", "/01", "/999999", "/a/b")
+	rng := rand.New(rand.NewPCG(uint64(len(doc)), 3))
+	for _, s := range paths {
+		at := mustPointer(t, s)
+		var remove []Pointer
+		var texts []string
+		want := func() (string, bool) {
+			again, err := refParse(doc)
+			require.NoError(t, err)
+			v, ok := again, true
+			for _, tok := range at.Tokens() {
+				switch x := v.(type) {
+				case map[string]any:
+					v, ok = x[tok]
+				case []any:
+					var i int
+					if i, ok = arrayIndex(tok, len(x)); ok {
+						v = x[i]
+					}
+				default:
+					ok = false
+				}
+				if !ok {
+					return "", false
+				}
+			}
+			for _, p := range remove {
+				p.Remove(v)
+			}
+			c, err := refCanonicalValue(v)
+			require.NoError(t, err)
+			sum := sha256.Sum256(c)
+			return hex.EncodeToString(sum[:]), true
+		}
+		for _, n := range []int{0, 1 + rng.IntN(2)} {
+			remove, texts = nil, nil
+			var sub any = tree
+			if got, ok, _ := at.Get(tree); ok {
+				sub = got
+			}
+			below := treePointers(sub, "")
+			for range n {
+				r := "/x"
+				if len(below) > 0 {
+					r = below[rng.IntN(len(below))]
+				}
+				remove = append(remove, mustPointer(t, r))
+				texts = append(texts, r)
+			}
+			wantHash, wantOK := want()
+			for _, dd := range []*Doc{d, fallback} {
+				h, ok := dd.HashAt(at, remove...)
+				require.Equal(t, wantOK, ok, "HashAt(%q, %q) of %q", s, texts, doc)
+				require.Equal(t, wantHash, h, "HashAt(%q, %q) of %q", s, texts, doc)
+			}
+		}
 	}
 }

@@ -56,35 +56,53 @@ func RejectUnknown() Option { return func(o *options) { o.rejectUnknown = true }
 // ReasonNotPointer. v may be partly filled when an error is returned from
 // the decoding step.
 func Unmarshal(data []byte, v any, opts ...Option) error {
+	_, err := unmarshal(data, v, false, opts)
+	return err
+}
+
+// UnmarshalDoc is Unmarshal that also returns the document it read, as
+// ParseDoc would return it, so that values can be looked up in it
+// (Doc.Get) or parts of it hashed (Doc.HashAt) without reading the input
+// again: a request whose payload is hashed reads it once. data must not
+// change while the Doc is used. Errors: as Unmarshal (the Doc is nil).
+func UnmarshalDoc(data []byte, v any, opts ...Option) (*Doc, error) {
+	return unmarshal(data, v, true, opts)
+}
+
+func unmarshal(data []byte, v any, keep bool, opts []Option) (*Doc, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return &Error{Reason: ReasonNotPointer, Offset: -1}
+		return nil, &Error{Reason: ReasonNotPointer, Offset: -1}
 	}
 
 	// The strict pass: the scanner and a walk of its tree for the member
 	// names; when either refuses, the jsontext pass (check) reads the
 	// document again to report the first problem in document order.
-	r := getReader()
+	r := &reader{} // kept by the Doc
+	if !keep {
+		r = getReader()
+		defer putReader(r)
+	}
 	s := shapeOf(rv.Type().Elem())
 	var err *Error
-	r.sourceValues = true // nothing to canonicalise: only checks
-	root, ok := r.scan(data)
-	r.sourceValues = false
-	if !ok || !r.fits(root, s, o.rejectUnknown) {
-		if err = r.start(data); err == nil {
-			err = r.check(s, o.rejectUnknown, 0)
+	r.sourceValues = true // nothing to canonicalise here, and a Doc keeps values as read
+	root, scanned := r.scan(data)
+	if !scanned || !r.fits(root, s, o.rejectUnknown) {
+		strict := getReader()
+		if err = strict.start(data); err == nil {
+			err = strict.check(s, o.rejectUnknown, 0)
 		}
 		if err == nil {
-			err = r.finish()
+			err = strict.finish()
 		}
+		putReader(strict)
 	}
-	putReader(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// The document passed every strict check, duplicate names and UTF-8
@@ -97,9 +115,16 @@ func Unmarshal(data []byte, v any, opts ...Option) error {
 		json.RejectUnknownMembers(o.rejectUnknown),
 		json.WithUnmarshalers(anyAsTree),
 	); err != nil {
-		return unmarshalError(data, err)
+		return nil, unmarshalError(data, err)
 	}
-	return nil
+	if !keep {
+		return nil, nil
+	}
+	if !scanned { // only the jsontext pass read it (never expected)
+		return ParseDoc(data)
+	}
+	r.stack, r.keys = nil, nil
+	return &Doc{r: r, root: root}, nil
 }
 
 // anyAsTree decodes into values of type any as Parse does (numbers as
