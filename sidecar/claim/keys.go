@@ -34,6 +34,14 @@ func PayloadHash(raw []byte, volatile ...strictjson.Pointer) (string, error) {
 	return strictjson.HashWithout(raw, volatile...)
 }
 
+// PayloadHashAt is PayloadHash of the JSON value at the pointer at in doc,
+// a document already read strictly (strictjson.UnmarshalDoc of a request
+// holding the payload): the same hash PayloadHash gives that value's
+// bytes, without reading them again. ok is false when at names nothing.
+func PayloadHashAt(doc *strictjson.Doc, at strictjson.Pointer, volatile ...strictjson.Pointer) (hash string, ok bool) {
+	return doc.HashAt(at, volatile...)
+}
+
 // HashedEventID derives an event id from selected fields, the last resort of
 // the key rules in DESIGN.md: "sha256:" followed by the lowercase hex SHA-256
 // of the canonical form (Canonical) of fields. Use it when a key would
