@@ -76,13 +76,16 @@
 // CanonicalWithout leave out the values a list of pointers name (a
 // payload's volatile fields) without building a tree, and CanonicalNumber
 // canonicalises one literal. ParseDoc reads a document to look values up
-// by pointer (Doc.Get) as Pointer.Get does on its Parse tree.
+// by pointer (Doc.Get) as Pointer.Get does on its Parse tree; UnmarshalDoc
+// is Unmarshal that keeps such a Doc, and Doc.HashAt hashes a value in it
+// (a request's payload) as HashWithout hashes that value's bytes, without
+// reading them again.
 //
 // # Cost
 //
-// Canonical, Hash, HashWithout, CanonicalWithout, ParseDoc and Unmarshal's
-// strict pass take time linear in the input and make no allocation per
-// value: besides the input (and Canonical's result) they hold about 36
+// Canonical, Hash, HashWithout, CanonicalWithout, ParseDoc, Doc.HashAt and
+// Unmarshal's strict pass take time linear in the input and make no
+// allocation per value: besides the input (and Canonical's result) they hold about 36
 // bytes per object member (a node for it, one for its value, its place
 // among the object's children) and 20 per array, never anything per
 // element of an array of scalars; Hash writes SHA-256 in 32 KiB pieces
