@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -9,17 +10,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/benchdoc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
-// The hash section: claim.PayloadHash, the one function that hashes a
-// payload for the claims API (a claim's payload) and for ingest (every
-// JSON delivery, with the source's volatile_fields), called in this
-// process on number-heavy documents (sidecar/internal/benchdoc, the
-// documents of strictjson's benchmarks). It needs neither claimd nor the
-// database.
+// The hash section: the payload hash as the sidecar computes it, called in
+// this process on number-heavy documents (sidecar/internal/benchdoc, the
+// documents of strictjson's benchmarks): claim.PayloadHash, ingest's hash
+// of every JSON delivery (with the source's volatile_fields), and the
+// claims API's decode of a request that carries the payload followed by
+// claim.PayloadHashAt, which hashes the payload from that decode. It needs
+// neither claimd nor the database.
 
 // hashCallBudget is how long each line of the hash section calls for.
 const hashCallBudget = 500 * time.Millisecond
@@ -32,6 +36,34 @@ type hashCase struct {
 	name     string
 	doc      []byte
 	volatile []strictjson.Pointer
+	request  bool // doc is a claim request: decode it, then hash its payload
+}
+
+// claimRequest is the part of the claims API's request body (httpapi's
+// claimBody) a payload request uses.
+type claimRequest struct {
+	Source  string         `json:"source"`
+	EventID string         `json:"event_id"`
+	Payload jsontext.Value `json:"payload"`
+}
+
+var payloadAt, _ = strictjson.ParsePointer("/payload")
+
+// hashOnce computes what the sidecar does for c once.
+func hashOnce(c hashCase) error {
+	if !c.request {
+		_, err := claim.PayloadHash(c.doc, c.volatile...)
+		return err
+	}
+	var r claimRequest
+	doc, err := strictjson.UnmarshalDoc(c.doc, &r, strictjson.RejectUnknown())
+	if err != nil {
+		return err
+	}
+	if _, ok := claim.PayloadHashAt(doc, payloadAt, c.volatile...); !ok {
+		return errors.New("no payload")
+	}
+	return nil
 }
 
 // runHash prints the hash section, each line calling for about budget
@@ -46,21 +78,25 @@ func runHash(out io.Writer, budget time.Duration) error {
 		volatile = append(volatile, p)
 	}
 	records, floats := benchdoc.NumberHeavy(1<<20), benchdoc.Floats(4<<20)
+	request := append(append([]byte(`{"source":"bench","event_id":"evt_1","payload":`), records...), '}')
 	cases := []hashCase{
 		{name: "records 1 MiB", doc: records},
 		{name: "  3 volatile", doc: records, volatile: volatile},
+		{name: "  as a claim", doc: request, request: true},
 		{name: "floats 4 MiB", doc: floats},
 	}
-	fmt.Fprintf(out, "\nhash:        claim.PayloadHash (the payload hash of the claims API and of ingest; strictjson.HashWithout)\n"+
-		"             in this process, GOMAXPROCS %d, load avg %s; records: objects of 9 numbers and a string,\n"+
-		"             3 volatile: the same with three fields left out; floats: one array of %d numbers of many digits\n",
+	fmt.Fprintf(out, "\nhash:        the payload hash: claim.PayloadHash (ingest, every JSON delivery; strictjson.HashWithout)\n"+
+		"             and, \"as a claim\", the claims API's strict decode of a request holding the payload, then\n"+
+		"             claim.PayloadHashAt; in this process, GOMAXPROCS %d, load avg %s\n"+
+		"             records: objects of 9 numbers and a string; 3 volatile: three fields left out;\n"+
+		"             floats: one array of %d numbers of many digits\n",
 		runtime.GOMAXPROCS(0), loadAvg(), floatCount(floats))
 	fmt.Fprintf(out, "\n%-14s %9s | %9s %9s %7s | %9s %9s\n", "document", "bytes", "MB/s best", "median", "calls", "KB/call", "allocs")
 	for _, c := range cases {
-		if _, err := claim.PayloadHash(c.doc, c.volatile...); err != nil { // and warm up
+		if err := hashOnce(c); err != nil { // and warm up
 			return fmt.Errorf("hash %s: %w", c.name, err)
 		}
-		times, bytes, allocs := timeCalls(budget, func() { _, _ = claim.PayloadHash(c.doc, c.volatile...) })
+		times, bytes, allocs := timeCalls(budget, func() { _ = hashOnce(c) })
 		fmt.Fprintf(out, "%-14s %9d | %9.1f %9.1f %7d | %9.1f %9.1f\n", c.name, len(c.doc),
 			mbps(len(c.doc), times[0]), mbps(len(c.doc), times[len(times)/2]), len(times),
 			bytes/1024, allocs)

@@ -14,7 +14,7 @@ func TestHashSectionRuns(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, runHash(&out, 0))
 	o := out.String()
-	for _, line := range []string{"claim.PayloadHash", "records 1 MiB", "3 volatile", "floats 4 MiB", "8 at once", "Go heap peak"} {
+	for _, line := range []string{"claim.PayloadHash", "records 1 MiB", "3 volatile", "as a claim", "floats 4 MiB", "8 at once", "Go heap peak"} {
 		require.Contains(t, o, line)
 	}
 	s, err := parseFlags([]string{"-hash-only"})

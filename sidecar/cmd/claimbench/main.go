@@ -9,13 +9,15 @@
 //
 // First the hash section (unless -hash=false; alone with -hash-only, which
 // needs neither the database nor pgbench), a few seconds in this process:
-// MB/s of claim.PayloadHash, the payload hash of the claims API and of
-// ingest, on number-heavy documents (sidecar/internal/benchdoc, as in
-// strictjson's benchmarks): 1 MiB of records without and with volatile
-// fields, one 4 MiB array of long floats (the shape of the attack report
-// in issue "A hard edge"), and that array hashed 8 times at once, with
-// the time of each call and the Go heap's peak. Best and median of the
-// calls, bytes and allocations per call.
+// MB/s of the payload hash on number-heavy documents
+// (sidecar/internal/benchdoc, as in strictjson's benchmarks):
+// claim.PayloadHash, ingest's hash of a JSON delivery, of 1 MiB of records
+// without and with volatile fields; the claims API's strict decode of a
+// request holding those records as its payload followed by
+// claim.PayloadHashAt; one 4 MiB array of long floats (the shape of the
+// attack report in issue "A hard edge"), and that array hashed 8 times at
+// once, with the time of each call and the Go heap's peak. Best and median
+// of the calls, bytes and allocations per call.
 //
 // Then, at each concurrency (default 1, 16 and 64), it runs for a fixed
 // duration per cell:
