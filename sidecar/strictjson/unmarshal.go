@@ -82,8 +82,10 @@ func unmarshal(data []byte, v any, keep bool, opts []Option) (*Doc, error) {
 	// The strict pass: the scanner and a walk of its tree for the member
 	// names; when either refuses, the jsontext pass (check) reads the
 	// document again to report the first problem in document order.
-	r := &reader{} // kept by the Doc
-	if !keep {
+	var r *reader
+	if keep {
+		r = &reader{} // the Doc's, not pooled
+	} else {
 		r = getReader()
 		defer putReader(r)
 	}
