@@ -94,7 +94,8 @@ lint: node-deps
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
 	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh
 
-## bench: figures only. claimbench creates (and drops) its own database on
+## bench: figures only. claimbench first times the payload hash in-process
+## (-hash-only: that alone), then creates (and drops) its own database on
 ## the server, starts bin/claimd and runs pgbench; BENCH_ARGS go to claimbench
 ## (e.g. BENCH_ARGS='-duration 10s -concurrency 1,16,64').
 bench: build-go

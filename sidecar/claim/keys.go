@@ -27,27 +27,19 @@ func Canonical(raw []byte) ([]byte, error) {
 // PayloadHash returns the lowercase hex SHA-256 of the canonical form
 // (Canonical) of the JSON document raw, with the members named by volatile
 // (a source's volatile_fields) left out, so that key order, whitespace and
-// fields a provider changes on every retry do not change the hash. Errors:
+// fields a provider changes on every retry do not change the hash. It is
+// strictjson.HashWithout: linear in len(raw), no tree built. Errors:
 // *strictjson.Error for input that is not strict JSON.
 func PayloadHash(raw []byte, volatile ...strictjson.Pointer) (string, error) {
-	var c []byte
-	var err error
-	if len(volatile) == 0 {
-		c, err = strictjson.Canonical(raw)
-	} else {
-		var doc any
-		if doc, err = strictjson.Parse(raw); err == nil {
-			for _, p := range volatile {
-				p.Remove(doc)
-			}
-			c, err = strictjson.CanonicalValue(doc)
-		}
-	}
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
+	return strictjson.HashWithout(raw, volatile...)
+}
+
+// PayloadHashAt is PayloadHash of the JSON value at the pointer at in doc,
+// a document already read strictly (strictjson.UnmarshalDoc of a request
+// holding the payload): the same hash PayloadHash gives that value's
+// bytes, without reading them again. ok is false when at names nothing.
+func PayloadHashAt(doc *strictjson.Doc, at strictjson.Pointer, volatile ...strictjson.Pointer) (hash string, ok bool) {
+	return doc.HashAt(at, volatile...)
 }
 
 // HashedEventID derives an event id from selected fields, the last resort of

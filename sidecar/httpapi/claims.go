@@ -55,10 +55,11 @@ func (b claimBody) wait() time.Duration {
 // request turns a decoded body into a ledger request: it derives the event
 // id from exactly one of event_id, key_parts and key_fields, and hashes the
 // payload (claim.PayloadHash: exact canonical JSON without the source's
-// volatile fields). No identity part may be empty: an empty key part, or a
-// null or empty value in key_fields, would make different events share one
-// key, so each is refused naming it.
-func (b claimBody) request(tenant, prefix string, p claim.Policy) (claim.Request, error) {
+// volatile fields; from doc, the body as decoded, when given). No identity
+// part may be empty: an empty key part, or a null or empty value in
+// key_fields, would make different events share one key, so each is
+// refused naming it.
+func (b claimBody) request(tenant, prefix string, p claim.Policy, doc *strictjson.Doc) (claim.Request, error) {
 	r := claim.Request{Tenant: tenant, Key: claim.Key{Source: b.Source, Action: b.Action},
 		EventType: b.EventType, ObjectID: b.ObjectID, ObjectVersion: b.ObjectVersion, ExecutionID: b.ExecutionID,
 		RequestID: b.RequestID}
@@ -100,9 +101,18 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy) (claim.Request
 	}
 	r.PayloadHash = b.PayloadHash
 	if isSet(b.Payload) {
-		h, err := claim.PayloadHash(b.Payload, p.Volatile()...)
-		if err != nil {
-			return r, fieldError(prefix+"payload", err)
+		// The payload was read with the body (doc): hashed from there, the
+		// hash claim.PayloadHash gives its bytes.
+		var h string
+		var ok bool
+		if doc != nil {
+			h, ok = claim.PayloadHashAt(doc, payloadPointer, p.Volatile()...)
+		}
+		if !ok {
+			var err error
+			if h, err = claim.PayloadHash(b.Payload, p.Volatile()...); err != nil {
+				return r, fieldError(prefix+"payload", err)
+			}
 		}
 		r.PayloadHash = h
 	}
@@ -138,6 +148,9 @@ func seconds(n int) time.Duration {
 	}
 	return time.Duration(n) * time.Second
 }
+
+// payloadPointer is where a claim body holds its payload.
+var payloadPointer, _ = strictjson.ParsePointer("/payload")
 
 func isSet(raw jsontext.Value) bool {
 	return len(raw) > 0 && string(raw) != "null"
@@ -227,10 +240,11 @@ func (s *Server) toClaimResult(ctx context.Context, r claim.Result, now time.Tim
 
 func (s *Server) claimOne(c *fiber.Ctx) error {
 	var b claimBody
-	if err := s.decodeBody(c, &b); err != nil {
+	doc, err := s.decodeBodyDoc(c, &b)
+	if err != nil {
 		return err
 	}
-	r, err := b.request(tenant(c), "", s.cfg.Ledger.Policy(b.Source))
+	r, err := b.request(tenant(c), "", s.cfg.Ledger.Policy(b.Source), doc)
 	if err != nil {
 		return err
 	}
@@ -289,10 +303,10 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 	for i, raw := range b.Claims {
 		prefix := fmt.Sprintf("claims[%d].", i)
 		var cb claimBody
-		err := s.decode(raw, &cb, prefix)
+		doc, err := s.decodeDoc(raw, &cb, prefix)
 		var r claim.Request
 		if err == nil {
-			r, err = cb.request(tenant(c), prefix, s.cfg.Ledger.Policy(cb.Source))
+			r, err = cb.request(tenant(c), prefix, s.cfg.Ledger.Policy(cb.Source), doc)
 		}
 		if err == nil {
 			err = s.cfg.Ledger.Validate(r)

@@ -39,6 +39,16 @@ func (s *Server) decodeBody(c *fiber.Ctx, dst any) error {
 	return s.decode(body, dst, "")
 }
 
+// decodeBodyDoc is decodeBody that also returns the body as read
+// (decodeDoc).
+func (s *Server) decodeBodyDoc(c *fiber.Ctx, dst any) (*strictjson.Doc, error) {
+	body, err := s.body(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.decodeDoc(body, dst, "")
+}
+
 // body returns the request body, decoded per Content-Encoding (gzip,
 // deflate, br; RFC 9110 section 8.4) with BodyLimit applied to the DECODED
 // size. Fiber's Ctx.Body decodes without any bound, so a small compressed
@@ -90,6 +100,20 @@ func (s *Server) decode(body []byte, dst any, prefix string) error {
 		return jsonError(err, prefix)
 	}
 	return s.check(dst, prefix)
+}
+
+// decodeDoc is decode that also returns the body as read
+// (strictjson.UnmarshalDoc), to hash a payload in it without reading the
+// payload again. body must not change while the Doc is used.
+func (s *Server) decodeDoc(body []byte, dst any, prefix string) (*strictjson.Doc, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, apperr.New(apperr.Malformed, "the request body must be a JSON object")
+	}
+	doc, err := strictjson.UnmarshalDoc(body, dst, strictjson.RejectUnknown())
+	if err != nil {
+		return nil, jsonError(err, prefix)
+	}
+	return doc, s.check(dst, prefix)
 }
 
 // check validates a decoded struct with its `validate` tags.

@@ -1,12 +1,14 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // Issue "Exact event identity" §1: every JSON that feeds a key or a hash is
@@ -201,4 +203,44 @@ func (b *bundle) rawWon(t *testing.T, body string) answer {
 	a := b.rawClaim(t, body)
 	require.Equal(t, "won", a.Outcome)
 	return a
+}
+
+// The claims route hashes the payload from the body it decoded
+// (claim.PayloadHashAt); that is the hash claim.PayloadHash, ingest's,
+// gives the payload's bytes: one view of a payload on both paths, single
+// claims and batch items, with and without volatile fields.
+func TestClaimsPayloadHashIsPayloadHash(t *testing.T) {
+	t.Parallel()
+	volatile := []string{"/meta/at", "/items/1", "/b"}
+	b := setup(t, func(o *options) {
+		o.policies = claim.Policies{BySource: map[string]claim.Policy{"vol": {VolatileFields: volatile}}}
+	})
+	var ptrs []strictjson.Pointer
+	for _, s := range volatile {
+		p, err := strictjson.ParsePointer(s)
+		require.NoError(t, err)
+		ptrs = append(ptrs, p)
+	}
+	payloads := []string{
+		`{"b":1.50,"a":[1, 2e0 ,"x\u0041",-0.0,{"z":null,"y":1E30}],"meta":{"at":"10:00","n":9007199254740993}}`,
+		`{"items":[0.12345678901234567,1e-7,100,{"k":"v"}],"b":true,"c":"\u00e9"}`,
+		`[1,2,{"b":3}]`,
+		`"just a string"`,
+	}
+	for i, payload := range payloads {
+		for _, source := range []string{"vol", "plain"} {
+			want, err := claim.PayloadHash([]byte(payload))
+			if source == "vol" {
+				want, err = claim.PayloadHash([]byte(payload), ptrs...)
+			}
+			require.NoError(t, err)
+			id := fmt.Sprintf("hash-%d", i)
+			one := b.rawWon(t, `{"source":"`+source+`","event_id":"`+id+`","payload":`+payload+`}`)
+			require.Equal(t, want, one.PayloadHash, "%s %s", source, payload)
+			res := b.ok(t, call{method: "POST", path: "/v1/claims/batch", key: keyA, lax: true,
+				body: `{"claims":[{"source":"` + source + `","event_id":"` + id + `-batch","payload":` + payload + `}]}`})
+			require.Len(t, res.Results, 1)
+			require.Equal(t, want, res.Results[0].PayloadHash, "batch %s %s", source, payload)
+		}
+	}
 }

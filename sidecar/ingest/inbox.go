@@ -376,7 +376,7 @@ func (s *Source) receiptHash(contentType string, payload []byte) (string, error)
 		sum := sha256.Sum256(content)
 		return hex.EncodeToString(sum[:]), nil
 	}
-	doc, err := strictjson.Parse(content)
+	h, err := claim.PayloadHash(content, s.volatile...) // the claims API's hash: one view of a payload
 	if notJSON(err) {
 		// Not JSON at all (a signed test string, a truncated body): the
 		// raw bytes are its only exact identity.
@@ -386,13 +386,7 @@ func (s *Source) receiptHash(contentType string, payload []byte) (string, error)
 	if err != nil {
 		return "", bodyError(err)
 	}
-	s.volatile.strip(doc)
-	c, err := strictjson.CanonicalValue(doc)
-	if err != nil {
-		return "", bodyError(err)
-	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
+	return h, nil
 }
 
 // notJSON reports whether a strict-decoding error says the content is not

@@ -104,7 +104,7 @@ func (r *keyRule) eventID(h verify.Header, event []byte) (string, error) {
 		parts = append(parts, v)
 	}
 	if len(r.fields) > 0 {
-		doc, err := strictjson.Parse(strictjson.TrimBOM(event))
+		doc, err := strictjson.ParseDoc(strictjson.TrimBOM(event))
 		if err != nil {
 			return "", bodyError(err)
 		}
@@ -125,8 +125,8 @@ func (r *keyRule) eventID(h verify.Header, event []byte) (string, error) {
 // scalar is the key text of the value at p: a non-empty string as is, a
 // number as its canonical text. Anything else is an authenticated error
 // naming the pointer.
-func scalar(doc any, p strictjson.Pointer) (string, error) {
-	v, ok, err := p.Get(doc)
+func scalar(doc *strictjson.Doc, p strictjson.Pointer) (string, error) {
+	v, ok, err := doc.Get(p)
 	if err != nil {
 		return "", bodyError(err)
 	}

@@ -9,7 +9,8 @@ import (
 // volatileFields are RFC 6901 JSON pointers to fields that a provider
 // changes between deliveries of one event (a delivery timestamp, an attempt
 // counter). They are left out of the payload hash, so such a redelivery is
-// a duplicate, not a conflict. The stored and forwarded body is unchanged.
+// a duplicate, not a conflict (strictjson.HashWithout, through
+// claim.PayloadHash). The stored and forwarded body is unchanged.
 type volatileFields []strictjson.Pointer
 
 // parseVolatile parses JSON pointers ("/createdAt", "/meta/attempt").
@@ -23,14 +24,6 @@ func parseVolatile(ptrs []string) (volatileFields, error) {
 		out = append(out, ptr)
 	}
 	return out, nil
-}
-
-// strip removes the volatile fields from doc (a tree made by
-// strictjson.Parse), in place.
-func (v volatileFields) strip(doc any) {
-	for _, p := range v {
-		p.Remove(doc)
-	}
 }
 
 // same reports whether two lists name the same fields in the same order.

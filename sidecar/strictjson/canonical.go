@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,27 +17,35 @@ import (
 // numbers are written exactly. Two documents get the same canonical form if
 // and only if they denote the same JSON value.
 //
+// Cost: linear in len(data), no allocation per value; besides the result
+// it holds about 36 bytes per object member and 20 per array while it runs
+// (see the package documentation).
+//
 // Errors: *Error, as Parse; numbers beyond MaxExponent fail
 // with ReasonNumberRange.
 func Canonical(data []byte) ([]byte, error) {
 	r := getReader()
 	defer putReader(r)
-	if err := r.canonical(data); err != nil {
+	root, err := r.canonical(data)
+	if err != nil {
 		return nil, err
 	}
-	return bytes.Clone(r.out), nil
+	// The canonical form is rarely longer than the input (numbers such as
+	// 1e20 are), so one buffer of the input's size usually holds it.
+	return r.emit(make([]byte, 0, len(data)+16), root, nil), nil
 }
 
 // Hash returns the lowercase hex SHA-256 (64 characters) of
-// Canonical(data). Errors: as Canonical.
+// Canonical(data), without holding the canonical form in memory. Cost and
+// errors: as Canonical.
 func Hash(data []byte) (string, error) {
 	r := getReader()
 	defer putReader(r)
-	if err := r.canonical(data); err != nil {
+	root, err := r.canonical(data)
+	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(r.out)
-	return hex.EncodeToString(sum[:]), nil
+	return r.hash(root), nil
 }
 
 // CanonicalValue returns the canonical form of a tree as Parse produces it,
@@ -59,63 +68,78 @@ func CanonicalValue(v any) ([]byte, error) {
 	return out, nil
 }
 
-// Canonical form, in two passes. Pass 1 reads the document once with the
-// strict decoder and records a flat tree: every scalar's canonical text and
-// every member name goes to r.text, every value to r.nodes, and every
-// container's children to one contiguous run of r.kids (collected on
-// r.stack while the container is open). An object's run is then sorted by
-// member name. Pass 2 writes the nodes in that order. Each byte is copied a
-// bounded number of times whatever the nesting, so sorting costs no more
-// than O(members × log members) name comparisons.
+// Canonical form, in two passes. Pass 1 reads the document once and
+// records a flat tree: a node per value (its canonical text, in the input
+// or in r.text), a node per object member (its unescaped name, in the
+// input or in r.text), and every container's children as one contiguous
+// run of r.kids (collected on r.stack while the container is open). An
+// object's run is then sorted by member name. Pass 2 writes the nodes in
+// that order. Each byte is copied a bounded number of times whatever the
+// nesting, so sorting costs no more than O(members × log members) name
+// comparisons.
+//
+// Pass 1 is the scanner of scan.go; when it refuses the document, the
+// jsontext pass below (canonValue) reads it again and reports the error.
 
 // cnode is one value (or object member) of pass 1.
 type cnode struct {
 	kind uint8
-	a, b int32 // scalar: its text r.text[a:b]; container: its children r.kids[a:b]; member: its unquoted name r.text[a:b]
+	a, b int32 // raw or run: r.data[a:b]; text scalar: r.text[a:b]; container: its children r.kids[a:b]; member: its unquoted name r.data[a:b] or r.text[a:b]
 	val  int32 // member: the index of its value node
 }
 
 const (
-	nodeScalar uint8 = iota
-	nodeArray
-	nodeObject
-	nodeMember
+	nodeRaw        uint8 = iota // scalars whose canonical text is their source text, r.data[a:b]
+	nodeRun                     // scalars (array elements with their commas, or one value) to canonicalise, r.data[a:b]
+	nodeText                    // a scalar whose canonical text is r.text[a:b] (the jsontext pass)
+	nodeArray                   // children r.kids[a:b]
+	nodeObject                  // members r.kids[a:b], sorted by name
+	nodeMember                  // a member named r.data[a:b] (no escapes in the source)
+	nodeMemberText              // a member named r.text[a:b] (unescaped)
 )
 
 // MaxBytes keeps every offset of pass 1 inside int32.
 var _ = [1]struct{}{}[MaxBytes>>31]
 
-func (r *reader) canonical(data []byte) *Error {
-	r.text, r.nodes, r.kids, r.stack, r.out = r.text[:0], r.nodes[:0], r.kids[:0], r.stack[:0], r.out[:0]
-	// Size the buffers once from the input, rather than growing them by
-	// copying: the text is at most the input's length plus a few bytes per
-	// escape; nodes and children are estimated from typical documents (a
-	// value per 6 to 8 input bytes) and grow past that if needed.
-	if cap(r.text) < len(data) {
-		r.text = make([]byte, 0, len(data)+len(data)/8)
+// canonical runs pass 1 over data and returns the root node.
+func (r *reader) canonical(data []byte) (int32, *Error) {
+	if root, ok := r.scan(data); ok {
+		return root, nil
 	}
-	if n := len(data)/6 + 8; cap(r.nodes) < n {
-		r.nodes = make([]cnode, 0, n)
-	}
-	if n := len(data)/8 + 8; cap(r.kids) < n {
-		r.kids = make([]int32, 0, n)
-	}
+	// The jsontext pass, for its error. (Should it accept what the scanner
+	// refused, its tree is as good: only slower.)
+	r.text, r.nodes, r.kids, r.stack = r.text[:0], r.nodes[:0], r.kids[:0], r.stack[:0]
 	if err := r.start(data); err != nil {
-		return err
+		return 0, err
 	}
 	root, err := r.canonValue(0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := r.finish(); err != nil {
-		return err
+		return 0, err
 	}
-	if cap(r.out) < len(r.text)+len(r.nodes)*2 {
-		r.out = make([]byte, 0, len(r.text)+len(r.nodes)*2)
-	}
-	r.out = r.emit(r.out, root)
-	return nil
+	return root, nil
 }
+
+// hash returns the hex SHA-256 of the canonical form of the tree at root,
+// writing it through r.out in pieces of about hashChunk bytes.
+func (r *reader) hash(root int32) string {
+	if r.sha == nil {
+		r.sha = sha256.New()
+	}
+	r.sha.Reset()
+	if cap(r.out) < 2*hashChunk {
+		r.out = make([]byte, 0, 2*hashChunk)
+	}
+	out := r.emit(r.out[:0], root, r.sha)
+	r.sha.Write(out)
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(r.sha.Sum(sum[:0]))
+}
+
+// hashChunk is the size of the pieces Hash feeds SHA-256.
+const hashChunk = 32 << 10
 
 func (r *reader) canonValue(depth int) (int32, *Error) {
 	switch kind := r.dec.PeekKind(); kind {
@@ -155,7 +179,7 @@ func (r *reader) canonValue(depth int) (int32, *Error) {
 			if e != nil {
 				return 0, e
 			}
-			r.nodes = append(r.nodes, cnode{kind: nodeMember, a: a, b: b, val: v})
+			r.nodes = append(r.nodes, cnode{kind: nodeMemberText, a: a, b: b, val: v})
 			r.stack = append(r.stack, int32(len(r.nodes)-1))
 		}
 		if _, err := r.dec.ReadToken(); err != nil {
@@ -196,28 +220,43 @@ func (r *reader) canonValue(depth int) (int32, *Error) {
 			return 0, r.at(err.(*Error), raw)
 		}
 	}
-	r.nodes = append(r.nodes, cnode{kind: nodeScalar, a: a, b: int32(len(r.text))})
+	r.nodes = append(r.nodes, cnode{kind: nodeText, a: a, b: int32(len(r.text))})
 	return int32(len(r.nodes) - 1), nil
+}
+
+// name returns the unescaped name of the member node m.
+func (r *reader) name(m cnode) []byte {
+	if m.kind == nodeMember {
+		return r.data[m.a:m.b]
+	}
+	return r.text[m.a:m.b]
 }
 
 // compareMembers orders two member nodes by name, RFC 8785 §3.2.3.
 func (r *reader) compareMembers(x, y int32) int {
-	nx, ny := r.nodes[x], r.nodes[y]
-	return compareUTF16(r.text[nx.a:nx.b], r.text[ny.a:ny.b])
+	return compareUTF16(r.name(r.nodes[x]), r.name(r.nodes[y]))
 }
 
-func (r *reader) emit(dst []byte, i int32) []byte {
+// emit appends the canonical form of node i to dst. With h set, it hands
+// dst to h whenever it passes hashChunk bytes and starts over (a long
+// stretch of text goes to h directly), so the caller gets the unwritten
+// rest.
+func (r *reader) emit(dst []byte, i int32, h hash.Hash) []byte {
 	n := r.nodes[i]
 	switch n.kind {
-	case nodeScalar:
-		return append(dst, r.text[n.a:n.b]...)
+	case nodeRaw:
+		return put(dst, r.data[n.a:n.b], h)
+	case nodeRun:
+		return r.emitRun(dst, r.data[n.a:n.b], h)
+	case nodeText:
+		return put(dst, r.text[n.a:n.b], h)
 	case nodeArray:
 		dst = append(dst, '[')
 		for j, k := range r.kids[n.a:n.b] {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = r.emit(dst, k)
+			dst = r.emit(dst, k, h)
 		}
 		return append(dst, ']')
 	default: // nodeObject
@@ -227,12 +266,37 @@ func (r *reader) emit(dst []byte, i int32) []byte {
 				dst = append(dst, ',')
 			}
 			m := r.nodes[k]
-			dst = appendString(dst, r.text[m.a:m.b])
-			dst = append(dst, ':')
-			dst = r.emit(dst, m.val)
+			if m.kind == nodeMember { // no escapes in the source: none needed, quotes included
+				dst = append(dst, r.data[m.a-1:m.b+1]...)
+				dst = append(dst, ':')
+			} else {
+				dst = appendString(dst, r.text[m.a:m.b])
+				dst = append(dst, ':')
+			}
+			switch c := r.nodes[m.val]; c.kind {
+			case nodeRaw:
+				dst = put(dst, r.data[c.a:c.b], h)
+			case nodeRun:
+				dst = r.emitRun(dst, r.data[c.a:c.b], h)
+			case nodeText:
+				dst = put(dst, r.text[c.a:c.b], h)
+			default:
+				dst = r.emit(dst, m.val, h)
+			}
 		}
 		return append(dst, '}')
 	}
+}
+
+// put appends text to dst, or, with h set and dst past hashChunk bytes
+// after it, writes both to h and returns dst emptied.
+func put(dst, text []byte, h hash.Hash) []byte {
+	if h == nil || len(dst)+len(text) < hashChunk {
+		return append(dst, text...)
+	}
+	h.Write(dst)
+	h.Write(text)
+	return dst[:0]
 }
 
 // appendString appends s (valid UTF-8) as a JSON string per RFC 8785
@@ -315,7 +379,7 @@ func appendTree(dst []byte, v any, depth int) ([]byte, *Error) {
 		}
 		return appendString(dst, v), nil
 	case Number:
-		out, err := appendCanonicalNumber(dst, v)
+		out, err := appendCanonicalNumber(dst, stringBytes(string(v)))
 		if err != nil {
 			e := err.(*Error)
 			e.Offset = -1

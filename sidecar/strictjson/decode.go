@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"bytes"
+	"hash"
 	"sync"
 	"unsafe"
 
@@ -42,6 +43,18 @@ func TrimBOM(b []byte) []byte {
 func Parse(data []byte) (any, error) {
 	r := getReader()
 	defer putReader(r)
+	r.sourceValues = true
+	root, ok := r.scan(data)
+	r.sourceValues = false
+	if ok {
+		return r.build(root), nil
+	}
+	return r.parseStrict(data)
+}
+
+// parseStrict is Parse by the jsontext pass: for the error of a document
+// the scanner refused.
+func (r *reader) parseStrict(data []byte) (any, error) {
 	if err := r.start(data); err != nil {
 		return nil, err
 	}
@@ -55,20 +68,80 @@ func Parse(data []byte) (any, error) {
 	return v, nil
 }
 
+// build returns the Parse tree of the node (scan's tree, read with
+// sourceValues): maps, slices, strings, Numbers, booleans and nil.
+func (r *reader) build(node int32) any {
+	n := r.nodes[node]
+	switch n.kind {
+	case nodeObject:
+		m := make(map[string]any, n.b-n.a)
+		for _, k := range r.kids[n.a:n.b] {
+			c := r.nodes[k]
+			m[string(r.name(c))] = r.build(c.val)
+		}
+		return m
+	case nodeArray:
+		a := make([]any, 0, n.b-n.a)
+		for _, k := range r.kids[n.a:n.b] {
+			switch c := r.nodes[k]; c.kind {
+			case nodeArray, nodeObject:
+				a = append(a, r.build(k))
+			default: // a run of scalars
+				run := r.data[c.a:c.b]
+				for i := 0; i < len(run); {
+					end := scalarEnd(run, i)
+					a = append(a, r.scalar(run[i:end]))
+					i = skipSpace(run, end)
+					if i < len(run) && run[i] == ',' {
+						i = skipSpace(run, i+1)
+					}
+				}
+			}
+		}
+		return a
+	}
+	return r.scalar(r.data[n.a:n.b])
+}
+
+// scalar returns the Parse value of lit, one scalar that scan accepted.
+func (r *reader) scalar(lit []byte) any {
+	switch lit[0] {
+	case '"':
+		s := lit[1 : len(lit)-1]
+		if bytes.IndexByte(s, '\\') >= 0 {
+			r.unq = appendUnescaped(r.unq[:0], s)
+			s = r.unq
+		}
+		return string(s)
+	case 't':
+		return true
+	case 'f':
+		return false
+	case 'n':
+		return nil
+	}
+	return Number(lit)
+}
+
 // reader is one strict pass over a document. It is pooled with its scratch
 // buffers; the canonical form's buffers live here too (canonical.go).
 type reader struct {
-	data    []byte
-	dec     *jsontext.Decoder
-	unq     []byte // unquoted string scratch
-	scratch []byte // number scratch
+	data []byte
+	dec  *jsontext.Decoder
+	unq  []byte // unquoted string scratch
+
+	// sourceValues makes scan keep every scalar as its source (nodeRaw or
+	// nodeRun), never as canonical text: Parse builds values from it.
+	sourceValues bool
 
 	// Canonical's state, see canonical.go.
 	text  []byte
 	nodes []cnode
 	kids  []int32
 	stack []int32
-	out   []byte
+	keys  []memberKey // the members of the object being sorted
+	out   []byte      // Hash's output buffer
+	sha   hash.Hash   // Hash's digest, reset on use
 }
 
 var readerPool = sync.Pool{New: func() any {
@@ -171,9 +244,7 @@ func (r *reader) unquote(raw []byte) ([]byte, *Error) {
 
 // checkNumber applies Canonical's number rule to the literal raw.
 func (r *reader) checkNumber(raw []byte) *Error {
-	var err error
-	r.scratch, err = appendCanonicalNumber(r.scratch[:0], raw)
-	if err != nil {
+	if err := checkNumberLiteral(raw); err != nil {
 		return r.at(err.(*Error), raw)
 	}
 	return nil

@@ -9,8 +9,8 @@
 //
 // # Strict decoding
 //
-// Parse, Unmarshal, Canonical and Hash accept exactly one JSON value
-// (RFC 8259) and fail with an *Error otherwise:
+// Parse, ParseDoc, Unmarshal, Canonical, Hash and HashWithout accept
+// exactly one JSON value (RFC 8259) and fail with an *Error otherwise:
 //   - a duplicate member name in any object, compared after unescaping
 //     ("a" and "\u0061" are the same name): ReasonDuplicateName;
 //   - bytes that are not UTF-8, in strings, names or anywhere else:
@@ -23,10 +23,14 @@
 //     input over MaxBytes, nesting over MaxDepth, a number beyond
 //     MaxExponent.
 //
-// Decoding uses github.com/go-json-experiment/json and its jsontext.
-// Unmarshal also refuses member names that differ from a struct field's
-// name only in letter case, and with RejectUnknown any member that is no
-// field.
+// Every function reads the document first with this package's own
+// scanner (one pass, eight bytes at a time through strings and digits);
+// a document the scanner refuses is read again with
+// github.com/go-json-experiment/json's jsontext, which reports the error
+// (reason, pointer, offset). Unmarshal then decodes with
+// go-json-experiment/json; it also refuses member names that differ from a
+// struct field's name only in letter case, and with RejectUnknown any
+// member that is no field.
 //
 // # Canonical form
 //
@@ -68,6 +72,23 @@
 // 10^±MaxExponent in scientific notation is refused.
 //
 // CanonicalValue writes a tree as Parse returns it (after a caller removed
-// members, say), Hash is the hex SHA-256 of Canonical, and CanonicalNumber
-// canonicalises one literal.
+// members, say), Hash is the hex SHA-256 of Canonical, HashWithout and
+// CanonicalWithout leave out the values a list of pointers name (a
+// payload's volatile fields) without building a tree, and CanonicalNumber
+// canonicalises one literal. ParseDoc reads a document to look values up
+// by pointer (Doc.Get) as Pointer.Get does on its Parse tree; UnmarshalDoc
+// is Unmarshal that keeps such a Doc, and Doc.HashAt hashes a value in it
+// (a request's payload) as HashWithout hashes that value's bytes, without
+// reading them again.
+//
+// # Cost
+//
+// Canonical, Hash, HashWithout, CanonicalWithout, ParseDoc, Doc.HashAt and
+// Unmarshal's strict pass take time linear in the input and make no
+// allocation per value: besides the input (and Canonical's result) they hold about 36
+// bytes per object member (a node for it, one for its value, its place
+// among the object's children) and 20 per array, never anything per
+// element of an array of scalars; Hash writes SHA-256 in 32 KiB pieces
+// rather than holding the canonical form. Parse and CanonicalValue build
+// or walk a tree of Go values, an allocation per value.
 package strictjson

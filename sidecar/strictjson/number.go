@@ -1,8 +1,11 @@
 package strictjson
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // MaxExponent bounds the magnitude of a JSON number: written in scientific
@@ -24,7 +27,7 @@ type Number string
 // with encoding/json writes a JSON number, not a string. It fails if n is
 // not a JSON number literal.
 func (n Number) MarshalJSON() ([]byte, error) {
-	if _, err := appendCanonicalNumber(nil, string(n)); err != nil {
+	if err := checkNumberLiteral(stringBytes(string(n))); err != nil {
 		return nil, err
 	}
 	return []byte(n), nil
@@ -38,7 +41,7 @@ func (n *Number) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || !(b[0] == '-' || ('0' <= b[0] && b[0] <= '9')) {
 		return &Error{Reason: "must be a JSON number", Offset: -1}
 	}
-	if _, err := appendCanonicalNumber(nil, string(b)); err != nil {
+	if err := checkNumberLiteral(b); err != nil {
 		return err
 	}
 	*n = Number(b)
@@ -57,7 +60,7 @@ func (n *Number) UnmarshalJSON(b []byte) error {
 // JSON number literal, ReasonNumberRange if its value's scientific exponent
 // exceeds MaxExponent.
 func CanonicalNumber(lit string) (string, error) {
-	b, err := appendCanonicalNumber(nil, lit)
+	b, err := appendCanonicalNumber(nil, stringBytes(lit))
 	if err != nil {
 		return "", err
 	}
@@ -67,41 +70,77 @@ func CanonicalNumber(lit string) (string, error) {
 // appendCanonicalNumber appends the canonical text of the JSON number
 // literal lit to dst. It never converts to floating point: the literal is
 // read as sign, significand digits and decimal exponent, and rewritten.
-// On failure it returns an *Error with Offset 0.
-func appendCanonicalNumber[S ~string | ~[]byte](dst []byte, lit S) ([]byte, error) {
-	// Grammar: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
-	i, n := 0, len(lit)
-	neg := false
+// On failure it returns dst unchanged and an *Error with Offset 0.
+func appendCanonicalNumber(dst, lit []byte) ([]byte, error) {
+	p, end, ok := scanNumber(lit, 0)
+	if !ok || end != len(lit) {
+		return dst, notNumber()
+	}
+	out, ok := appendNumber(dst, lit, p)
+	if !ok {
+		return dst, &Error{Reason: ReasonNumberRange}
+	}
+	return out, nil
+}
+
+// checkNumberLiteral returns the error appendCanonicalNumber would return for
+// lit, without writing anything.
+func checkNumberLiteral(lit []byte) error {
+	p, end, ok := scanNumber(lit, 0)
+	switch {
+	case !ok || end != len(lit):
+		return notNumber()
+	case !numberInRange(lit, p):
+		return &Error{Reason: ReasonNumberRange}
+	}
+	return nil
+}
+
+// numParts locates the parts of a number literal: its integer digits are
+// lit[intStart:intEnd], its fraction digits lit[fracStart:fracEnd] (empty
+// without a fraction), and its value is ±(integer.fraction) × 10^exp.
+// exp saturates at ±expSaturate (see MaxExponent).
+type numParts struct {
+	neg, hasExp                          bool
+	intStart, intEnd, fracStart, fracEnd int
+	exp                                  int64
+}
+
+// scanNumber reads the longest prefix of lit[i:] that the JSON number
+// grammar (RFC 8259 §6) allows,
+//
+//	-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+//
+// and returns its parts and the offset after it; ok is false when lit[i:]
+// does not start with a number.
+func scanNumber(lit []byte, i int) (p numParts, end int, ok bool) {
+	n := len(lit)
 	if i < n && lit[i] == '-' {
-		neg = true
+		p.neg = true
 		i++
 	}
-	intStart := i
+	p.intStart = i
 	switch {
 	case i < n && lit[i] == '0':
 		i++
 	case i < n && '1' <= lit[i] && lit[i] <= '9':
-		for i < n && isDigit(lit[i]) {
-			i++
-		}
+		i = digitsEnd(lit, i+1)
 	default:
-		return dst, notNumber()
+		return p, i, false
 	}
-	intEnd := i
-	fracStart, fracEnd := i, i
+	p.intEnd = i
+	p.fracStart, p.fracEnd = i, i
 	if i < n && lit[i] == '.' {
 		i++
-		fracStart = i
-		for i < n && isDigit(lit[i]) {
-			i++
-		}
-		fracEnd = i
-		if fracEnd == fracStart {
-			return dst, notNumber()
+		p.fracStart = i
+		i = digitsEnd(lit, i)
+		p.fracEnd = i
+		if p.fracEnd == p.fracStart {
+			return p, i, false
 		}
 	}
-	var exp int64
 	if i < n && (lit[i] == 'e' || lit[i] == 'E') {
+		p.hasExp = true
 		i++
 		expNeg := false
 		if i < n && (lit[i] == '+' || lit[i] == '-') {
@@ -109,7 +148,7 @@ func appendCanonicalNumber[S ~string | ~[]byte](dst []byte, lit S) ([]byte, erro
 			i++
 		}
 		if i == n || !isDigit(lit[i]) {
-			return dst, notNumber()
+			return p, i, false
 		}
 		for i < n && lit[i] == '0' {
 			i++
@@ -117,80 +156,122 @@ func appendCanonicalNumber[S ~string | ~[]byte](dst []byte, lit S) ([]byte, erro
 		for ; i < n && isDigit(lit[i]); i++ {
 			// Saturate far above MaxExponent: no literal has enough digits
 			// to bring such an exponent back into range, and the arithmetic
-			// below stays inside int64.
-			if exp < expSaturate {
-				exp = exp*10 + int64(lit[i]-'0')
+			// of appendNumber stays inside int64.
+			if p.exp < expSaturate {
+				p.exp = p.exp*10 + int64(lit[i]-'0')
 			}
 		}
 		if expNeg {
-			exp = -exp
+			p.exp = -p.exp
 		}
 	}
-	if i != n {
-		return dst, notNumber()
-	}
+	return p, i, true
+}
 
-	// The significand digits D are lit[intStart:intEnd] followed by
-	// lit[fracStart:fracEnd]; the value is D × 10^(exp − fracLen). digit(k)
-	// reads the k-th digit of D without building it.
-	intLen, fracLen := intEnd-intStart, fracEnd-fracStart
-	total := intLen + fracLen
-	digit := func(k int) byte {
-		if k < intLen {
-			return lit[intStart+k]
+// isCanonical reports whether the literal lit (its parts p) already is its
+// own canonical text, as most numbers that encoders write are: no
+// exponent, no "-0", no trailing zero in a fraction, at most 21 integer
+// digits, and under 6 zeros after "0.". appendNumber would write it
+// unchanged.
+func (p numParts) isCanonical(lit []byte) bool {
+	if p.hasExp {
+		return false
+	}
+	intZero := lit[p.intStart] == '0' // the integer part is "0"
+	if p.fracEnd == p.fracStart {
+		return !(intZero && p.neg) && p.intEnd-p.intStart <= 21
+	}
+	if lit[p.fracEnd-1] == '0' {
+		return false
+	}
+	if intZero {
+		z := 0
+		for lit[p.fracStart+z] == '0' { // ends: the last digit is not 0
+			z++
 		}
-		return lit[fracStart+k-intLen]
+		return z <= 5
 	}
-	first := 0
-	for first < total && digit(first) == '0' {
-		first++
+	return p.intEnd-p.intStart <= 21
+}
+
+// significand locates the significant digits of the number lit (its parts
+// p): s = D[first..last], where D is the integer digits followed by the
+// fraction digits, and point is ECMAScript's n, the position of the
+// decimal point relative to the start of s: value = ±0.s × 10^point. zero
+// reports a zero value (any spelling, -0 included), for which nothing else
+// is set.
+func significand(lit []byte, p numParts) (first, last int, point int64, zero bool) {
+	ip, fp := lit[p.intStart:p.intEnd], lit[p.fracStart:p.fracEnd]
+	intLen := len(ip)
+	total := intLen + len(fp)
+	if ip[0] == '0' { // the integer part is "0" (the grammar allows no other leading 0)
+		for first = 1; first < total && fp[first-intLen] == '0'; first++ {
+		}
+		if first == total {
+			return 0, 0, 0, true
+		}
 	}
-	if first == total {
-		return append(dst, '0'), nil // every spelling of zero, -0 included
-	}
-	last := total - 1
-	for digit(last) == '0' {
+	last = total - 1
+	for last >= intLen && fp[last-intLen] == '0' {
 		last--
 	}
-	// s = D[first..last], k digits; value = s × 10^(point − k), where point
-	// is ECMAScript's n: the position of the decimal point relative to the
-	// start of s.
-	k := last - first + 1
-	point := exp - int64(fracLen) + int64(total-1-last) + int64(k)
-	if e := point - 1; e > MaxExponent || e < -MaxExponent {
-		return dst, &Error{Reason: ReasonNumberRange}
+	if last < intLen {
+		for ip[last] == '0' {
+			last--
+		}
 	}
+	// value = s × 10^(exp − len(fp) + trailing zeros of D) = 0.s × 10^point.
+	k := last - first + 1
+	point = p.exp - int64(len(fp)) + int64(total-1-last) + int64(k)
+	return first, last, point, false
+}
 
-	if neg {
+// numberInRange reports whether the number lit (its parts p) is within
+// MaxExponent, as appendNumber requires.
+func numberInRange(lit []byte, p numParts) bool {
+	// The scientific exponent differs from the literal's by less than the
+	// literal's length: only a huge exponent needs a closer look.
+	if e := p.exp; e < MaxExponent-MaxBytes && e > -(MaxExponent-MaxBytes) {
+		return true
+	}
+	_, _, point, zero := significand(lit, p)
+	return zero || (point-1 <= MaxExponent && point-1 >= -MaxExponent)
+}
+
+// appendNumber appends the canonical text of the number lit (its parts p)
+// to dst, or returns ok false, dst unchanged, when its value's scientific
+// exponent exceeds MaxExponent.
+func appendNumber(dst []byte, lit []byte, p numParts) ([]byte, bool) {
+	first, last, point, zero := significand(lit, p)
+	if zero {
+		return append(dst, '0'), true
+	}
+	if e := point - 1; e > MaxExponent || e < -MaxExponent {
+		return dst, false
+	}
+	ip, fp := lit[p.intStart:p.intEnd], lit[p.fracStart:p.fracEnd]
+	k := last - first + 1
+	if p.neg {
 		dst = append(dst, '-')
 	}
-	appendDigits := func(dst []byte, from, to int) []byte { // D[from:to]
-		for j := from; j < to; j++ {
-			dst = append(dst, digit(j))
-		}
-		return dst
-	}
+	const zeros = "000000000000000000000" // 21
 	switch {
 	case int64(k) <= point && point <= 21:
-		dst = appendDigits(dst, first, last+1)
-		for z := point - int64(k); z > 0; z-- {
-			dst = append(dst, '0')
-		}
+		dst = appendDigits(dst, ip, fp, first, last+1)
+		dst = append(dst, zeros[:point-int64(k)]...)
 	case 0 < point && point <= 21:
-		dst = appendDigits(dst, first, first+int(point))
+		dst = appendDigits(dst, ip, fp, first, first+int(point))
 		dst = append(dst, '.')
-		dst = appendDigits(dst, first+int(point), last+1)
+		dst = appendDigits(dst, ip, fp, first+int(point), last+1)
 	case -6 < point && point <= 0:
 		dst = append(dst, '0', '.')
-		for z := -point; z > 0; z-- {
-			dst = append(dst, '0')
-		}
-		dst = appendDigits(dst, first, last+1)
+		dst = append(dst, zeros[:-point]...)
+		dst = appendDigits(dst, ip, fp, first, last+1)
 	default:
-		dst = append(dst, digit(first))
+		dst = appendDigits(dst, ip, fp, first, first+1)
 		if k > 1 {
 			dst = append(dst, '.')
-			dst = appendDigits(dst, first+1, last+1)
+			dst = appendDigits(dst, ip, fp, first+1, last+1)
 		}
 		e := point - 1
 		dst = append(dst, 'e')
@@ -202,7 +283,45 @@ func appendCanonicalNumber[S ~string | ~[]byte](dst []byte, lit S) ([]byte, erro
 		}
 		dst = appendInt(dst, e)
 	}
-	return dst, nil
+	return dst, true
+}
+
+// appendDigits appends D[from:to], where D is ip followed by fp.
+func appendDigits(dst, ip, fp []byte, from, to int) []byte {
+	n := len(ip)
+	if from < n {
+		dst = append(dst, ip[from:min(to, n)]...)
+	}
+	if to > n {
+		dst = append(dst, fp[max(from, n)-n:to-n]...)
+	}
+	return dst
+}
+
+// digitsEnd returns the end of the run of ASCII digits at lit[i:], eight
+// bytes at a time.
+func digitsEnd(lit []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for i+8 <= len(lit) {
+		x := binary.LittleEndian.Uint64(lit[i:])
+		// The high bit of each byte below '0' or above '9'; as in
+		// specialBytes, the lowest one is exact.
+		m := ((x-ones*'0')&^x | (x + ones*(127-'9')) | x) & highs
+		if m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(lit) && isDigit(lit[i]) {
+		i++
+	}
+	return i
+}
+
+// stringBytes returns the bytes of s without copying them (numbers in a
+// tree are strings); the caller must not change them.
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // expSaturate caps the parsed exponent of a literal (see MaxExponent).

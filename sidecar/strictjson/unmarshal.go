@@ -56,38 +56,77 @@ func RejectUnknown() Option { return func(o *options) { o.rejectUnknown = true }
 // ReasonNotPointer. v may be partly filled when an error is returned from
 // the decoding step.
 func Unmarshal(data []byte, v any, opts ...Option) error {
+	_, err := unmarshal(data, v, false, opts)
+	return err
+}
+
+// UnmarshalDoc is Unmarshal that also returns the document it read, as
+// ParseDoc would return it, so that values can be looked up in it
+// (Doc.Get) or parts of it hashed (Doc.HashAt) without reading the input
+// again: a request whose payload is hashed reads it once. data must not
+// change while the Doc is used. Errors: as Unmarshal (the Doc is nil).
+func UnmarshalDoc(data []byte, v any, opts ...Option) (*Doc, error) {
+	return unmarshal(data, v, true, opts)
+}
+
+func unmarshal(data []byte, v any, keep bool, opts []Option) (*Doc, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return &Error{Reason: ReasonNotPointer, Offset: -1}
+		return nil, &Error{Reason: ReasonNotPointer, Offset: -1}
 	}
 
-	r := getReader()
-	err := r.start(data)
-	if err == nil {
-		err = r.check(shapeOf(rv.Type().Elem()), o.rejectUnknown, 0)
+	// The strict pass: the scanner and a walk of its tree for the member
+	// names; when either refuses, the jsontext pass (check) reads the
+	// document again to report the first problem in document order.
+	var r *reader
+	if keep {
+		r = &reader{} // the Doc's, not pooled
+	} else {
+		r = getReader()
+		defer putReader(r)
 	}
-	if err == nil {
-		err = r.finish()
+	s := shapeOf(rv.Type().Elem())
+	var err *Error
+	r.sourceValues = true // nothing to canonicalise here, and a Doc keeps values as read
+	root, scanned := r.scan(data)
+	if !scanned || !r.fits(root, s, o.rejectUnknown) {
+		strict := getReader()
+		if err = strict.start(data); err == nil {
+			err = strict.check(s, o.rejectUnknown, 0)
+		}
+		if err == nil {
+			err = strict.finish()
+		}
+		putReader(strict)
 	}
-	putReader(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
+	// The document passed every strict check, duplicate names and UTF-8
+	// included, so the decoder need not track names or validate UTF-8
+	// again: for such a document the flags change nothing but its speed.
 	if err := json.Unmarshal(data, v,
-		jsontext.AllowDuplicateNames(false),
-		jsontext.AllowInvalidUTF8(false),
+		jsontext.AllowDuplicateNames(true),
+		jsontext.AllowInvalidUTF8(true),
 		json.MatchCaseInsensitiveNames(false),
 		json.RejectUnknownMembers(o.rejectUnknown),
 		json.WithUnmarshalers(anyAsTree),
 	); err != nil {
-		return unmarshalError(data, err)
+		return nil, unmarshalError(data, err)
 	}
-	return nil
+	if !keep {
+		return nil, nil
+	}
+	if !scanned { // only the jsontext pass read it (never expected)
+		return ParseDoc(data)
+	}
+	r.stack, r.keys = nil, nil
+	return &Doc{r: r, root: root}, nil
 }
 
 // anyAsTree decodes into values of type any as Parse does (numbers as
@@ -174,6 +213,52 @@ func (r *reader) check(s *shape, rejectUnknown bool, depth int) *Error {
 		return r.checkNumber(raw)
 	}
 	return nil
+}
+
+// fits reports whether the member names of the tree at node (read by
+// scan, so already strict) pass check's rules for shape s: false wherever
+// check would fail. Below an opaque (nil) shape there is nothing more to
+// see: scan already checked the numbers.
+func (r *reader) fits(node int32, s *shape, rejectUnknown bool) bool {
+	if s == nil {
+		return true
+	}
+	n := r.nodes[node]
+	switch n.kind {
+	case nodeObject:
+		for _, k := range r.kids[n.a:n.b] {
+			m := r.nodes[k]
+			var child *shape
+			switch s.kind {
+			case shapeMap:
+				child = s.elem
+			case shapeStruct:
+				name := r.name(m)
+				if f, ok := s.fields[string(name)]; ok {
+					child = f
+				} else if _, ok := s.folded[foldName(name)]; ok {
+					return false
+				} else if s.fallback {
+					child = s.fallbackElem
+				} else if rejectUnknown {
+					return false
+				}
+			}
+			if !r.fits(m.val, child, rejectUnknown) {
+				return false
+			}
+		}
+	case nodeArray:
+		if s.kind != shapeSeq {
+			return true
+		}
+		for _, k := range r.kids[n.a:n.b] {
+			if !r.fits(k, s.elem, rejectUnknown) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // shape is what the strict pass needs to know of a Go type: the JSON member

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
 // Encodings of signatures and secrets in generic schemes.
@@ -172,7 +174,7 @@ func (k keyRule) needsBody() bool {
 // event derives the identity from headers and, when needed, the decoded body
 // (doc, nil when not needed). Every failure is authenticated: callers only
 // get here after verification.
-func (k keyRule) event(h Header, doc any, types typeFilter) (Event, error) {
+func (k keyRule) event(h Header, doc *strictjson.Doc, types typeFilter) (Event, error) {
 	var ev Event
 	if k.idHeader != "" {
 		ev.ID = header(h, k.idHeader)
@@ -492,7 +494,7 @@ func (v *hmacVerifier) Verify(r Request) (Result, error) {
 	if !anyMACMatches(v.h, v.keys, cands, content...) {
 		return Result{}, headerErr(CodeBadSignature, v.sig.Header, "signature does not match the payload under any configured secret")
 	}
-	var doc any
+	var doc *strictjson.Doc
 	if v.tsPtr != nil || v.key.needsBody() {
 		var e *Error
 		if doc, e = decodeJSON(r.Body); e != nil {

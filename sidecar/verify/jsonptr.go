@@ -28,8 +28,8 @@ func parsePointer(s string) (pointer, error) {
 // get walks doc (decoded by decodeJSON) along the pointer. Members match
 // exactly; a member whose name differs from the one looked up only in
 // letter case ("Id" beside "id") makes the body ambiguous: an error.
-func (p pointer) get(doc any) (any, bool, *Error) {
-	v, ok, err := p.p.Get(doc)
+func (p pointer) get(doc *strictjson.Doc) (any, bool, *Error) {
+	v, ok, err := doc.Get(p.p)
 	if err != nil {
 		return nil, false, strictErr(err)
 	}
@@ -40,7 +40,7 @@ func (p pointer) get(doc any) (any, bool, *Error) {
 // by its exact value (strictjson.KeyText: an integer in plain digits, so 100
 // and 1e2 are one value and 2^53+1 stays itself). Absent, null, empty-string,
 // boolean, object and array values are errors naming the pointer.
-func (p pointer) scalar(doc any) (string, *Error) {
+func (p pointer) scalar(doc *strictjson.Doc) (string, *Error) {
 	v, ok, e := p.get(doc)
 	if e != nil {
 		return "", e
@@ -64,13 +64,13 @@ func (p pointer) scalar(doc any) (string, *Error) {
 	return "", bodyErr(CodeMalformedBody, p.raw, "field must be a string or a number")
 }
 
-// decodeJSON decodes exactly one JSON value strictly (strictjson.Parse):
-// duplicate member names, invalid UTF-8, unpaired surrogates and trailing
-// data are errors, numbers stay exact. A leading UTF-8 BOM is ignored (RFC
-// 8259 §8.1); signatures are still checked over the raw bytes, BOM
-// included.
-func decodeJSON(body []byte) (any, *Error) {
-	v, err := strictjson.Parse(strictjson.TrimBOM(body))
+// decodeJSON decodes exactly one JSON value strictly (strictjson.ParseDoc,
+// read as strictjson.Parse reads it, without building its tree): duplicate
+// member names, invalid UTF-8, unpaired surrogates and trailing data are
+// errors, numbers stay exact. A leading UTF-8 BOM is ignored (RFC 8259
+// §8.1); signatures are still checked over the raw bytes, BOM included.
+func decodeJSON(body []byte) (*strictjson.Doc, *Error) {
+	v, err := strictjson.ParseDoc(strictjson.TrimBOM(body))
 	if err != nil {
 		return nil, strictErr(err)
 	}

@@ -1,6 +1,10 @@
 package verify
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
+)
 
 // TokenConfig configures the "token" scheme: the sender proves itself with a
 // shared secret sent verbatim in a header, compared in constant time. By
@@ -87,7 +91,7 @@ func (v *tokenVerifier) Verify(r Request) (Result, error) {
 	if err := v.auth.check(r.Header); err != nil {
 		return Result{}, err
 	}
-	var doc any
+	var doc *strictjson.Doc
 	if v.key.needsBody() {
 		var e *Error
 		if doc, e = decodeJSON(r.Body); e != nil {

@@ -5,8 +5,22 @@
 //
 // It connects to the PostgreSQL server of DATABASE_URL (or
 // TEST_DATABASE_URL), creates a fresh database there (dropped at the end),
-// builds and starts the claimd binary on it, and then, at each concurrency
-// (default 1, 16 and 64), runs for a fixed duration per cell:
+// builds and starts the claimd binary on it.
+//
+// First the hash section (unless -hash=false; alone with -hash-only, which
+// needs neither the database nor pgbench), a few seconds in this process:
+// MB/s of the payload hash on number-heavy documents
+// (sidecar/internal/benchdoc, as in strictjson's benchmarks):
+// claim.PayloadHash, ingest's hash of a JSON delivery, of 1 MiB of records
+// without and with volatile fields; the claims API's strict decode of a
+// request holding those records as its payload followed by
+// claim.PayloadHashAt; one 4 MiB array of long floats (the shape of the
+// attack report in issue "A hard edge"), and that array hashed 8 times at
+// once, with the time of each call and the Go heap's peak. Best and median
+// of the calls, bytes and allocations per call.
+//
+// Then, at each concurrency (default 1, 16 and 64), it runs for a fixed
+// duration per cell:
 //
 //   - fresh: POST /v1/claims with a new key every time (outcome won);
 //   - duplicate: POST /v1/claims of keys already completed (duplicate);
@@ -94,6 +108,8 @@ type settings struct {
 	retentionBody int
 	retentionOnly bool
 	purgeBatch    int
+	// The hash section (hash.go).
+	hash, hashOnly bool
 }
 
 func main() {
@@ -115,6 +131,8 @@ func parseFlags(args []string) (settings, error) {
 	fs.IntVar(&s.ingestDups, "ingest-dup-events", 200, "stored events the ingest duplicate workload redelivers at random")
 	fs.IntVar(&s.forwardConc, "forward-concurrency", 0, "forward.concurrency of the ingest source (0: the source default)")
 	fs.BoolVar(&s.ingest, "ingest", true, "run the ingest section (POST /ingest/{source} with dispatch)")
+	fs.BoolVar(&s.hash, "hash", true, "run the hash section first (claim.PayloadHash in this process, a few seconds)")
+	fs.BoolVar(&s.hashOnly, "hash-only", false, "run only the hash section (needs neither claimd, the database nor pgbench)")
 	fs.IntVar(&s.batch, "batch", 50, "claims per batch request")
 	fs.IntVar(&s.dupKeys, "dup-keys", 2000, "completed keys the duplicate workload picks from at random")
 	fs.StringVar(&s.claimd, "claimd", "", "prebuilt claimd binary (default: go build ./sidecar/cmd/claimd)")
@@ -164,6 +182,9 @@ func run(ctx context.Context, args []string) error {
 	s, err := parseFlags(args)
 	if err != nil {
 		return err
+	}
+	if s.hashOnly {
+		return runHash(os.Stdout, hashCallBudget)
 	}
 	serverURL := os.Getenv("DATABASE_URL")
 	if serverURL == "" {
@@ -221,6 +242,12 @@ func run(ctx context.Context, args []string) error {
 		len(stmt.args), strings.Join(defs, " -D "))
 	if s.showScript {
 		fmt.Fprintf(os.Stdout, "\n%s\n", script)
+	}
+	if s.hash {
+		if err := runHash(os.Stdout, hashCallBudget); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stdout)
 	}
 	fmt.Fprintf(os.Stdout, "load avg:    %s (before)\n", loadAvg())
 	b := &bench{s: s, sidecar: sc, stmt: stmt, dir: tmp, dbURL: libpqURL(db.url)}
