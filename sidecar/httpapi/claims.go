@@ -245,6 +245,7 @@ func (s *Server) claimOne(c *fiber.Ctx) error {
 		return err
 	}
 	r, err := b.request(tenant(c), "", s.cfg.Ledger.Policy(b.Source), doc)
+	doc.Release()
 	if err != nil {
 		return err
 	}
@@ -307,6 +308,7 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 		var r claim.Request
 		if err == nil {
 			r, err = cb.request(tenant(c), prefix, s.cfg.Ledger.Policy(cb.Source), doc)
+			doc.Release()
 		}
 		if err == nil {
 			err = s.cfg.Ledger.Validate(r)

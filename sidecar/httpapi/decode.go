@@ -104,7 +104,8 @@ func (s *Server) decode(body []byte, dst any, prefix string) error {
 
 // decodeDoc is decode that also returns the body as read
 // (strictjson.UnmarshalDoc), to hash a payload in it without reading the
-// payload again. body must not change while the Doc is used.
+// payload again. body must not change while the Doc is used; the caller
+// releases it (Doc.Release) when done.
 func (s *Server) decodeDoc(body []byte, dst any, prefix string) (*strictjson.Doc, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, apperr.New(apperr.Malformed, "the request body must be a JSON object")
@@ -113,7 +114,11 @@ func (s *Server) decodeDoc(body []byte, dst any, prefix string) (*strictjson.Doc
 	if err != nil {
 		return nil, jsonError(err, prefix)
 	}
-	return doc, s.check(dst, prefix)
+	if err := s.check(dst, prefix); err != nil {
+		doc.Release()
+		return nil, err
+	}
+	return doc, nil
 }
 
 // check validates a decoded struct with its `validate` tags.

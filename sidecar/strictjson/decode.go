@@ -155,7 +155,7 @@ func getReader() *reader { return readerPool.Get().(*reader) }
 const maxPooledBuffer = 4 << 20
 
 func putReader(r *reader) {
-	r.data = nil
+	r.data, r.sourceValues = nil, false
 	r.dec.Reset(bytes.NewBuffer(nil))
 	if cap(r.text) > maxPooledBuffer || cap(r.out) > maxPooledBuffer ||
 		cap(r.nodes)*int(unsafe.Sizeof(cnode{})) > maxPooledBuffer || cap(r.kids)*4 > maxPooledBuffer {

@@ -15,8 +15,9 @@ import (
 // about 20 bytes per object member and container; it is safe for
 // concurrent use.
 type Doc struct {
-	r    *reader
-	root int32
+	r      *reader
+	root   int32
+	pooled bool // r came from the reader pool (UnmarshalDoc): Release gives it back
 	// When only the jsontext pass could read the document (never
 	// expected): the input and its Parse tree.
 	data []byte
@@ -38,6 +39,17 @@ func ParseDoc(data []byte) (*Doc, error) {
 		return nil, err
 	}
 	return &Doc{data: data, tree: tree}, nil
+}
+
+// Release ends the use of d: memory that UnmarshalDoc took from the pool
+// for it is given back for reuse. d must not be used afterwards (it then
+// holds no document). Releasing is optional; an unreleased Doc is
+// collected as usual.
+func (d *Doc) Release() {
+	if d.pooled && d.r != nil {
+		putReader(d.r)
+	}
+	d.r, d.pooled, d.data, d.tree = nil, false, nil, nil
 }
 
 // Get walks the document along p and returns the value found and whether

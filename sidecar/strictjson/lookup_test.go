@@ -41,3 +41,20 @@ func TestDocGet(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, Error{Reason: ReasonDuplicateName, Pointer: "/a", Offset: 7}, *e)
 }
+
+// A reader goes back to the pool as a new one would be: Unmarshal and
+// UnmarshalDoc read with sourceValues, which a later Canonical must not
+// inherit.
+func TestPooledReadersComeBackClean(t *testing.T) {
+	var v any
+	require.NoError(t, Unmarshal([]byte(`{"a":[1.0,2]}`), &v))
+	d, err := UnmarshalDoc([]byte(`{"a":[1.0,2]}`), &v)
+	require.NoError(t, err)
+	d.Release()
+	for range 4 {
+		r := getReader()
+		require.False(t, r.sourceValues)
+		require.Nil(t, r.data)
+		defer putReader(r)
+	}
+}

@@ -341,6 +341,7 @@ func requireHashAtMatches(t *testing.T, doc []byte, tree any) {
 	var v any
 	d, err := UnmarshalDoc(doc, &v)
 	require.NoError(t, err, "UnmarshalDoc of %q", doc)
+	defer d.Release()
 	fallback := &Doc{data: doc, tree: tree}
 	paths := treePointers(tree, "")
 	if len(paths) > 30 {

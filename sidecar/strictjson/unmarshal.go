@@ -64,7 +64,9 @@ func Unmarshal(data []byte, v any, opts ...Option) error {
 // ParseDoc would return it, so that values can be looked up in it
 // (Doc.Get) or parts of it hashed (Doc.HashAt) without reading the input
 // again: a request whose payload is hashed reads it once. data must not
-// change while the Doc is used. Errors: as Unmarshal (the Doc is nil).
+// change while the Doc is used; Doc.Release, when the caller is done with
+// it, lets the next call reuse its memory. Errors: as Unmarshal (the Doc
+// is nil).
 func UnmarshalDoc(data []byte, v any, opts ...Option) (*Doc, error) {
 	return unmarshal(data, v, true, opts)
 }
@@ -82,11 +84,8 @@ func unmarshal(data []byte, v any, keep bool, opts []Option) (*Doc, error) {
 	// The strict pass: the scanner and a walk of its tree for the member
 	// names; when either refuses, the jsontext pass (check) reads the
 	// document again to report the first problem in document order.
-	var r *reader
-	if keep {
-		r = &reader{} // the Doc's, not pooled
-	} else {
-		r = getReader()
+	r := getReader() // a kept one goes back to the pool with Doc.Release, or to the collector
+	if !keep {
 		defer putReader(r)
 	}
 	s := shapeOf(rv.Type().Elem())
@@ -104,6 +103,9 @@ func unmarshal(data []byte, v any, keep bool, opts []Option) (*Doc, error) {
 		putReader(strict)
 	}
 	if err != nil {
+		if keep {
+			putReader(r)
+		}
 		return nil, err
 	}
 
@@ -117,16 +119,19 @@ func unmarshal(data []byte, v any, keep bool, opts []Option) (*Doc, error) {
 		json.RejectUnknownMembers(o.rejectUnknown),
 		json.WithUnmarshalers(anyAsTree),
 	); err != nil {
+		if keep {
+			putReader(r)
+		}
 		return nil, unmarshalError(data, err)
 	}
 	if !keep {
 		return nil, nil
 	}
 	if !scanned { // only the jsontext pass read it (never expected)
+		putReader(r)
 		return ParseDoc(data)
 	}
-	r.stack, r.keys = nil, nil
-	return &Doc{r: r, root: root}, nil
+	return &Doc{r: r, root: root, pooled: true}, nil
 }
 
 // anyAsTree decodes into values of type any as Parse does (numbers as

@@ -60,6 +60,7 @@ func hashOnce(c hashCase) error {
 	if err != nil {
 		return err
 	}
+	defer doc.Release()
 	if _, ok := claim.PayloadHashAt(doc, payloadAt, c.volatile...); !ok {
 		return errors.New("no payload")
 	}
