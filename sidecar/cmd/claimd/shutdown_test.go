@@ -35,47 +35,8 @@ func TestSIGTERMDrainsInFlightClaim(t *testing.T) {
 	})
 	c := newAPI(t, p.url, key)
 
-	// A completed record whose row the test will lock.
-	const claimBody = `{"source":"shutdown","event_id":"evt-1","payload_hash":"` + zeroHash + `"}`
-	won := c.must(http.StatusOK, "POST", "/v1/claims", claimBody)
-	require.Equal(t, "won", won["outcome"])
-	c.must(http.StatusOK, "POST", "/v1/claims/"+str(won, "claim_id")+"/complete",
-		`{"claim_token":"`+str(won, "claim_token")+`","result_ref":"r-1"}`)
-
-	locker, err := pgx.Connect(ctx, db)
-	require.NoError(t, err)
-	defer locker.Close(ctx)
-	var lockerPID int
-	require.NoError(t, locker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	tx, err := locker.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT id FROM claims WHERE tenant = 't1' AND source = 'shutdown' AND event_id = 'evt-1' FOR UPDATE`)
-	require.NoError(t, err)
-
-	type answer struct {
-		status int
-		body   map[string]any
-		err    error
-	}
-	inFlight := make(chan answer, 1)
-	go func() {
-		s, b, err := c.do("POST", "/v1/claims", claimBody)
-		inFlight <- answer{s, b, err}
-	}()
-
-	// The claim is in flight once a claimd backend waits for our lock.
-	watcher, err := pgx.Connect(ctx, db)
-	require.NoError(t, err)
-	defer watcher.Close(ctx)
-	waitFor(t, "the claim to wait for the test's row lock", func() bool {
-		var blocked bool
-		err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'claimd'
-			  AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked)
-		require.NoError(t, err)
-		return blocked
-	})
+	held := holdClaimOnRowLock(t, db, c, "shutdown")
+	tx, inFlight := held.tx, held.inFlight
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	p.stderr.waitMessage(t, "shutting down: draining in-flight requests", p.done)
@@ -94,7 +55,7 @@ func TestSIGTERMDrainsInFlightClaim(t *testing.T) {
 	})
 	fresh := newAPI(t, p.url, key)
 	fresh.client.Transport.(*http.Transport).DisableKeepAlives = true
-	_, _, err = fresh.do("GET", "/healthz", "")
+	_, _, err := fresh.do("GET", "/healthz", "")
 	require.Error(t, err, "a new request must fail once shutdown began")
 	var opErr *net.OpError
 	require.True(t, errors.As(err, &opErr) && opErr.Op == "dial", "want a dial error, got %v", err)
@@ -119,6 +80,67 @@ func TestSIGTERMDrainsInFlightClaim(t *testing.T) {
 	p.stderr.waitMessage(t, "stopped", p.done)
 }
 
+// heldClaim is a claim in flight, blocked on a row lock the test holds.
+type heldClaim struct {
+	// tx holds the lock (on the connection of backend lockerPID); its
+	// rollback releases the claim.
+	tx        pgx.Tx
+	lockerPID int
+	// watcher is a connection of the test's own to the database.
+	watcher *pgx.Conn
+	// inFlight receives the claim's answer.
+	inFlight <-chan claimAnswer
+}
+
+type claimAnswer struct {
+	status int
+	body   map[string]any
+	err    error
+}
+
+// holdClaimOnRowLock completes a claim of (source, evt-1), locks its row,
+// sends the same claim again and returns once that claim waits for the
+// lock in a claimd backend: a request in flight for as long as the test
+// wants, with nothing depending on timing.
+func holdClaimOnRowLock(t *testing.T, db string, c *api, source string) heldClaim {
+	t.Helper()
+	ctx := context.Background()
+	claimBody := `{"source":"` + source + `","event_id":"evt-1","payload_hash":"` + zeroHash + `"}`
+	won := c.must(http.StatusOK, "POST", "/v1/claims", claimBody)
+	require.Equal(t, "won", won["outcome"])
+	c.must(http.StatusOK, "POST", "/v1/claims/"+str(won, "claim_id")+"/complete",
+		`{"claim_token":"`+str(won, "claim_token")+`","result_ref":"r-1"}`)
+
+	locker, err := pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	t.Cleanup(func() { locker.Close(ctx) })
+	h := heldClaim{}
+	require.NoError(t, locker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&h.lockerPID))
+	h.tx, err = locker.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.tx.Rollback(ctx) })
+	_, err = h.tx.Exec(ctx, `SELECT id FROM claims WHERE source = $1 AND event_id = 'evt-1' FOR UPDATE`, source)
+	require.NoError(t, err)
+
+	inFlight := make(chan claimAnswer, 1)
+	h.inFlight = inFlight
+	go func() {
+		s, b, err := c.do("POST", "/v1/claims", claimBody)
+		inFlight <- claimAnswer{s, b, err}
+	}()
+	h.watcher, err = pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	t.Cleanup(func() { h.watcher.Close(ctx) })
+	waitFor(t, "the claim to wait for the test's row lock", func() bool {
+		var blocked bool
+		require.NoError(t, h.watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'claimd'
+			  AND $1::int = ANY (pg_blocking_pids(pid)))`, h.lockerPID).Scan(&blocked))
+		return blocked
+	})
+	return h
+}
+
 // zeroHash is a valid payload hash (64 lowercase hex digits).
 const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -139,42 +161,8 @@ func TestShutdownTimeoutIsAHardBound(t *testing.T) {
 		"CLAIMD_REQUEST_TIMEOUT_SECONDS":  "600",
 	})
 	c := newAPI(t, p.url, key)
-	const claimBody = `{"source":"hard","event_id":"evt-1","payload_hash":"` + zeroHash + `"}`
-	won := c.must(http.StatusOK, "POST", "/v1/claims", claimBody)
-	c.must(http.StatusOK, "POST", "/v1/claims/"+str(won, "claim_id")+"/complete",
-		`{"claim_token":"`+str(won, "claim_token")+`","result_ref":"r-1"}`)
-
-	locker, err := pgx.Connect(ctx, db)
-	require.NoError(t, err)
-	defer locker.Close(ctx)
-	var lockerPID int
-	require.NoError(t, locker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	tx, err := locker.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT id FROM claims WHERE source = 'hard' FOR UPDATE`)
-	require.NoError(t, err)
-
-	type answer struct {
-		status int
-		body   map[string]any
-		err    error
-	}
-	inFlight := make(chan answer, 1)
-	go func() {
-		s, b, err := c.do("POST", "/v1/claims", claimBody)
-		inFlight <- answer{s, b, err}
-	}()
-	watcher, err := pgx.Connect(ctx, db)
-	require.NoError(t, err)
-	defer watcher.Close(ctx)
-	waitFor(t, "the claim to wait for the test's row lock", func() bool {
-		var blocked bool
-		require.NoError(t, watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'claimd'
-			  AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked))
-		return blocked
-	})
+	held := holdClaimOnRowLock(t, db, c, "hard")
+	inFlight, watcher, lockerPID := held.inFlight, held.watcher, held.lockerPID
 
 	// A request on its way in: headers sent, body not yet. Its connection
 	// is busy, so the drain does not close it.
@@ -207,9 +195,9 @@ func TestShutdownTimeoutIsAHardBound(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, a.status, "%v", a.body)
 		require.NotContains(t, fmt.Sprint(a.body), "closed pool")
 	}
-	var held bool
-	require.NoError(t, watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND granted)`, lockerPID).Scan(&held))
-	require.True(t, held, "the test's lock was still held when claimd exited")
+	var locked bool
+	require.NoError(t, watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND granted)`, lockerPID).Scan(&locked))
+	require.True(t, locked, "the test's lock was still held when claimd exited")
 	require.NotContains(t, p.stderr.String(), "closed pool")
 	p.stderr.waitMessage(t, "shutdown deadline reached: cancelling the requests still in flight (they answer 503)", p.done)
 	var n int
