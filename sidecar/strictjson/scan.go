@@ -150,6 +150,27 @@ func (r *reader) checkScalar(i int) (verbatim bool, end int, ok bool) {
 	}
 }
 
+// separator reads what follows an element of a container at data[i]
+// (optional space, then a comma or the container's close byte): after a
+// comma, more is true and next is the first byte of the next element
+// (space skipped); after close, next is the byte past it. ok is false for
+// anything else, with next where reading stopped.
+func separator(data []byte, i int, close byte) (next int, more, ok bool) {
+	if i < len(data) && isSpace(data[i]) {
+		i = skipSpace(data, i)
+	}
+	if i >= len(data) {
+		return i, false, false
+	}
+	switch data[i] {
+	case ',':
+		return skipSpace(data, i+1), true, true
+	case close:
+		return i + 1, false, true
+	}
+	return i, false, false
+}
+
 func (r *reader) node(kind uint8, a, b int) int32 {
 	r.nodes = append(r.nodes, cnode{kind: kind, a: int32(a), b: int32(b)})
 	return int32(len(r.nodes) - 1)
@@ -177,22 +198,13 @@ func (r *reader) scanArray(i, depth int) (int32, int, bool) {
 			} else if next, ok = r.scanElement(i, mark); !ok {
 				return 0, i, false
 			}
-			i = next
-			if i < len(data) && isSpace(data[i]) {
-				i = skipSpace(data, i)
-			}
-			if i >= len(data) {
+			var more bool
+			if i, more, ok = separator(data, next, ']'); !ok {
 				return 0, i, false
 			}
-			if data[i] == ',' {
-				i = skipSpace(data, i+1)
-				continue
+			if !more {
+				break
 			}
-			if data[i] != ']' {
-				return 0, i, false
-			}
-			i++
-			break
 		}
 	}
 	k0 := len(r.kids)
@@ -328,22 +340,13 @@ func (r *reader) scanObject(i, depth int) (int32, int, bool) {
 			m.val = v
 			r.nodes = append(r.nodes, m)
 			r.stack = append(r.stack, int32(len(r.nodes)-1))
-			i = next
-			if i < len(data) && isSpace(data[i]) {
-				i = skipSpace(data, i)
-			}
-			if i >= len(data) {
+			var more bool
+			if i, more, ok = separator(data, next, '}'); !ok {
 				return 0, i, false
 			}
-			if data[i] == ',' {
-				i = skipSpace(data, i+1)
-				continue
+			if !more {
+				break
 			}
-			if data[i] != '}' {
-				return 0, i, false
-			}
-			i++
-			break
 		}
 	}
 	k0 := len(r.kids)
