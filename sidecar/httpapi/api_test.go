@@ -52,6 +52,25 @@ type options struct {
 	server func(*httpapi.Config)
 }
 
+// serve runs srv on a kernel-chosen loopback port until the test ends and
+// returns its address.
+func serve(t *testing.T, srv *httpapi.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.App().Listener(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.App().Shutdown()
+		_ = ln.Close()
+		<-served
+	})
+	return ln.Addr().String()
+}
+
 // bundle is one sidecar HTTP API over its own fresh database. Every response
 // that passes through do is validated against openapi.yaml.
 type bundle struct {
@@ -100,20 +119,9 @@ func setup(t *testing.T, adjust ...func(*options)) *bundle {
 		o.server(&cfg)
 	}
 	srv := httpapi.New(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.App().Listener(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.App().Shutdown()
-		_ = ln.Close()
-		<-served
-	})
+	addr := serve(t, srv)
 	return &bundle{ctx: context.Background(), pool: pool, ledger: l, server: srv, logs: logs, cov: newCoverage(),
-		addr: ln.Addr().String(), bodyLimit: o.bodyLimit}
+		addr: addr, bodyLimit: o.bodyLimit}
 }
 
 // call is one HTTP request.

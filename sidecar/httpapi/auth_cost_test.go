@@ -86,20 +86,9 @@ func setupCost(t *testing.T) *costBundle {
 		Metrics: m,
 		Logger:  zerolog.New(logs),
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.App().Listener(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.App().Shutdown()
-		_ = ln.Close()
-		<-served
-	})
+	addr := serve(t, srv)
 	return &costBundle{bundle: &bundle{ctx: context.Background(), pool: pool, ledger: l, server: srv, logs: logs,
-		cov: newCoverage(), addr: ln.Addr().String(), bodyLimit: 4 << 20}, lookups: lookups, clock: clock, metrics: m}
+		cov: newCoverage(), addr: addr, bodyLimit: 4 << 20}, lookups: lookups, clock: clock, metrics: m}
 }
 
 // from sends c from the local address ip (any of 127.0.0.0/8), so that the

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -48,23 +47,14 @@ func setupWaiting(t *testing.T) *bundle {
 		MaxBatch:  8,
 		Waiter:    w,
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.App().Listener(ln)
-	}()
-	t.Cleanup(func() {
+	addr := serve(t, srv)
+	t.Cleanup(func() { // before serve's cleanup (they run last first)
 		stop()
 		<-waiterDone
-		_ = srv.App().Shutdown()
-		_ = ln.Close()
-		<-served
 	})
 	require.Eventually(t, w.Listening, 10*time.Second, 5*time.Millisecond, "the waiter's listener never connected")
 	return &bundle{ctx: context.Background(), pool: pool, ledger: l, server: srv, logs: logs, cov: newCoverage(),
-		addr: ln.Addr().String(), bodyLimit: bodyLimit}
+		addr: addr, bodyLimit: bodyLimit}
 }
 
 // timedAnswer is an answer with the time it took.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -548,20 +547,9 @@ func setupWithInbox(t *testing.T) *bundle {
 		MaxBatch:  8,
 		Inbox:     inbox,
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.App().Listener(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.App().Shutdown()
-		_ = ln.Close()
-		<-served
-	})
+	addr := serve(t, srv)
 	return &bundle{ctx: context.Background(), pool: pool, ledger: l, server: srv, logs: logs, cov: newCoverage(),
-		addr: ln.Addr().String(), bodyLimit: bodyLimit}
+		addr: addr, bodyLimit: bodyLimit}
 }
 
 // deliveryReply is the JSON answer of POST /ingest/{source}.
