@@ -170,13 +170,20 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		}
 	}
 	if verdict != "" {
-		if declared != 0 {
+		// A small body over its limit is kept to be read and discarded
+		// (edge), so that a client still sending it reads the 413 rather
+		// than a reset connection; any other refused body is never read.
+		if declared != 0 && !(verdict == verdictTooLarge && declared > 0 && declared <= drainLimit) {
 			h.SetContentLength(0)
 		}
 		h.Set(refuseHeader, verdict)
 	}
 	return fasthttp.RequestConfig{}
 }
+
+// drainLimit is the largest declared body, in bytes, that is read and
+// discarded before a 413 (net/http's server does the same for 256 KiB).
+const drainLimit = 256 << 10
 
 // methodGuard wraps fasthttp's handler (Fiber's router) so that a request
 // whose method Fiber does not know is answered like any other refusal
@@ -228,6 +235,9 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	case verdictFraming:
 		return apperr.New(apperr.BadRequest, "%s", transportMessage[apperr.BadRequest])
 	case verdictTooLarge:
+		if hasBody(c) { // at most drainLimit bytes (headerReceived); errors end it, the answer is the same
+			_, _ = io.Copy(io.Discard, c.Context().RequestBodyStream())
+		}
 		return apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
 	default:
 		st.dropped = true
