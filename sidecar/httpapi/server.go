@@ -22,6 +22,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/gofiber/fiber/v2/utils"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
@@ -238,7 +239,9 @@ func New(cfg Config) *Server {
 	srv.HeaderReceived = s.headerReceived
 	srv.Handler = s.methodGuard(srv.Handler)
 	s.app.Use(recover.New())
-	s.app.Use(requestid.New())
+	// Random request ids (UUIDv4): Fiber's default is a counter, which
+	// would tell an anonymous caller how many requests claimd serves.
+	s.app.Use(requestid.New(requestid.Config{Generator: utils.UUIDv4}))
 	s.app.Use(s.observe)
 	s.app.Use(s.edge)
 
