@@ -22,6 +22,7 @@ require (
 	github.com/samber/slog-common v0.21.0
 	github.com/samber/slog-zerolog/v2 v2.9.2
 	github.com/stretchr/testify v1.12.1
+	github.com/urfave/cli/v3 v3.14.0
 	github.com/valyala/fasthttp v1.51.0
 	golang.org/x/sync v0.25.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -23,8 +23,8 @@ func TestAuthSettings(t *testing.T) {
 	require.Equal(t, d.FailureLimit, c.AuthFailureLimit)
 	require.Equal(t, d.FailureWindow, c.AuthFailureWindow)
 
-	c, err = config.Load([]string{"-auth-failure-limit", "0", "-auth-failure-window-seconds", "0",
-		"-key-negative-cache-seconds", "0"}, func(k string) string { return env[k] })
+	c, err = config.Load(map[string]string{"CLAIMD_AUTH_FAILURE_LIMIT": "0", "CLAIMD_AUTH_FAILURE_WINDOW_SECONDS": "0",
+		"CLAIMD_KEY_NEGATIVE_CACHE_SECONDS": "0"}, func(k string) string { return env[k] })
 	require.NoError(t, err, "0 turns the limit and the negative cache off; the window then does not matter")
 	require.Zero(t, c.AuthFailureLimit)
 	require.Zero(t, c.KeyNegativeTTL)
@@ -39,14 +39,14 @@ func TestAuthSettings(t *testing.T) {
 	require.Equal(t, 2*time.Second, c.KeyNegativeTTL)
 
 	for args, msg := range map[[2]string]string{
-		{"-auth-failure-limit", "-1"}:          "CLAIMD_AUTH_FAILURE_LIMIT cannot be negative (0 = no limit)",
-		{"-auth-failure-limit", "many"}:        `CLAIMD_AUTH_FAILURE_LIMIT must be an integer, got "many"`,
-		{"-auth-failure-window-seconds", "0"}:  "CLAIMD_AUTH_FAILURE_WINDOW_SECONDS must be at least 1 while CLAIMD_AUTH_FAILURE_LIMIT is set",
-		{"-key-negative-cache-seconds", "-1"}:  "CLAIMD_KEY_NEGATIVE_CACHE_SECONDS cannot be negative",
-		{"-key-cache-seconds", "-5"}:           "CLAIMD_KEY_CACHE_SECONDS cannot be negative",
-		{"-key-negative-cache-seconds", "1.5"}: `CLAIMD_KEY_NEGATIVE_CACHE_SECONDS must be an integer, got "1.5"`,
+		{"CLAIMD_AUTH_FAILURE_LIMIT", "-1"}:          "CLAIMD_AUTH_FAILURE_LIMIT cannot be negative (0 = no limit)",
+		{"CLAIMD_AUTH_FAILURE_LIMIT", "many"}:        `CLAIMD_AUTH_FAILURE_LIMIT must be an integer, got "many"`,
+		{"CLAIMD_AUTH_FAILURE_WINDOW_SECONDS", "0"}:  "CLAIMD_AUTH_FAILURE_WINDOW_SECONDS must be at least 1 while CLAIMD_AUTH_FAILURE_LIMIT is set",
+		{"CLAIMD_KEY_NEGATIVE_CACHE_SECONDS", "-1"}:  "CLAIMD_KEY_NEGATIVE_CACHE_SECONDS cannot be negative",
+		{"CLAIMD_KEY_CACHE_SECONDS", "-5"}:           "CLAIMD_KEY_CACHE_SECONDS cannot be negative",
+		{"CLAIMD_KEY_NEGATIVE_CACHE_SECONDS", "1.5"}: `CLAIMD_KEY_NEGATIVE_CACHE_SECONDS must be an integer, got "1.5"`,
 	} {
-		_, err := config.Load(args[:], func(k string) string { return env[k] })
+		_, err := config.Load(map[string]string{args[0]: args[1]}, func(k string) string { return env[k] })
 		require.EqualError(t, err, msg, args)
 	}
 }

@@ -5,8 +5,8 @@
 package config
 
 import (
+	"cmp"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,7 +80,7 @@ type Config struct {
 	MetricsAddr, MetricsToken string
 }
 
-// Var documents one setting; Vars is the table printed by `claimd help`
+// Var documents one setting; Vars is the table printed by `claimd settings`
 // and reproduced in the README.
 type Var struct{ Env, Flag, Default, Help string }
 
@@ -124,22 +124,21 @@ var Vars = []Var{
 	{"CLAIMD_METRICS_TOKEN", "metrics-token", "", "Bearer token GET /metrics requires (Authorization: Bearer TOKEN; Prometheus: authorization.credentials). Empty: /metrics is open to whoever reaches its address."},
 }
 
-// Load reads the environment, then args (flags), then the sources file.
-// getenv is os.Getenv in production.
-func Load(args []string, getenv func(string) string) (Config, error) {
-	fs := flag.NewFlagSet("claimd serve", flag.ContinueOnError)
-	vals := map[string]*string{}
+// Load reads the settings: for each of Vars, flags[v.Env] when present
+// (a flag given on the command line), else getenv(v.Env) when not empty,
+// else v.Default; then it reads the sources file (whose secret references
+// are resolved with getenv) and validates the result (Validate). getenv is
+// os.Getenv in production; flags may be nil.
+func Load(flags map[string]string, getenv func(string) string) (Config, error) {
+	vals := make(map[string]string, len(Vars))
 	for _, v := range Vars {
-		def := v.Default
-		if e := getenv(v.Env); e != "" {
-			def = e
+		val, ok := flags[v.Env]
+		if !ok {
+			val = cmp.Or(getenv(v.Env), v.Default)
 		}
-		vals[v.Env] = fs.String(v.Flag, def, v.Help+" (env "+v.Env+")")
+		vals[v.Env] = val
 	}
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	get := func(env string) string { return *vals[env] }
+	get := func(env string) string { return vals[env] }
 	p := &parser{get: get}
 	c := Config{
 		DatabaseURL:         get("DATABASE_URL"),

@@ -6,7 +6,7 @@ import (
 )
 
 // MarkdownTable renders Vars as the README's configuration table
-// (`claimd help -markdown` prints it; a test keeps the README in sync).
+// (`claimd settings -markdown` prints it; a test keeps the README in sync).
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| Environment variable | Flag | Default | Meaning |\n|---|---|---|---|\n")

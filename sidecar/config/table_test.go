@@ -17,7 +17,7 @@ func TestReadmeConfigTableIsCurrent(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(readme), config.MarkdownTable()),
-		"README.md configuration table is stale: replace it with the output of `go run ./sidecar/cmd/claimd help -markdown`")
+		"README.md configuration table is stale: replace it with the output of `go run ./sidecar/cmd/claimd settings -markdown`")
 }
 
 func TestLoadDefaultsAndErrors(t *testing.T) {
@@ -32,7 +32,7 @@ func TestLoadDefaultsAndErrors(t *testing.T) {
 	require.Equal(t, claim.Review, c.Policies.Default.LeasePolicy, "safe by default: an expired lease goes to review")
 	require.False(t, c.RequireSyncReplication, "synchronous replication is reported, required only when asked")
 
-	c, err = config.Load([]string{"-addr", "0.0.0.0:9000"}, get)
+	c, err = config.Load(map[string]string{"CLAIMD_ADDR": "0.0.0.0:9000"}, get)
 	require.NoError(t, err)
 	require.Equal(t, "0.0.0.0:9000", c.Addr, "flags win over the environment")
 
@@ -44,7 +44,7 @@ func TestLoadDefaultsAndErrors(t *testing.T) {
 		_, err := config.Load(nil, func(s string) string { return bad[s] })
 		require.Error(t, err, k)
 	}
-	c, err = config.Load([]string{"-require-sync-replication", "true"}, get)
+	c, err = config.Load(map[string]string{"CLAIMD_REQUIRE_SYNC_REPLICATION": "true"}, get)
 	require.NoError(t, err)
 	require.True(t, c.RequireSyncReplication)
 

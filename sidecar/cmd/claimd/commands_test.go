@@ -17,11 +17,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 )
 
-func TestHelpPrintsEverySetting(t *testing.T) {
+func TestSettingsPrintsEverySetting(t *testing.T) {
 	t.Parallel()
 	check := func(t *testing.T, out string) {
 		t.Helper()
-		require.Contains(t, out, "usage: claimd")
 		for _, v := range config.Vars {
 			require.Regexp(t, `(?m)^\s+-`+regexp.QuoteMeta(v.Flag)+`\s+`+regexp.QuoteMeta(v.Env)+`\s`, out, "setting %s", v.Env)
 		}
@@ -29,21 +28,13 @@ func TestHelpPrintsEverySetting(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		t.Parallel()
 		var stdout, stderr bytes.Buffer
-		require.NoError(t, run(context.Background(), []string{"help"}, func(string) string { return "" }, &stdout, &stderr))
+		require.NoError(t, run(context.Background(), []string{"settings"}, func(string) string { return "" }, &stdout, &stderr))
 		check(t, stdout.String())
 		require.Empty(t, stderr.String())
 	})
-	t.Run("-h and --help", func(t *testing.T) {
-		t.Parallel()
-		for _, arg := range []string{"-h", "--help"} {
-			var stdout, stderr bytes.Buffer
-			require.NoError(t, run(context.Background(), []string{arg}, func(string) string { return "" }, &stdout, &stderr), arg)
-			check(t, stdout.String())
-		}
-	})
 	t.Run("binary", func(t *testing.T) {
 		t.Parallel()
-		stdout, stderr, code := runClaimd(t, nil, "help")
+		stdout, stderr, code := runClaimd(t, nil, "settings")
 		require.Equal(t, 0, code, stderr)
 		check(t, stdout)
 		// Every default appears in its row.
@@ -54,20 +45,132 @@ func TestHelpPrintsEverySetting(t *testing.T) {
 			require.Regexp(t, `(?m)^\s+-`+regexp.QuoteMeta(v.Flag)+`\s+`+regexp.QuoteMeta(v.Env)+`\s+`+regexp.QuoteMeta(v.Default)+`\s`, stdout)
 		}
 	})
-	t.Run("unknown command", func(t *testing.T) {
+	t.Run("markdown", func(t *testing.T) {
 		t.Parallel()
-		stdout, stderr, code := runClaimd(t, nil, "frobnicate")
-		require.Equal(t, 1, code)
-		require.Empty(t, stdout)
-		require.Contains(t, stderr, "usage: claimd")
-		require.Contains(t, stderr, `unknown command "frobnicate"`)
+		var stdout, stderr bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{"settings", "-markdown"}, func(string) string { return "" }, &stdout, &stderr))
+		require.Equal(t, config.MarkdownTable(), stdout.String())
 	})
+}
+
+// Every command has its own usage: COMMAND --help (or -h, or help
+// COMMAND) prints it on stdout and exits 0, without reading any setting or
+// the database.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	commands := map[string]string{ // command → a word of its own usage line
+		"":            "the Idempotent Claim sidecar",
+		"serve":       "run the HTTP API",
+		"migrate":     "apply pending schema migrations",
+		"purge":       "run the retention purge once",
+		"keys":        "create, revoke and list database API keys",
+		"keys create": "TENANT [NAME]",
+		"keys revoke": "ID_OR_PREFIX",
+		"keys list":   "never the key",
+		"healthcheck": "[URL]",
+		"settings":    "--markdown",
+	}
+	// A DATABASE_URL that no server answers: help must not need one.
+	env := map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"}
+	for cmd, want := range commands {
+		for _, flag := range []string{"--help", "-h", "-help", "help"} {
+			args := append(strings.Fields(cmd), flag)
+			if flag == "help" {
+				if strings.Contains(cmd, " ") {
+					continue // urfave/cli's help COMMAND takes one level
+				}
+				args = append([]string{"help"}, strings.Fields(cmd)...)
+			}
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				t.Parallel()
+				stdout, stderr, code := runClaimd(t, env, args...)
+				require.Equal(t, 0, code, "stderr: %s", stderr)
+				require.Empty(t, stderr)
+				usage := strings.TrimSpace("claimd " + cmd)
+				require.Contains(t, stdout, "USAGE:\n   "+usage, "its own usage, not another command's")
+				require.Contains(t, stdout, want)
+			})
+		}
+	}
+	t.Run("serve --help lists every setting with its variable", func(t *testing.T) {
+		t.Parallel()
+		var stdout, stderr bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{"serve", "--help"}, func(string) string { return "" }, &stdout, &stderr))
+		for _, v := range config.Vars {
+			require.Regexp(t, `(?m)^\s+--`+regexp.QuoteMeta(v.Flag)+` string\s.*\[\$`+regexp.QuoteMeta(v.Env)+`\]`, stdout.String())
+		}
+	})
+	t.Run("the other commands name the settings they use and accept all", func(t *testing.T) {
+		t.Parallel()
+		for _, cmd := range []string{"migrate", "purge", "keys"} {
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(context.Background(), []string{cmd, "--help"}, func(string) string { return "" }, &stdout, &stderr))
+			require.Contains(t, stdout.String(), "--database-url string", cmd)
+			require.NotContains(t, stdout.String(), "--max-header-bytes", cmd)
+			require.Contains(t, stdout.String(), "Every setting of `claimd serve` is accepted", cmd)
+		}
+	})
+}
+
+// A usage error prints one line naming the fault on stderr and exits 1;
+// nothing is read from the database first.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"}
+	for args, want := range map[string]string{
+		"frobnicate":             `unknown command or argument "frobnicate" (see ` + "`claimd help`)",
+		"serve extra":            `unknown command or argument "extra"`,
+		"serve -bogus 1":         "flag provided but not defined: -bogus (see `claimd serve --help`)",
+		"-bogus":                 "flag provided but not defined: -bogus",
+		"migrate now":            `claimd migrate takes no arguments, got "now"`,
+		"purge --bogus":          "flag provided but not defined: -bogus (see `claimd purge --help`)",
+		"keys":                   "keys: a command is required: create TENANT [NAME], revoke ID_OR_PREFIX or list",
+		"keys rotate":            `keys: unknown command "rotate"; want create, revoke or list`,
+		"keys create":            "usage: claimd keys create TENANT [NAME] (see `claimd keys create --help`)",
+		"keys create a b c":      "usage: claimd keys create TENANT [NAME]",
+		"keys revoke":            "usage: claimd keys revoke ID_OR_PREFIX",
+		"keys list extra":        `claimd keys list takes no arguments, got "extra"`,
+		"healthcheck a b":        "usage: claimd healthcheck [URL]",
+		"settings -markdown yes": `claimd settings takes no arguments, got "yes"`,
+		"settings -max-batch 5":  "flag provided but not defined: -max-batch (see `claimd settings --help`)",
+	} {
+		t.Run(args, func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := runClaimd(t, env, strings.Fields(args)...)
+			require.Equal(t, 1, code)
+			require.Empty(t, stdout)
+			require.Equal(t, "claimd: ", stderr[:min(len(stderr), 8)])
+			require.Contains(t, stderr, want)
+			require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %s", stderr)
+			require.NotContains(t, stderr, "127.0.0.1:1", "not a database error: nothing was tried")
+		})
+	}
 	t.Run("no database", func(t *testing.T) {
 		t.Parallel()
 		_, stderr, code := runClaimd(t, nil, "serve")
 		require.Equal(t, 1, code)
 		require.Contains(t, stderr, "DATABASE_URL is required")
 	})
+}
+
+// Settings flags go before or after a keys subcommand, as -name value,
+// -name=value or --name value, and win over the environment.
+func TestSettingsFlagsWinOverTheEnvironment(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	bad := map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"}
+	for _, args := range [][]string{
+		{"keys", "-database-url", db, "list"},
+		{"keys", "list", "--database-url=" + db},
+		{"keys", "list", "-database-url=" + db},
+	} {
+		stdout, stderr, code := runClaimd(t, bad, args...)
+		require.Equal(t, 0, code, "%v: %s", args[:2], stderr)
+		require.Contains(t, stdout, "ID")
+	}
+	_, stderr, code := runClaimd(t, map[string]string{"DATABASE_URL": db}, "migrate", "-log-format", "xml")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "CLAIMD_LOG_FORMAT must be json or console")
 }
 
 func TestMigrateAppliesAndIsIdempotent(t *testing.T) {

@@ -1,15 +1,15 @@
 // Command claimd is the Idempotent Claim sidecar.
 //
-//	claimd [serve] [flags]     run the HTTP API (default)
-//	claimd migrate             apply pending migrations and exit
-//	claimd keys create TENANT [NAME] | keys revoke ID_OR_PREFIX | keys list
-//	claimd purge               run the retention purge once and exit (payloads past
-//	                           retention_days, records past key_retention_days)
-//	claimd healthcheck [URL]   exit 0 when GET URL (default http://CLAIMD_ADDR/readyz) answers 200
-//	claimd help                print the settings table
+//	claimd [serve] [flags]            run the HTTP API (the default command)
+//	claimd migrate [flags]            apply pending migrations and exit
+//	claimd purge [flags]              run the retention purge once and exit
+//	claimd keys create TENANT [NAME]  create a database API key; keys revoke ID_OR_PREFIX; keys list
+//	claimd healthcheck [URL]          exit 0 when GET URL (default http://CLAIMD_ADDR/readyz) answers 200
+//	claimd settings [-markdown]       print every setting
+//	claimd help [COMMAND]             usage (COMMAND --help too)
 //
 // Configuration comes from environment variables and flags; see
-// `claimd help` and the README.
+// `claimd settings` and the README. The command line is in cli.go.
 package main
 
 import (
@@ -53,148 +53,112 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cmd := "serve"
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		cmd, args = "help", args[1:]
-	} else if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	switch cmd {
-	case "help", "-h", "--help":
-		if len(args) > 0 && args[0] == "-markdown" {
-			fmt.Fprint(stdout, config.MarkdownTable())
-			return nil
-		}
-		printHelp(stdout)
-		return nil
-	case "healthcheck":
-		return healthcheck(ctx, args, getenv)
-	case "serve", "migrate", "keys", "purge":
-	default:
-		printHelp(stderr)
-		return fmt.Errorf("unknown command %q", cmd)
-	}
-	var rest []string
-	if cmd == "keys" {
-		args, rest = splitKeysArgs(args)
-	}
-	cfg, err := config.Load(args, getenv)
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg, stderr)
-	switch cmd {
-	case "serve":
-		m := NewMain(cfg, log)
-		defer m.Close()
-		return m.Run(ctx)
-	case "migrate":
-		pool, err := openPool(ctx, cfg, nil)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		n, err := migrate.Up(ctx, pool)
-		if err != nil {
-			return err
-		}
-		log.Info().Int("applied", n).Msg("migrations applied")
-		return nil
-	case "purge":
-		pool, err := openPool(ctx, cfg, nil)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		l, err := claim.New(pool, claim.Config{Policies: cfg.Policies})
-		if err != nil {
-			return err
-		}
-		res, err := l.Purge(ctx, cfg.PurgeBatch)
-		logPurge(log.Info(), res).Msg("retention purge")
-		return err
-	default:
-		return keysCommand(ctx, cfg, rest, stdout)
-	}
+func serveCommand(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	m := NewMain(cfg, newLogger(cfg, stderr))
+	defer m.Close()
+	return m.Run(ctx)
 }
 
-// splitKeysArgs separates `keys` positional arguments from flags.
-func splitKeysArgs(args []string) (flags, positional []string) {
-	for _, a := range args {
-		if len(a) > 0 && a[0] == '-' {
-			flags = append(flags, a)
-		} else {
-			positional = append(positional, a)
-		}
-	}
-	return flags, positional
-}
-
-func keysCommand(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
+func migrateCommand(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	pool, err := openPool(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	n, err := migrate.Up(ctx, pool)
+	if err != nil {
+		return err
+	}
+	l := newLogger(cfg, stderr)
+	l.Info().Int("applied", n).Msg("migrations applied")
+	return nil
+}
+
+func purgeCommand(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	pool, err := openPool(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	l, err := claim.New(pool, claim.Config{Policies: cfg.Policies})
+	if err != nil {
+		return err
+	}
+	res, err := l.Purge(ctx, cfg.PurgeBatch)
+	log := newLogger(cfg, stderr)
+	logPurge(log.Info(), res).Msg("retention purge")
+	return err
+}
+
+// keysPool opens the pool of the keys commands, migrating first with
+// CLAIMD_MIGRATE.
+func keysPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Migrate {
 		if _, err := migrate.Up(ctx, pool); err != nil {
-			return err
+			pool.Close()
+			return nil, err
 		}
 	}
-	if len(args) == 0 {
-		return errors.New("usage: claimd keys create TENANT [NAME] | keys revoke ID_OR_PREFIX | keys list")
+	return pool, nil
+}
+
+func keysCreate(ctx context.Context, cfg config.Config, tenant, name string, stdout io.Writer) error {
+	pool, err := keysPool(ctx, cfg)
+	if err != nil {
+		return err
 	}
-	switch args[0] {
-	case "create":
-		if len(args) < 2 {
-			return errors.New("usage: claimd keys create TENANT [NAME]")
-		}
-		name := ""
-		if len(args) > 2 {
-			name = args[2]
-		}
-		key, info, err := auth.Create(ctx, pool, args[1], name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "id:     %s\ntenant: %s\nkey:    %s\n(shown once; only its SHA-256 is stored)\n", info.ID, info.Tenant, key)
-		return nil
-	case "revoke":
-		if len(args) != 2 {
-			return errors.New("usage: claimd keys revoke ID_OR_PREFIX")
-		}
-		info, err := auth.Revoke(ctx, pool, args[1])
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "revoked %s (%s, tenant %s); cached lookups expire within %s\n", info.ID, info.Prefix, info.Tenant, cfg.KeyCacheTTL)
-		return nil
-	case "list":
-		infos, err := auth.List(ctx, pool)
-		if err != nil {
-			return err
-		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tTENANT\tNAME\tPREFIX\tCREATED\tREVOKED")
-		for _, i := range infos {
-			revoked := "-"
-			if i.RevokedAt != nil {
-				revoked = i.RevokedAt.UTC().Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Tenant, i.Name, i.Prefix, i.CreatedAt.UTC().Format(time.RFC3339), revoked)
-		}
-		return w.Flush()
+	defer pool.Close()
+	key, info, err := auth.Create(ctx, pool, tenant, name)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("unknown keys command %q", args[0])
+	fmt.Fprintf(stdout, "id:     %s\ntenant: %s\nkey:    %s\n(shown once; only its SHA-256 is stored)\n", info.ID, info.Tenant, key)
+	return nil
+}
+
+func keysRevoke(ctx context.Context, cfg config.Config, idOrPrefix string, stdout io.Writer) error {
+	pool, err := keysPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	info, err := auth.Revoke(ctx, pool, idOrPrefix)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "revoked %s (%s, tenant %s); cached lookups expire within %s\n", info.ID, info.Prefix, info.Tenant, cfg.KeyCacheTTL)
+	return nil
+}
+
+func keysList(ctx context.Context, cfg config.Config, stdout io.Writer) error {
+	pool, err := keysPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	infos, err := auth.List(ctx, pool)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTENANT\tNAME\tPREFIX\tCREATED\tREVOKED")
+	for _, i := range infos {
+		revoked := "-"
+		if i.RevokedAt != nil {
+			revoked = i.RevokedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Tenant, i.Name, i.Prefix, i.CreatedAt.UTC().Format(time.RFC3339), revoked)
+	}
+	return w.Flush()
 }
 
 // healthcheck is for container health checks in images without curl.
-func healthcheck(ctx context.Context, args []string, getenv func(string) string) error {
-	url := ""
-	if len(args) > 0 {
-		url = args[0]
-	} else {
+func healthcheck(ctx context.Context, url string, getenv func(string) string) error {
+	if url == "" {
 		addr := getenv("CLAIMD_ADDR")
 		if addr == "" {
 			addr = "127.0.0.1:8080"
@@ -223,16 +187,6 @@ func healthcheck(ctx context.Context, args []string, getenv func(string) string)
 		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
 	}
 	return nil
-}
-
-func printHelp(w io.Writer) {
-	fmt.Fprintln(w, "usage: claimd [serve|migrate|purge|keys create TENANT [NAME]|keys revoke ID|keys list|healthcheck [URL]|help] [flags]")
-	fmt.Fprintln(w, "\nSettings (flag, environment variable, default):")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, v := range config.Vars {
-		fmt.Fprintf(tw, "  -%s\t%s\t%s\t%s\n", v.Flag, v.Env, v.Default, v.Help)
-	}
-	tw.Flush()
 }
 
 func newLogger(cfg config.Config, w io.Writer) zerolog.Logger {
