@@ -516,6 +516,13 @@ func Revoke(ctx context.Context, pool *pgxpool.Pool, idOrPrefix string) (KeyInfo
 	}
 }
 
+// Active returns how many stored keys are not revoked.
+func Active(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&n)
+	return n, err
+}
+
 // List returns every stored key, newest first.
 func List(ctx context.Context, pool *pgxpool.Pool) ([]KeyInfo, error) {
 	rows, err := pool.Query(ctx, `SELECT id::text, tenant, name, key_prefix, created_at, revoked_at

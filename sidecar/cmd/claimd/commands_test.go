@@ -275,3 +275,38 @@ func TestKeysCreateAuthenticatesAndRevokeStopsIt(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "usage: claimd keys create")
 }
+
+// Starting without any API key says so: every /v1 request would be 401.
+func TestWarnsWithoutAPIKeys(t *testing.T) {
+	t.Parallel()
+	const warning = "no API keys: every /v1 request is answered 401"
+	t.Run("none", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)})
+		require.Contains(t, s.logs.String(), warning, "logged before claimd is ready")
+	})
+	t.Run("a static key", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t),
+			"CLAIMD_API_KEYS": "t1:static-key-0123456789"})
+		require.NotContains(t, s.logs.String(), warning)
+	})
+	t.Run("a database key", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDatabase(t)
+		_, stderr, code := runClaimd(t, map[string]string{"DATABASE_URL": db}, "keys", "create", "t1")
+		require.Equal(t, 0, code, stderr)
+		s := startInProcess(t, map[string]string{"DATABASE_URL": db})
+		require.NotContains(t, s.logs.String(), warning)
+	})
+	t.Run("only revoked database keys", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDatabase(t)
+		stdout, stderr, code := runClaimd(t, map[string]string{"DATABASE_URL": db}, "keys", "create", "t1")
+		require.Equal(t, 0, code, stderr)
+		_, stderr, code = runClaimd(t, map[string]string{"DATABASE_URL": db}, "keys", "revoke", idLine.FindStringSubmatch(stdout)[1])
+		require.Equal(t, 0, code, stderr)
+		s := startInProcess(t, map[string]string{"DATABASE_URL": db})
+		require.Contains(t, s.logs.String(), warning)
+	})
+}

@@ -307,6 +307,9 @@ func (m *Main) Run(ctx context.Context) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if first == nil {
+		m.warnWithoutKeys(ctx)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
 	m.Log.Info().Str("addr", m.Addr).Str("metrics_addr", m.MetricsAddr).Int("static_keys", len(m.Config.APIKeys)).
@@ -326,6 +329,7 @@ func (m *Main) Run(ctx context.Context) error {
 				return
 			}
 			close(m.starter.done)
+			m.warnWithoutKeys(bg)
 		}
 		waiterDone, maintDone, watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() { defer close(waiterDone); _ = waiter.Run(bg) }()
@@ -389,6 +393,24 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // stopDispatcher waits for running dispatches until deadline.
+// warnWithoutKeys logs a warning when claimd has no API key at all (none
+// in CLAIMD_API_KEYS, none active in the database): every /v1 request is
+// then refused 401, which a newcomer would otherwise only learn from the
+// client. Signed /ingest deliveries need no API key.
+func (m *Main) warnWithoutKeys(ctx context.Context) {
+	if len(m.Config.APIKeys) > 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.Config.RequestTimeout)
+	defer cancel()
+	n, err := auth.Active(ctx, m.pool)
+	if err != nil || n > 0 {
+		return
+	}
+	m.Log.Warn().Msg("no API keys: every /v1 request is answered 401 until one exists; " +
+		"create one with `claimd keys create TENANT` (while claimd runs) or set CLAIMD_API_KEYS")
+}
+
 func (m *Main) stopDispatcher(inbox *ingest.Inbox, deadline time.Time) {
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
