@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,4 +101,39 @@ func countOf(list []string, s string) int {
 		}
 	}
 	return n
+}
+
+// TestMakeDBStatusStopped: devdb.sh status exits 3 when there is no running
+// cluster (for scripts); make db-status prints the same state and exits 0.
+// It runs in a copy of the Makefile and devdb.sh, so the state is "not
+// initialised" whatever the checkout's own cluster is doing.
+func TestMakeDBStatusStopped(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(root, "Makefile"), filepath.Join(dir, "Makefile"))
+	copyFile(t, filepath.Join(root, "sidecar", "scripts", "devdb.sh"), filepath.Join(dir, "sidecar", "scripts", "devdb.sh"))
+	devdb := filepath.Join(dir, "sidecar", "scripts", "devdb.sh")
+	if out, err := exec.Command(devdb, "bindir").CombinedOutput(); err != nil {
+		t.Skipf("devdb.sh status needs PostgreSQL's server programs, which are not installed:\n%s", out)
+	}
+
+	out, err := exec.Command(devdb, "status").CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "devdb.sh status: %v\n%s", err, out)
+	require.Equal(t, 3, exit.ExitCode(), string(out))
+	require.Equal(t, "not initialised\n", string(out))
+
+	out2, err := runMake(t, dir, "db-status")
+	require.NoError(t, err, "make db-status exits 0 when the cluster is not running:\n%s", out2)
+	require.Equal(t, "not initialised\n", out2, "the state and nothing else (no make error line)")
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	fi, err := os.Stat(src)
+	require.NoError(t, err)
+	writeFile(t, dst, string(b), fi.Mode().Perm())
 }
