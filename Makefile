@@ -3,7 +3,7 @@
 # `make help` lists every target with its one-line description, taken from
 # the `## target: description` comment above the target (the one place a
 # target is described; sidecar/deploy/makefile_test.go checks every .PHONY
-# target has one).
+# target has one). `make doctor` checks the prerequisites.
 #
 # Environment: DATABASE_URL (make run), TEST_DATABASE_URL (make test; default:
 # the project-local cluster), BENCH_DATABASE_URL (make bench: a server URL,
@@ -41,7 +41,7 @@ else
 E2E_PREREQ := n8n build-node
 endif
 
-.PHONY: help run build build-go build-node test test-go test-node test-e2e lint \
+.PHONY: help doctor run build build-go build-node test test-go test-node test-e2e lint \
 	bench compare overhead screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
@@ -55,6 +55,10 @@ help:
 		END { fmt = "  %-" w "s  %s\n"; for (k = 1; k <= n; k++) printf fmt, name[k], desc[k] }' Makefile
 	@echo
 	@sed -n '/^# Environment:/,/^$$/s/^# \{0,1\}//p' Makefile
+
+## doctor: check what make run and make test need; print what to install
+doctor:
+	@sidecar/scripts/doctor.sh
 
 ## run: build bin/claimd and start it (project-local PostgreSQL when DATABASE_URL is unset)
 run:

@@ -16,7 +16,8 @@ cd "$ROOT"
 say() { printf '%s\n' "$*" >&2; }
 
 command -v go >/dev/null || {
-	say "run: Go is not installed (https://go.dev/dl/; the version is in go.mod)"
+	say "run: Go is not installed (https://go.dev/dl/, or brew install go; go.mod names the"
+	say "     minimum version). make doctor lists every prerequisite and how to install it."
 	exit 1
 }
 say "run: building bin/claimd"
