@@ -106,7 +106,7 @@ lint: node-deps
 	$(GO) vet $(GO_PACKAGES)
 	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run; do [ ! -f "$$f" ] || bash -n "$$f"; done
-	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/scan-package.sh sidecar/deploy/n8n-entrypoint.sh; fi
+	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/*.sh sidecar/deploy/n8n-entrypoint.sh; fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
 	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh
 
