@@ -54,18 +54,17 @@ esac
 // installRun is one run of install-n8n.sh with the fake npm first on PATH
 // and a cache folder of its own.
 type installRun struct {
-	t       *testing.T
-	dir     string // FAKE_DIR: the FIFOs and npm.log
-	cache   string
-	n8n     string // the pinned n8n version
-	cmd     *exec.Cmd
-	stdout  *syncBuffer
-	lines   chan string // stderr, a line at a time; closed at EOF
-	stderr  *syncBuffer // all of stderr, for messages
-	done    chan struct{}
-	err     error
-	npmPID  int
-	started bool
+	t      *testing.T
+	dir    string // FAKE_DIR: the FIFOs and npm.log
+	cache  string
+	n8n    string // the pinned n8n version
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	lines  chan string // stderr, a line at a time; closed at EOF
+	stderr *syncBuffer // all of stderr, for messages
+	done   chan struct{}
+	err    error
+	npmPID int
 }
 
 func scriptPin(t *testing.T, name string) string {
@@ -120,7 +119,6 @@ func (r *installRun) start() {
 	r.cmd.Stderr = pw
 	require.NoError(r.t, r.cmd.Start())
 	require.NoError(r.t, pw.Close())
-	r.started = true
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
