@@ -1,15 +1,16 @@
 # Idempotent Claim: developer entry points.
 #
-#   make run    build and start the sidecar (a project-local PostgreSQL is
-#               created and started when DATABASE_URL is unset)
-#   make test   every test suite: Go (unit, PostgreSQL, end-to-end with a real
-#               n8n) and the n8n node's unit tests
+# `make help` lists every target with its one-line description, taken from
+# the `## target: description` comment above the target (the one place a
+# target is described; sidecar/deploy/makefile_test.go checks every .PHONY
+# target has one). `make doctor` checks the prerequisites.
 #
 # Environment: DATABASE_URL (make run), TEST_DATABASE_URL (make test; default:
 # the project-local cluster), BENCH_DATABASE_URL (make bench: a server URL,
 # default: the project-local cluster), IC_E2E=0 (skip the end-to-end
 # tests and the n8n install), IC_CACHE_DIR (n8n/Node cache, default
-# $HOME/.cache/idempotent-claim), IC_REDIS_ADDR (Redis for queue-mode tests).
+# $HOME/.cache/idempotent-claim), IC_REDIS_ADDR (Redis for queue-mode tests),
+# CLAIMD_ADDR (make run's listen address, default 127.0.0.1:8080).
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -40,30 +41,42 @@ else
 E2E_PREREQ := n8n build-node
 endif
 
-.PHONY: help run build build-go build-node test test-go test-node test-e2e lint \
+.PHONY: help doctor run build build-go build-node test test-go test-node test-e2e lint \
 	bench compare overhead screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
 
+## help: list the targets with what each does (this text)
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+	@echo 'Idempotent Claim: developer entry points. Usage: make TARGET'
 	@echo
-	@echo 'targets: run build test test-go test-node test-e2e lint bench compare overhead screenshot n8n'
-	@echo '         db-start db-stop db-status db-url db-reset clean'
+	@awk '/^## [a-z0-9-]+: / { \
+		line = substr($$0, 4); i = index(line, ": "); \
+		n++; name[n] = substr(line, 1, i - 1); desc[n] = substr(line, i + 2); \
+		if (i - 1 > w) w = i - 1 } \
+		END { fmt = "  %-" w "s  %s\n"; for (k = 1; k <= n; k++) printf fmt, name[k], desc[k] }' Makefile
+	@echo
+	@sed -n '/^# Environment:/,/^$$/s/^# \{0,1\}//p' Makefile
 
-## run: build bin/claimd and start it (see sidecar/scripts/run.sh)
+## doctor: check what make run and make test need; print what to install
+doctor:
+	@sidecar/scripts/doctor.sh
+
+## run: build bin/claimd and start it (project-local PostgreSQL when DATABASE_URL is unset)
 run:
 	sidecar/scripts/run.sh
 
 ## build: the sidecar binary and the n8n node package
 build: build-go build-node
 
+## build-go: the sidecar binary only (bin/claimd)
 build-go:
 	$(GO) build -o bin/claimd ./sidecar/cmd/claimd
 
+## build-node: the n8n node package only (n8n-node/dist)
 build-node: node-deps
 	@echo "npm --prefix n8n-node run build"; $(with_node24) $(NPM) --prefix n8n-node run build
 
-## test: Go tests (race detector, real PostgreSQL, end-to-end), then node tests.
-## Both suites run; the target fails if either failed.
+## test: every suite: Go (race detector, real PostgreSQL, end-to-end), then the node's tests
+# Both suites run; the target fails if either failed.
 test: $(E2E_PREREQ) node-deps
 	@rc=0; \
 	echo "go test -race -count=1 -timeout 30m $(GO_PACKAGES)"; \
@@ -73,31 +86,35 @@ test: $(E2E_PREREQ) node-deps
 	if [ $$rc -ne 0 ]; then echo 'make test: FAILED (see above)' >&2; fi; \
 	exit $$rc
 
+## test-go: the Go tests only (end-to-end included unless IC_E2E=0)
 test-go: $(E2E_PREREQ)
 	$(TESTENV) $(GO) test -race -count=1 -timeout 30m $(GO_PACKAGES)
 
+## test-node: the n8n node's unit tests only (vitest)
 test-node: node-deps
 	@echo "npm --prefix n8n-node test"; $(with_node24) $(NPM) --prefix n8n-node test
 
+## test-e2e: the end-to-end tests only, against a real n8n (verbose)
 test-e2e: n8n build-node
 	$(TESTENV) $(GO) test -race -count=1 -v ./sidecar/e2e
 
-## lint: gofmt, go vet, go mod tidy (no diff), shell syntax, n8n node lint,
-## n8n's community package scanner on the packed tarball
+## lint: gofmt, go vet, go mod tidy (no diff), shell checks, n8n node lint and scanner
+# (n8n's community package scanner runs on the packed tarball).
 lint: node-deps
 	@out=$$(gofmt -l sidecar schema); \
 	if [ -n "$$out" ]; then echo 'gofmt -l: these files need gofmt:' >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) vet $(GO_PACKAGES)
 	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run; do [ ! -f "$$f" ] || bash -n "$$f"; done
-	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/scan-package.sh sidecar/deploy/n8n-entrypoint.sh; fi
+	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/*.sh sidecar/deploy/n8n-entrypoint.sh; fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
 	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh
 
-## bench: figures only. claimbench first times the payload hash in-process
-## (-hash-only: that alone), then creates (and drops) its own database on
-## the server, starts bin/claimd and runs pgbench; BENCH_ARGS go to claimbench
-## (e.g. BENCH_ARGS='-duration 10s -concurrency 1,16,64').
+## bench: figures only: payload hash MB/s, then claims/s next to pgbench (BENCH_ARGS)
+# claimbench first times the payload hash in-process (-hash-only: that
+# alone), then creates (and drops) its own database on the server, starts
+# bin/claimd and runs pgbench; BENCH_ARGS go to claimbench
+# (e.g. BENCH_ARGS='-duration 10s -concurrency 1,16,64').
 bench: build-go
 	@if [ -z "$${BENCH_DATABASE_URL:-}" ]; then \
 		$(DEVDB) start; BENCH_DATABASE_URL=$$($(DEVDB) url); \
@@ -109,17 +126,17 @@ bench: build-go
 compare: n8n build-node
 	IC_COMPARE=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestCompareRemoveDuplicates -v -count=1
 
-## overhead: figures only (~3-4 min). Latency Claim + Complete add per
-## execution in a real n8n: the workflow with them vs the same without, vs two
-## No Op nodes and vs two HTTP Request nodes making the same calls, next to
-## claimd's own time for the two calls (sidecar/e2e/overhead_test.go). Knobs:
-## IC_OVERHEAD_N (200 per workflow), IC_OVERHEAD_GAP_MS (100),
-## IC_OVERHEAD_WARMUP (20), IC_OVERHEAD_N8N_ENV ('K=V ...', n8n settings).
+## overhead: figures only (~3-4 min): latency Claim + Complete add per n8n execution
+# The workflow with them vs the same without, vs two No Op nodes and vs two
+# HTTP Request nodes making the same calls, next to claimd's own time for
+# the two calls (sidecar/e2e/overhead_test.go). Knobs: IC_OVERHEAD_N (200
+# per workflow), IC_OVERHEAD_GAP_MS (100), IC_OVERHEAD_WARMUP (20),
+# IC_OVERHEAD_N8N_ENV ('K=V ...', n8n settings).
 overhead: n8n build-node
 	IC_OVERHEAD=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestOverhead$$' -v -count=1 -timeout 30m
 
-## screenshot: README screenshot of the inline example -> n8n-node/examples/inline-claim.png
-## (needs Chromium: apt-get install chromium, or CHROMIUM_PATH)
+## screenshot: README screenshot of the inline example (needs Chromium or CHROMIUM_PATH)
+# Writes n8n-node/examples/inline-claim.png; Chromium: apt-get install chromium.
 screenshot: n8n build-node
 	@t="$(IC_CACHE_DIR)/screenshot-tools"; \
 	if [ ! -f "$$t/node_modules/playwright-core/package.json" ]; then \
@@ -127,10 +144,13 @@ screenshot: n8n build-node
 	fi
 	IC_SCREENSHOT=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestScreenshotExampleWorkflow -count=1 -v
 
-## n8n: install the pinned Node 24 and n8n into $(IC_CACHE_DIR) (cached)
+## n8n: install the pinned Node 24 and n8n into IC_CACHE_DIR (cached; cold: 4-17 min)
+# Only stdout (the paths) goes to /dev/null: progress, heartbeats and errors
+# on stderr show.
 n8n:
 	n8n-node/scripts/install-n8n.sh >/dev/null
 
+## node-deps: npm ci in n8n-node when n8n-node/node_modules is missing
 # --ignore-scripts: see .ci/run (a dependency's preinstall refuses npm).
 node-deps:
 	@if [ ! -d n8n-node/node_modules ]; then \
@@ -138,12 +158,18 @@ node-deps:
 		$(with_node24) $(NPM) --prefix n8n-node ci --ignore-scripts --no-audit --no-fund; \
 	fi
 
+## db-start: start the project-local PostgreSQL cluster (created at the first start)
 db-start:
 	$(DEVDB) start
+## db-stop: stop the project-local cluster (its data stays)
 db-stop:
 	$(DEVDB) stop
+## db-status: print whether the project-local cluster runs (exits 0 either way)
+# devdb.sh status exits 3 when the cluster is stopped (for scripts); the
+# target reports the state, it does not fail on it.
 db-status:
-	@$(DEVDB) status
+	@$(DEVDB) status || [ $$? -eq 3 ]
+## db-url: print the project-local cluster's connection URL
 db-url:
 	@$(DEVDB) url
 ## db-reset: stop the project-local cluster and delete it with its data

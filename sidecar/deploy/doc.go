@@ -9,4 +9,11 @@
 // compose-spec parser (github.com/compose-spec/compose-go/v2), read both
 // Dockerfiles, and run the two shell scripts for real (the init script
 // against the test PostgreSQL server), since no Docker engine is needed.
+//
+// The developer entry points are tested here too, as a newcomer meets them:
+// the Makefile (make help lists every target with a description, make
+// db-status), sidecar/scripts/doctor.sh (on a PATH missing tools, and on this
+// machine's), sidecar/scripts/run.sh (in a copy of the module, against a
+// database of its own) and n8n-node/scripts/install-n8n.sh (with a stand-in
+// npm that blocks until the test lets it go).
 package deploy

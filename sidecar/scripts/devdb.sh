@@ -6,7 +6,9 @@
 #   start     initialise the cluster if missing, then start it and wait until
 #             it accepts connections (no-op when already running)
 #   stop      stop it (fast shutdown; no-op when stopped)
-#   status    print whether it runs; exit 0 when running, 3 when stopped
+#   status    print whether it runs; exit 0 when running, 3 when stopped or
+#             not initialised (for scripts; make db-status prints the same
+#             and exits 0 either way)
 #   url [DB]  print postgres://postgres@127.0.0.1:PORT/DB?sslmode=disable
 #             (DB defaults to postgres)
 #   createdb DB  create database DB in the running cluster unless it exists
@@ -364,7 +366,8 @@ bindir)
 	;;
 destroy) cmd_destroy ;;
 *)
-	sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	# The usage block: from the Usage: line to the first empty comment line.
+	sed -n '/^# Usage:/,/^#$/{/^#$/d;s/^# \{0,1\}//p;}' "${BASH_SOURCE[0]}" >&2
 	exit 2
 	;;
 esac
