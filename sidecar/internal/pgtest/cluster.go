@@ -2,7 +2,7 @@ package pgtest
 
 // Clusters of their own: a primary and streaming standbys made from the
 // machine's PostgreSQL server programs, for failover tests. Unlike
-// NewDatabase, which shares the TEST_DATABASE_URL server, every server here
+// NewDatabase, which shares one server (ServerURL), every server here
 // belongs to one test: its own folder under the temp dir, its own free port
 // on 127.0.0.1, its Unix socket in its own folder, stopped (pg_ctl stop -m
 // immediate on its data dir) and deleted when the test ends, passed or
