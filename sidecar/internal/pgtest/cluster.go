@@ -60,6 +60,13 @@ type ClusterOptions struct {
 	Durable bool
 	// Settings are extra postgresql.conf lines for every server.
 	Settings []string
+	// HBA are pg_hba.conf lines placed before initdb's own (which trust
+	// every local and loopback connection), so they decide first: for
+	// example "host all app 127.0.0.1/32 scram-sha-256" makes role app
+	// log in with its password, "host all blocked 127.0.0.1/32 reject"
+	// refuses role blocked. The cluster's own connections (user
+	// postgres) stay trusted unless a line names them.
+	HBA []string
 }
 
 // Server is one PostgreSQL server of a test cluster.
@@ -298,6 +305,20 @@ func NewPrimary(t testing.TB, opts ClusterOptions) *Server {
 	}
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
+	}
+	if len(opts.HBA) > 0 {
+		hba := filepath.Join(s.Data, "pg_hba.conf")
+		b, err := os.ReadFile(hba)
+		if err == nil {
+			b = append([]byte("# pgtest (ClusterOptions.HBA)\n"+strings.Join(opts.HBA, "\n")+"\n\n"), b...)
+			err = os.WriteFile(hba, b, 0o600)
+		}
+		if err == nil {
+			err = env.chown(hba)
+		}
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
 	}
 	s.Start()
 	s.Exec("CREATE DATABASE " + ClusterDB)
