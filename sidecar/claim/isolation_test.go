@@ -29,7 +29,7 @@ import (
 func alterDatabase(t *testing.T, db, set string) {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, pgtest.ServerURL(t))
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" "+set)

@@ -200,6 +200,9 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 
 // Validate reports the first invalid setting by its environment name.
 func (c Config) Validate() error {
+	if err := checkDatabaseURL(c.DatabaseURL); err != nil {
+		return err
+	}
 	switch {
 	case c.DatabaseURL == "":
 		return errors.New("DATABASE_URL is required (or run `make run`, which starts a local PostgreSQL)")

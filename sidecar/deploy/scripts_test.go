@@ -304,7 +304,7 @@ func TestPostgresInitScript(t *testing.T) {
 	require.NoError(t, err)
 	role, db := randomName(t, "ic_n8n_role_"), randomName(t, "ic_n8n_db_")
 
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, pgtest.ServerURL(t))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c := context.Background()

@@ -5,9 +5,10 @@
 // Prerequisites:
 //   - n8n and Node.js installed by n8n-node/scripts/install-n8n.sh into
 //     $IC_CACHE_DIR (default $HOME/.cache/idempotent-claim);
-//   - PostgreSQL reachable at TEST_DATABASE_URL (default
-//     postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable), with a role
-//     allowed to create databases;
+//   - PostgreSQL: the server of TEST_DATABASE_URL, with a role allowed to
+//     create databases; when it is unset, the project-local cluster of
+//     sidecar/scripts/devdb.sh is started for the tests (it needs the
+//     PostgreSQL server programs), never a server nobody named;
 //   - Redis at IC_REDIS_ADDR (default 127.0.0.1:6379) for queue-mode tests.
 //
 // Set IC_E2E=0 to skip the tests that need n8n. Without it, a missing n8n

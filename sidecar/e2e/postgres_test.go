@@ -3,29 +3,25 @@ package e2e
 import (
 	"context"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
-// defaultTestDatabaseURL is the server used when TEST_DATABASE_URL is unset.
-const defaultTestDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-// FreshDatabase creates an empty PostgreSQL database on the TEST_DATABASE_URL
-// server, named after prefix plus a random suffix, drops it (forcing other
-// sessions off) in t.Cleanup, and returns its URL.
+// FreshDatabase creates an empty PostgreSQL database on the shared test
+// server (pgtest.ServerURL: TEST_DATABASE_URL, else the project-local
+// cluster), named after prefix plus a random suffix, drops it (forcing
+// other sessions off) in t.Cleanup, and returns its URL.
 func FreshDatabase(t testing.TB, prefix string) string {
 	t.Helper()
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		base = defaultTestDatabaseURL
-	}
+	base := pgtest.ServerURL(t)
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL does not parse: %v", err)
+		t.Fatalf("the test server's URL does not parse: %v", err)
 	}
 	name := strings.ToLower(prefix) + "_" + RandomHex(t, 6)
 
@@ -33,7 +29,7 @@ func FreshDatabase(t testing.TB, prefix string) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Fatalf("connecting to the PostgreSQL server of TEST_DATABASE_URL: %v", err)
+		t.Fatalf("connecting to the test server: %v", err)
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {

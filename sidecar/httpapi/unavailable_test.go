@@ -69,7 +69,7 @@ func through(proxy **pgfault.Proxy) func(*testing.T, *pgxpool.Pool) *pgxpool.Poo
 // sessions of pools (a session keeps the defaults it started with).
 func (b *bundle) alterDB(t *testing.T, set string, pools ...*pgxpool.Pool) {
 	t.Helper()
-	admin, err := pgx.Connect(b.ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(b.ctx, pgtest.ServerURL(t))
 	require.NoError(t, err)
 	defer admin.Close(b.ctx)
 	_, err = admin.Exec(b.ctx, "ALTER DATABASE "+pgx.Identifier{b.pool.Config().ConnConfig.Database}.Sanitize()+" "+set)
@@ -509,7 +509,7 @@ sources:
 	body := []byte(`{"id":"evt_1","amount":1}`)
 
 	// Read-only: refused, nothing stored; writable again: stored.
-	admin, err := pgx.Connect(e.ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(e.ctx, pgtest.ServerURL(t))
 	require.NoError(t, err)
 	defer admin.Close(e.ctx)
 	db := pgx.Identifier{e.pool.Config().ConnConfig.Database}.Sanitize()

@@ -28,7 +28,7 @@ func TestSerializableDefaultReceiveStorm(t *testing.T) {
 	ctx := context.Background()
 	var plain string
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) {
-		admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+		admin, err := pgx.Connect(ctx, pgtest.ServerURL(t))
 		require.NoError(t, err)
 		defer admin.Close(ctx)
 		_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{c.ConnConfig.Database}.Sanitize()+

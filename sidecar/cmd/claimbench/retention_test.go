@@ -19,7 +19,7 @@ func TestRetentionSectionRuns(t *testing.T) {
 	s, err := parseFlags([]string{"-retention-only", "-retention-keys", "3000", "-retention-due", "700", "-purge-batch", "100"})
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, runRetention(context.Background(), &out, pgtest.ServerURL(), s))
+	require.NoError(t, runRetention(context.Background(), &out, pgtest.ServerURL(t), s))
 	o := out.String()
 	require.Contains(t, o, "bytes per kept key")
 	require.Contains(t, o, "700 keys deleted, 700 payloads purged")

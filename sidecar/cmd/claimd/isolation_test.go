@@ -31,7 +31,7 @@ func alterDatabase(t *testing.T, url, set string) {
 	ctx := context.Background()
 	cfg, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, pgtest.ServerURL(t))
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" "+set)

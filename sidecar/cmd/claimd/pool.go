@@ -30,8 +30,16 @@ import (
 //
 // hooks (nil for the one-shot commands) adds the serving process's checks:
 // the fence, on every new connection (fence.go), and the start-up gate,
-// on every acquisition (startup.go). The pool connects lazily: opening it
-// does not need the database.
+// on every acquisition (startup.go).
+//
+// A one-shot command needs the database at once: its pool connects
+// before openPool returns, and a failure reads as connectProblem words it
+// (the server's reason and the setting to check). The serving process's
+// pool tries one connection (startupGate.probe): openPool fails only
+// when the server refuses the session for good (connectRefused: no such
+// database or role, a wrong password, no CONNECT privilege); any other
+// failure is left to the start-up wait, so claimd listens during a
+// failover.
 func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
@@ -59,7 +67,21 @@ func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpoo
 			pc.PrepareConn = hooks.gate.prepare
 		}
 	}
-	return pgxpool.NewWithConfig(ctx, pc)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case hooks == nil:
+		err = connectProblem(pool.Ping(ctx))
+	case hooks.gate != nil:
+		err = hooks.gate.probe(ctx, pool)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }
 
 // poolHooks are the checks of a serving process's pool.

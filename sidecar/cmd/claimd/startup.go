@@ -13,6 +13,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 )
@@ -32,6 +33,17 @@ import (
 // maintenance loop (lease sweep, retention purge) and the sources file
 // watcher run from then on. When the database is writable at the first
 // try, all of that happens before claimd listens, as before.
+//
+// A server that refuses claimd's session for good (connect.go: no such
+// database or role, a wrong password, no CONNECT privilege) is no
+// failover: when the first connection, made as the pool opens and before
+// claimd listens, meets that refusal, Run returns it (claimd exits 1 with
+// the server's reason and the setting to check). Met later, by an attempt
+// of the wait (the server was down at the first try, or the role was
+// dropped meanwhile), it does not end the wait: it is logged as an error,
+// with the same words, whenever the reason changes and every
+// startLogEvery, and claimd starts as soon as it is fixed, without a
+// restart.
 //
 // Until the schema is known to be current (migrated here, or found so on
 // a standby), the pool refuses connections to every caller but the
@@ -68,6 +80,30 @@ func isInternal(ctx context.Context) bool { v, _ := ctx.Value(internalKey{}).(bo
 type startupGate struct {
 	open   atomic.Bool
 	reason atomic.Pointer[string]
+	// probed is the failure of the first connection (probe), which the
+	// first attempt reports instead of connecting again (a host that
+	// drops packets would hold claimd for startProbeTimeout twice before
+	// it listens). Set and taken in Run's goroutine, before the wait.
+	probed error
+}
+
+// probe is the serving process's first connection, made as its pool
+// opens: nil when it connected (the connection stays in the pool) or
+// failed for a reason a wait may fix, kept for the first attempt; the
+// refusal when the server refused the session for good.
+func (g *startupGate) probe(ctx context.Context, pool *pgxpool.Pool) error {
+	pctx, cancel := context.WithTimeout(internal(ctx), startProbeTimeout)
+	defer cancel()
+	c, err := pool.Acquire(pctx)
+	if err == nil {
+		c.Release()
+		return nil
+	}
+	if r := connectRefused(err); r != nil {
+		return r
+	}
+	g.probed = err
+	return nil
 }
 
 // notStartedError is the cause of a refusal: nothing was sent to the
@@ -135,8 +171,16 @@ func (e errNotWritable) Error() string { return e.reason }
 func (s *starter) attempt(ctx context.Context) error {
 	m := s.m
 	pctx, cancel := context.WithTimeout(internal(ctx), startProbeTimeout)
-	facts, err := readSession(pctx, m.pool)
+	var facts httpapi.DatabaseFacts
+	err := m.gate.probed
+	m.gate.probed = nil
+	if err == nil {
+		facts, err = readSession(pctx, m.pool)
+	}
 	cancel()
+	if r := connectRefused(err); r != nil {
+		return r
+	}
 	if err != nil {
 		return fmt.Errorf("%s (%w)", m.unreachable(pctx, err), err)
 	}
@@ -195,8 +239,13 @@ func (s *starter) wait(ctx context.Context, first error) error {
 		reason := err.Error()
 		s.m.gate.setReason(reasonWords(err))
 		if reason != lastReason || time.Since(lastLog) >= startLogEvery {
-			s.m.Log.Warn().Str("reason", reason).Str("retry", "every "+startRetryCap.String()+" at most").
-				Msg("waiting for a writable database: serving /healthz, not ready, the API answers 503")
+			if connectRefused(err) != nil {
+				s.m.Log.Error().Str("reason", reason).Str("retry", "every "+startRetryCap.String()+" at most").
+					Msg(msgRefusedWaiting)
+			} else {
+				s.m.Log.Warn().Str("reason", reason).Str("retry", "every "+startRetryCap.String()+" at most").
+					Msg("waiting for a writable database: serving /healthz, not ready, the API answers 503")
+			}
 			lastReason, lastLog = reason, time.Now()
 		}
 		t := time.NewTimer(pause)
@@ -219,12 +268,20 @@ func (s *starter) wait(ctx context.Context, first error) error {
 	}
 }
 
+// msgRefusedWaiting is the log message of a wait that meets the server's
+// refusal of claimd's session.
+const msgRefusedWaiting = "the database server refuses claimd's session (a setting to fix, not a failover: see reason); " +
+	"still waiting, not ready, the API answers 503; claimd starts once it is fixed"
+
 // reasonWords is a start-up error in words safe to show to a caller (no
 // database message).
 func reasonWords(err error) string {
 	var nw errNotWritable
 	if errors.As(err, &nw) {
 		return nw.reason
+	}
+	if connectRefused(err) != nil {
+		return "the database server refuses claimd's session (DATABASE_URL or the server's settings; see the sidecar log)"
 	}
 	if e := refusal(err); e != nil {
 		return "the database server reached is a former primary or another database system (see /readyz)"

@@ -2,7 +2,7 @@ package pgtest
 
 // Clusters of their own: a primary and streaming standbys made from the
 // machine's PostgreSQL server programs, for failover tests. Unlike
-// NewDatabase, which shares the TEST_DATABASE_URL server, every server here
+// NewDatabase, which shares one server (ServerURL), every server here
 // belongs to one test: its own folder under the temp dir, its own free port
 // on 127.0.0.1, its Unix socket in its own folder, stopped (pg_ctl stop -m
 // immediate on its data dir) and deleted when the test ends, passed or
@@ -60,6 +60,13 @@ type ClusterOptions struct {
 	Durable bool
 	// Settings are extra postgresql.conf lines for every server.
 	Settings []string
+	// HBA are pg_hba.conf lines placed before initdb's own (which trust
+	// every local and loopback connection), so they decide first: for
+	// example "host all app 127.0.0.1/32 scram-sha-256" makes role app
+	// log in with its password, "host all blocked 127.0.0.1/32 reject"
+	// refuses role blocked. The cluster's own connections (user
+	// postgres) stay trusted unless a line names them.
+	HBA []string
 }
 
 // Server is one PostgreSQL server of a test cluster.
@@ -298,6 +305,20 @@ func NewPrimary(t testing.TB, opts ClusterOptions) *Server {
 	}
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
+	}
+	if len(opts.HBA) > 0 {
+		hba := filepath.Join(s.Data, "pg_hba.conf")
+		b, err := os.ReadFile(hba)
+		if err == nil {
+			b = append([]byte("# pgtest (ClusterOptions.HBA)\n"+strings.Join(opts.HBA, "\n")+"\n\n"), b...)
+			err = os.WriteFile(hba, b, 0o600)
+		}
+		if err == nil {
+			err = env.chown(hba)
+		}
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
 	}
 	s.Start()
 	s.Exec("CREATE DATABASE " + ClusterDB)

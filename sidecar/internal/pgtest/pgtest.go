@@ -1,9 +1,11 @@
 // Package pgtest gives tests a fresh PostgreSQL database with the schema
-// applied. The server comes from TEST_DATABASE_URL (default: the local
-// server on 127.0.0.1:5432 as user postgres). Each call creates its own
-// database, dropped when the test ends, so test packages and parallel tests
-// never see each other's rows. Failover tests get servers of their own
-// instead: a primary and streaming standbys (NewPrimary, cluster.go).
+// applied. The server is TEST_DATABASE_URL when it is set, else the
+// project-local cluster of sidecar/scripts/devdb.sh, started for the test
+// process (ServerURL, server.go); never a server nobody named. Each call
+// creates its own database, dropped when the test ends, so test packages
+// and parallel tests never see each other's rows. Failover tests get
+// servers of their own instead: a primary and streaming standbys
+// (NewPrimary, cluster.go).
 package pgtest
 
 import (
@@ -11,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
@@ -21,25 +22,15 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 )
 
-// DefaultURL is used when TEST_DATABASE_URL is unset.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-// ServerURL returns the URL of the test server's maintenance database.
-func ServerURL() string {
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return DefaultURL
-}
-
 // NewDatabase creates an empty database and returns its URL. It is dropped
 // (with its connections) when t ends.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, ServerURL())
+	serverURL := ServerURL(t)
+	admin, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
-		t.Fatalf("pgtest: connect to %s: %v (set TEST_DATABASE_URL or run `make test`, which starts a local cluster)", redact(ServerURL()), err)
+		t.Fatalf("pgtest: connect to the test server %s: %v", redact(serverURL), err)
 	}
 	defer admin.Close(ctx)
 	b := make([]byte, 6)
@@ -49,7 +40,7 @@ func NewDatabase(t testing.TB) string {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), ServerURL())
+		c, err := pgx.Connect(context.Background(), serverURL)
 		if err != nil {
 			t.Logf("pgtest: drop %s: %v", name, err)
 			return
@@ -59,9 +50,9 @@ func NewDatabase(t testing.TB) string {
 			t.Logf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	u, err := url.Parse(ServerURL())
+	u, err := url.Parse(serverURL)
 	if err != nil {
-		t.Fatalf("pgtest: parse TEST_DATABASE_URL: %v", err)
+		t.Fatalf("pgtest: the test server's URL does not parse: %v", err)
 	}
 	u.Path = "/" + name
 	return u.String()

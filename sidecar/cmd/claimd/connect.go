@@ -1,0 +1,204 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A DATABASE_URL the server refuses for good is not a failover.
+//
+// Waiting is right while no writable primary answers: a host down or
+// dropping packets, a standby, a server starting up or shutting down
+// (57P03), too many connections. It is wrong when the server itself
+// answers that claimd's session cannot be: the database does not exist
+// (3D000 invalid_catalog_name), the role does not exist, may not log in
+// or has no pg_hba.conf entry (28000 invalid_authorization_specification),
+// the password is wrong (28P01 invalid_password), the role lacks CONNECT
+// on the database (42501 insufficient_privilege, at connection start).
+// Those are settings to fix, and no wait fixes them.
+//
+// Only the server's own answer counts, a FATAL at connection start, and
+// only when it is the whole story of the attempt. pgx tries the hosts of
+// a host list (host=a,b) in order, and each host twice under the default
+// sslmode=prefer (TLS, then plain). It stops at the first 3D000, 28P01 or
+// 42501, so these end the attempt; it goes on after a 28000 (pg_hba.conf
+// is per server), so a 28000 is the answer only when no other host was
+// left to answer. When any host failed for a reason a wait can fix
+// (refused, timed out, 57P03, read-only for target_session_attrs, a stale
+// server the fence refused), the attempt is not a refusal: that host may
+// be the primary coming back, and pgx tries it first. A standby is a
+// physical copy of its primary, with the same databases, roles and
+// passwords, so a standby's refusal is its primary's.
+
+// SQLSTATEs of a refused session.
+const (
+	sqlstateInvalidCatalogName    = "3D000" // invalid_catalog_name: no such database
+	sqlstateInvalidAuthorization  = "28000" // invalid_authorization_specification: no such role, NOLOGIN, pg_hba.conf
+	sqlstateInvalidPassword       = "28P01" // invalid_password
+	sqlstateInsufficientPrivilege = "42501" // insufficient_privilege: no CONNECT on the database
+)
+
+// What to check, by SQLSTATE.
+const (
+	checkDatabaseName    = "check the database name in DATABASE_URL"
+	checkUserAndPassword = "check the user name and password in DATABASE_URL"
+	checkUserAndHBA      = "check the user name in DATABASE_URL, and that the server's pg_hba.conf lets it connect from this host"
+	checkConnectPriv     = "check the user and database names in DATABASE_URL, or grant the role CONNECT on the database"
+)
+
+// connectRefusedError is the server's refusal of claimd's session (see
+// above): its answers, distinct, in the order of the hosts.
+type connectRefusedError struct {
+	answers []*pgconn.PgError
+	err     error
+}
+
+// Error is each answer with its SQLSTATE, then what to check: database
+// "nosuch" does not exist (SQLSTATE 3D000): check the database name in
+// DATABASE_URL. The server's message names no password.
+func (e *connectRefusedError) Error() string {
+	var said, checks []string
+	for _, a := range e.answers {
+		said = append(said, fmt.Sprintf("%s (SQLSTATE %s)", a.Message, a.Code))
+		if c := checkFor(a.Code); !slices.Contains(checks, c) {
+			checks = append(checks, c)
+		}
+	}
+	return strings.Join(said, "; ") + ": " + strings.Join(checks, "; ")
+}
+
+func (e *connectRefusedError) Unwrap() error { return e.err }
+
+func checkFor(code string) string {
+	switch code {
+	case sqlstateInvalidCatalogName:
+		return checkDatabaseName
+	case sqlstateInvalidPassword:
+		return checkUserAndPassword
+	case sqlstateInvalidAuthorization:
+		return checkUserAndHBA
+	default:
+		return checkConnectPriv
+	}
+}
+
+// connectRefused returns the refusal err is, or nil when err is not a
+// failed connection attempt, or one a wait may fix.
+func connectRefused(err error) *connectRefusedError {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	if answers := refusals(ce.Unwrap()); answers != nil {
+		return &connectRefusedError{answers: answers, err: err}
+	}
+	return nil
+}
+
+// refusals returns the server's refusals in attempt, what a
+// *pgconn.ConnectError wraps (the failure of each host pgx tried, joined),
+// distinct and in order; nil when there is none, or when any step of the
+// attempt failed for a reason a wait may fix.
+func refusals(attempt error) []*pgconn.PgError {
+	var answers []*pgconn.PgError
+	waitMayFix := false
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || waitMayFix {
+			return
+		}
+		if pe, ok := e.(*pgconn.PgError); ok {
+			if !refusesSession(pe) {
+				waitMayFix = true
+			} else if !slices.ContainsFunc(answers, func(a *pgconn.PgError) bool { return a.Code == pe.Code && a.Message == pe.Message }) {
+				answers = append(answers, pe)
+			}
+			return
+		}
+		if passing(e) {
+			waitMayFix = true
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(attempt)
+	if waitMayFix {
+		return nil
+	}
+	return answers
+}
+
+// refusesSession reports whether e is the server refusing the session
+// for good: a FATAL at connection start with one of the codes above.
+func refusesSession(e *pgconn.PgError) bool {
+	if cmp.Or(e.SeverityUnlocalized, e.Severity) != "FATAL" {
+		return false
+	}
+	switch e.Code {
+	case sqlstateInvalidCatalogName, sqlstateInvalidAuthorization, sqlstateInvalidPassword, sqlstateInsufficientPrivilege:
+		return true
+	}
+	return false
+}
+
+// passing reports whether e, one step of a failed connection attempt,
+// is a state a wait may end: the network (refused, reset, timed out, no
+// such host yet), the connection ending early, the attempt's time
+// running out, a server of the wrong role for target_session_attrs (a
+// standby during a failover), a server the fence refused.
+func passing(e error) bool {
+	if _, ok := e.(net.Error); ok {
+		return true
+	}
+	switch e {
+	case io.EOF, io.ErrUnexpectedEOF, context.Canceled, context.DeadlineExceeded,
+		pgconn.ErrReadOnlyConnection, pgconn.ErrReadWriteConnection, pgconn.ErrPrimaryConnection, pgconn.ErrStandbyConnection:
+		return true
+	}
+	switch e.(type) {
+	case *pgconn.NotPreferredError, *staleServerError:
+		return true
+	}
+	return false
+}
+
+// connectFailure is a failed connection of a one-shot command (migrate,
+// purge, keys) in its words: the server's refusal as serve words it, else
+// each host's failure, without pgx's `failed to connect to user=…
+// database=…` preamble.
+type connectFailure struct {
+	msg string
+	err error
+}
+
+func (e *connectFailure) Error() string { return e.msg }
+func (e *connectFailure) Unwrap() error { return e.err }
+
+// connectProblem words err, from connecting to DATABASE_URL, for a
+// one-shot command; err as it is when it is not a failed connection.
+func connectProblem(err error) error {
+	if r := connectRefused(err); r != nil {
+		return r
+	}
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) || ce.Unwrap() == nil {
+		return err
+	}
+	hosts := strings.ReplaceAll(ce.Unwrap().Error(), "\n", "; ")
+	return &connectFailure{msg: "cannot connect to the database of DATABASE_URL: " + hosts, err: err}
+}
