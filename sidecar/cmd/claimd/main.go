@@ -310,6 +310,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if first == nil {
 		m.warnWithoutKeys(ctx)
 	}
+	// stopErr is what Run returns after a clean shutdown: nil, or the
+	// refusal that ended the start-up wait.
+	var stopErr error
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
 	m.Log.Info().Str("addr", m.Addr).Str("metrics_addr", m.MetricsAddr).Int("static_keys", len(m.Config.APIKeys)).
@@ -322,10 +325,16 @@ func (m *Main) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(ctx)
 	var waiterDone, maintDone, watchDone chan struct{}
 	startDone := make(chan struct{})
+	// refused carries the server's refusal for good met by the start-up
+	// wait: claimd shuts down as on SIGTERM and Run returns it.
+	refused := make(chan error, 1)
 	go func() {
 		defer close(startDone)
 		if first != nil {
-			if m.starter.wait(bg, first) != nil {
+			if err := m.starter.wait(bg, first); err != nil {
+				if connectRefused(err) != nil {
+					refused <- err
+				}
 				return
 			}
 			close(m.starter.done)
@@ -353,6 +362,9 @@ func (m *Main) Run(ctx context.Context) error {
 			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return err
+	case err := <-refused:
+		m.Log.Error().Str("reason", err.Error()).Msg(msgRefusedExit)
+		stopErr = err
 	case <-ctx.Done():
 	}
 	// The shutdown has one hard deadline, ShutdownTimeout from now, for
@@ -389,7 +401,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("shutdown: requests still in flight at the deadline (%s)", m.Config.ShutdownTimeout)
 	}
 	m.Log.Info().Msg("stopped")
-	return nil
+	return stopErr
 }
 
 // stopDispatcher waits for running dispatches until deadline.

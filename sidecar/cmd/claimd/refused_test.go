@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
@@ -139,11 +138,10 @@ func TestServeRefusedByTheServersAuthentication(t *testing.T) {
 }
 
 // A refusal met by the start-up wait (claimd waited already, here for a
-// read-only database, when its role lost LOGIN) does not end the wait: it
-// is logged as an error naming the server's reason, requests are answered
-// 503 with Retry-After as during any wait, and claimd starts once the
-// role and the database are fixed, without a restart.
-func TestWaitMeetsARefusalAndStartsOnceFixed(t *testing.T) {
+// read-only database, when its role lost LOGIN) ends the wait: claimd
+// logs it as an error naming the server's reason, stops as on SIGTERM
+// and exits 1 with the same words. The password is never printed.
+func TestWaitMeetsARefusalAndExits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	server := pgtest.ServerURL(t)
@@ -165,26 +163,19 @@ func TestWaitMeetsARefusalAndStartsOnceFixed(t *testing.T) {
 	exec("ALTER DATABASE " + dbIdent + " OWNER TO " + role)
 	alterDatabase(t, db, "SET default_transaction_read_only = on")
 
-	const key = "t1-refused-wait-key-0123456789"
-	s := startInProcess(t, map[string]string{"DATABASE_URL": withURL(t, db, url.UserPassword(role, password), ""), "CLAIMD_API_KEYS": "t1:" + key})
-	waitLog(t, s.logs, msgWaiting)
+	p := start(t, map[string]string{"DATABASE_URL": withURL(t, db, url.UserPassword(role, password), ""),
+		"CLAIMD_ADDR": "127.0.0.1:0", "CLAIMD_LOG_FORMAT": "json", "CLAIMD_API_KEYS": "t1:t1-refused-wait-key-0123456789"}, "serve")
+	p.stderr.waitMessage(t, msgWaiting, p.done)
 
 	exec("ALTER ROLE " + role + " NOLOGIN")
 	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'")
-	line := waitLog(t, s.logs, msgRefusedWaiting)
-	require.Equal(t, "error", line["level"])
-	require.Contains(t, line["reason"], fmt.Sprintf(`role "%s" is not permitted to log in (SQLSTATE 28000): check the user name in DATABASE_URL`, role))
-	require.NotContains(t, s.logs.String(), password)
-	status, retryAfter, body := rawPost(t, s.url+"/v1/claims", key, `{"source":"s","event_id":"refused"}`)
-	require.Equal(t, http.StatusServiceUnavailable, status, body)
-	require.Equal(t, "1", retryAfter)
-
-	exec("ALTER ROLE " + role + " LOGIN")
-	alterDatabase(t, db, "RESET default_transaction_read_only")
-	waitLog(t, s.logs, msgStarted)
-	c := newAPI(t, s.url, key)
-	waitReady(t, c, time.Minute)
-	require.Equal(t, "won", c.must(http.StatusOK, "POST", "/v1/claims", `{"source":"s","event_id":"refused"}`)["outcome"])
+	line := p.stderr.waitMessage(t, msgRefusedExit, p.done)
+	require.Equal(t, "error", line.Level)
+	require.Equal(t, 1, exitsOnItsOwn(t, p))
+	want := fmt.Sprintf(`role "%s" is not permitted to log in (SQLSTATE 28000): check the user name in DATABASE_URL`, role)
+	require.Contains(t, p.stderr.String(), "claimd: "+want)
+	require.NotContains(t, p.stderr.String(), password)
+	require.NotContains(t, p.stderr.String(), "the database takes writes; started")
 }
 
 // Which failed connection attempts are the server's refusal for good.

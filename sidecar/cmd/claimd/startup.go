@@ -39,11 +39,14 @@ import (
 // failover: when the first connection, made as the pool opens and before
 // claimd listens, meets that refusal, Run returns it (claimd exits 1 with
 // the server's reason and the setting to check). Met later, by an attempt
-// of the wait (the server was down at the first try, or the role was
-// dropped meanwhile), it does not end the wait: it is logged as an error,
-// with the same words, whenever the reason changes and every
-// startLogEvery, and claimd starts as soon as it is fixed, without a
-// restart.
+// of the start-up wait (the server was down or read-only at the first
+// try, or the role lost LOGIN meanwhile), it ends the wait too: it is
+// logged as an error, claimd shuts down as on SIGTERM and exits 1 with the
+// same words. A wait for a failover is for servers that cannot answer
+// yet; one that answers "not you" will not change its mind, and a
+// process that exits says so louder than one that stays not ready. Once
+// claimd has started, a refusal of a new connection fails that request
+// (503) and claimd keeps serving.
 //
 // Until the schema is known to be current (migrated here, or found so on
 // a standby), the pool refuses connections to every caller but the
@@ -229,23 +232,22 @@ func (s *starter) attempt(ctx context.Context) error {
 	return nil
 }
 
-// wait retries attempt until it succeeds (nil) or ctx ends (its error);
-// first is the error of the attempt Run made.
+// wait retries attempt until it succeeds (nil), ctx ends (its error) or
+// the server refuses claimd's session for good (that refusal, which Run
+// returns); first is the error of the attempt Run made.
 func (s *starter) wait(ctx context.Context, first error) error {
 	pause := startRetryFirst
 	lastReason, lastLog := "", time.Time{}
 	err := first
 	for {
+		if connectRefused(err) != nil {
+			return err
+		}
 		reason := err.Error()
 		s.m.gate.setReason(reasonWords(err))
 		if reason != lastReason || time.Since(lastLog) >= startLogEvery {
-			if connectRefused(err) != nil {
-				s.m.Log.Error().Str("reason", reason).Str("retry", "every "+startRetryCap.String()+" at most").
-					Msg(msgRefusedWaiting)
-			} else {
-				s.m.Log.Warn().Str("reason", reason).Str("retry", "every "+startRetryCap.String()+" at most").
-					Msg("waiting for a writable database: serving /healthz, not ready, the API answers 503")
-			}
+			s.m.Log.Warn().Str("reason", reason).Str("retry", "every "+startRetryCap.String()+" at most").
+				Msg("waiting for a writable database: serving /healthz, not ready, the API answers 503")
 			lastReason, lastLog = reason, time.Now()
 		}
 		t := time.NewTimer(pause)
@@ -268,10 +270,10 @@ func (s *starter) wait(ctx context.Context, first error) error {
 	}
 }
 
-// msgRefusedWaiting is the log message of a wait that meets the server's
-// refusal of claimd's session.
-const msgRefusedWaiting = "the database server refuses claimd's session (a setting to fix, not a failover: see reason); " +
-	"still waiting, not ready, the API answers 503; claimd starts once it is fixed"
+// msgRefusedExit is the log message of a start-up wait that met the
+// server's refusal of claimd's session.
+const msgRefusedExit = "the database server refuses claimd's session (a setting to fix, not a failover: see reason); " +
+	"claimd has not started and stops"
 
 // reasonWords is a start-up error in words safe to show to a caller (no
 // database message).
