@@ -137,6 +137,18 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			return action(ctx, c, cfg)
 		}
 	}
+	// withSettings is a command that takes the settings flags and no
+	// arguments: serve, migrate, purge.
+	withSettings := func(name, usage, description string, action func(context.Context, config.Config, io.Writer) error) *cli.Command {
+		return &cli.Command{
+			Name: name, Usage: usage, Description: description,
+			Flags:        settingFlags(name),
+			OnUsageError: usageError,
+			Action: withConfig(0, 0, func(ctx context.Context, _ *cli.Command, cfg config.Config) error {
+				return action(ctx, cfg, stderr)
+			}),
+		}
+	}
 	root := &cli.Command{
 		Name:  "claimd",
 		Usage: "the Idempotent Claim sidecar: exactly-once side effects for n8n workflows",
@@ -151,37 +163,14 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		OnUsageError:   usageError,
 		Commands: []*cli.Command{
-			{
-				Name:         "serve",
-				Usage:        "run the HTTP API, the dispatcher and the maintenance loop until SIGTERM/SIGINT",
-				Description:  "Listens on CLAIMD_ADDR. SIGHUP reloads CLAIMD_SOURCES_FILE; SIGTERM or SIGINT drains in-flight requests (CLAIMD_SHUTDOWN_TIMEOUT_SECONDS) and stops.",
-				Flags:        settingFlags("serve"),
-				OnUsageError: usageError,
-				Action: withConfig(0, 0, func(ctx context.Context, c *cli.Command, cfg config.Config) error {
-					return serveCommand(ctx, cfg, stderr)
-				}),
-			},
-			{
-				Name:         "migrate",
-				Usage:        "apply pending schema migrations and exit",
-				Description:  "`claimd serve` applies them itself on start unless CLAIMD_MIGRATE=false. " + otherSettings,
-				Flags:        settingFlags("migrate"),
-				OnUsageError: usageError,
-				Action: withConfig(0, 0, func(ctx context.Context, c *cli.Command, cfg config.Config) error {
-					return migrateCommand(ctx, cfg, stderr)
-				}),
-			},
-			{
-				Name:  "purge",
-				Usage: "run the retention purge once and exit",
-				Description: "Deletes payloads past CLAIMD_RETENTION_DAYS and records past their key retention, " +
-					"as the maintenance loop of `claimd serve` does every CLAIMD_MAINTENANCE_INTERVAL_SECONDS; logs what it deleted. " + otherSettings,
-				Flags:        settingFlags("purge"),
-				OnUsageError: usageError,
-				Action: withConfig(0, 0, func(ctx context.Context, c *cli.Command, cfg config.Config) error {
-					return purgeCommand(ctx, cfg, stderr)
-				}),
-			},
+			withSettings("serve", "run the HTTP API, the dispatcher and the maintenance loop until SIGTERM/SIGINT",
+				"Listens on CLAIMD_ADDR. SIGHUP reloads CLAIMD_SOURCES_FILE; SIGTERM or SIGINT drains in-flight requests "+
+					"(CLAIMD_SHUTDOWN_TIMEOUT_SECONDS) and stops.", serveCommand),
+			withSettings("migrate", "apply pending schema migrations and exit",
+				"`claimd serve` applies them itself on start unless CLAIMD_MIGRATE=false. "+otherSettings, migrateCommand),
+			withSettings("purge", "run the retention purge once and exit",
+				"Deletes payloads past CLAIMD_RETENTION_DAYS and records past their key retention, as the maintenance loop of "+
+					"`claimd serve` does every CLAIMD_MAINTENANCE_INTERVAL_SECONDS; logs what it deleted. "+otherSettings, purgeCommand),
 			{
 				Name:  "keys",
 				Usage: "create, revoke and list database API keys",
