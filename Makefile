@@ -62,7 +62,7 @@ doctor:
 
 ## run: build bin/claimd and start it (project-local PostgreSQL when DATABASE_URL is unset)
 run:
-	sidecar/scripts/run.sh
+	@sidecar/scripts/run.sh
 
 ## build: the sidecar binary and the n8n node package
 build: build-go build-node
@@ -160,21 +160,21 @@ node-deps:
 
 ## db-start: start the project-local PostgreSQL cluster (created at the first start)
 db-start:
-	$(DEVDB) start
+	@$(DEVDB) start
 ## db-stop: stop the project-local cluster (its data stays)
 db-stop:
-	$(DEVDB) stop
+	@$(DEVDB) stop
 ## db-status: print whether the project-local cluster runs (exits 0 either way)
 # devdb.sh status exits 3 when the cluster is stopped (for scripts); the
 # target reports the state, it does not fail on it.
 db-status:
 	@$(DEVDB) status || [ $$? -eq 3 ]
-## db-url: print the project-local cluster's connection URL
+## db-url: print the URL of make run's database (claimd) in the project-local cluster
 db-url:
-	@$(DEVDB) url
+	@$(DEVDB) url claimd
 ## db-reset: stop the project-local cluster and delete it with its data
 db-reset:
-	$(DEVDB) destroy
+	@$(DEVDB) destroy
 
 ## clean: build outputs (keeps the database cluster and the demo key)
 clean:

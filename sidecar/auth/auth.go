@@ -493,27 +493,33 @@ func Create(ctx context.Context, pool *pgxpool.Pool, tenant, name string) (key s
 	return key, info, nil
 }
 
-// Revoke revokes the key with the given id or prefix ("ick_AbCdEf"). It
-// fails when nothing or more than one key matches.
+// Revoke revokes the key with the given id or prefix ("ick_AbCdEf"), both
+// whole, as List shows them. It fails, revoking nothing, when no active
+// key or more than one matches.
 func Revoke(ctx context.Context, pool *pgxpool.Pool, idOrPrefix string) (KeyInfo, error) {
-	rows, err := pool.Query(ctx, `UPDATE api_keys SET revoked_at = now()
-		WHERE revoked_at IS NULL AND (id::text = $1 OR key_prefix = $1)
-		RETURNING id::text, tenant, name, key_prefix, created_at, revoked_at`, idOrPrefix)
-	if err != nil {
-		return KeyInfo{}, err
-	}
-	infos, err := pgx.CollectRows(rows, scanInfo)
-	if err != nil {
-		return KeyInfo{}, err
-	}
-	switch len(infos) {
-	case 0:
-		return KeyInfo{}, fmt.Errorf("no active key with id or prefix %q", idOrPrefix)
-	case 1:
-		return infos[0], nil
-	default:
-		return KeyInfo{}, fmt.Errorf("prefix %q matched %d keys; use the id", idOrPrefix, len(infos))
-	}
+	var info KeyInfo
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE api_keys SET revoked_at = now()
+			WHERE revoked_at IS NULL AND (id::text = $1 OR key_prefix = $1)
+			RETURNING id::text, tenant, name, key_prefix, created_at, revoked_at`, idOrPrefix)
+		if err != nil {
+			return err
+		}
+		infos, err := pgx.CollectRows(rows, scanInfo)
+		if err != nil {
+			return err
+		}
+		switch len(infos) {
+		case 0:
+			return fmt.Errorf("no active key with id or prefix %q (the whole ID or PREFIX column of `claimd keys list`)", idOrPrefix)
+		case 1:
+			info = infos[0]
+			return nil
+		default:
+			return fmt.Errorf("prefix %q matches %d active keys; nothing revoked: use the id", idOrPrefix, len(infos))
+		}
+	})
+	return info, err
 }
 
 // Active returns how many stored keys are not revoked.

@@ -521,3 +521,41 @@ func TestMemoryIsBounded(t *testing.T) {
 	require.Equal(t, 980, limited, "the addresses of one /64 share one budget")
 	require.EqualValues(t, 20, b.queries(&last))
 }
+
+// Revoke takes the whole id or prefix of one active key; a prefix two
+// keys share revokes neither, and a part of an id or prefix matches none.
+func TestRevokeIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	for i, name := range []string{"a", "b"} {
+		_, err := pool.Exec(ctx, `INSERT INTO api_keys (tenant, name, key_hash, key_prefix) VALUES ('t1', $1, $2, 'ick_SAME00')`,
+			name, []byte(fmt.Sprintf("%032d", i)))
+		require.NoError(t, err)
+	}
+	_, err := auth.Revoke(ctx, pool, "ick_SAME00")
+	require.EqualError(t, err, `prefix "ick_SAME00" matches 2 active keys; nothing revoked: use the id`)
+	infos, err := auth.List(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, infos, 2)
+	for _, i := range infos {
+		require.Nil(t, i.RevokedAt, "nothing revoked")
+	}
+	n, err := auth.Active(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
+	_, err = auth.Revoke(ctx, pool, infos[0].ID[:8])
+	require.ErrorContains(t, err, "no active key with id or prefix")
+	_, err = auth.Revoke(ctx, pool, "ick_SAME")
+	require.ErrorContains(t, err, "no active key with id or prefix")
+
+	got, err := auth.Revoke(ctx, pool, infos[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, infos[0].ID, got.ID)
+	n, err = auth.Active(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = auth.Revoke(ctx, pool, "ick_SAME00")
+	require.NoError(t, err, "one active key left with that prefix")
+}

@@ -108,7 +108,9 @@ func checkURLParts(p string) error {
 		return errors.New("DATABASE_URL: the database name holds a % that does not start a %XX escape (% as %25)")
 	}
 	for hp := range strings.SplitSeq(netloc, ",") {
-		if err := checkHostPort(hp, hostInQuery); err != nil {
+		// An @ after the host list: a / or ? in the password ended the
+		// user name and password early.
+		if err := checkHostPort(hp, hostInQuery, strings.Contains(tail, "@")); err != nil {
 			return err
 		}
 	}
@@ -118,7 +120,7 @@ func checkURLParts(p string) error {
 // checkHostPort checks one HOST[:PORT] of the host list. An empty host is
 // refused (a template whose host variable was empty) unless the query
 // names the hosts (?host=/path/of/the/socket/folder).
-func checkHostPort(hp string, hostInQuery bool) error {
+func checkHostPort(hp string, hostInQuery, cutShort bool) error {
 	host, port := hp, ""
 	if strings.HasPrefix(hp, "[") {
 		end := strings.IndexByte(hp, ']')
@@ -138,8 +140,11 @@ func checkHostPort(hp string, hostInQuery bool) error {
 	}
 	if port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return errors.New("DATABASE_URL: the port is not a number from 1 to 65535 " +
-				"(a / in the password ends the user name and password early: " + percentHint + ")")
+			if cutShort {
+				return errors.New("DATABASE_URL: the port is not a number from 1 to 65535 " +
+					"(a / in the password ends the user name and password early: " + percentHint + ")")
+			}
+			return errors.New("DATABASE_URL: the port is not a number from 1 to 65535")
 		}
 	}
 	if strings.HasPrefix(hp, "[") {

@@ -33,10 +33,11 @@ var databaseURLCases = []struct {
 	{"empty host", "postgres://u:emptyhost2@/db", "no host", "emptyhost2"},
 	{"no authority at all", "postgres:///db", "no host", ""},
 	{"empty host in a list", "postgres://u:emptyhost3@h1,:5433/db", "no host", "emptyhost3"},
-	{"port not a number", "postgres://u:portpw12@h:54x2/db", "the port is not a number from 1 to 65535", "portpw12"},
+	{"port not a number", "postgres://u:portpw12@h:54x2/db", "DATABASE_URL: the port is not a number from 1 to 65535", "portpw12"},
+	{"a word for the port", "postgres://u:portpw13@host:notaport/db", "DATABASE_URL: the port is not a number from 1 to 65535", "portpw13"},
 	{"port 0", "postgres://u:portpw34@h:0/db", "the port is not a number", "portpw34"},
 	{"port too large", "postgres://u:portpw56@h:70000/db", "the port is not a number", "portpw56"},
-	{"an unencoded / in the password", "postgres://claimd:ab/cd3f9@h/db", "the port is not a number", "cd3f9"},
+	{"an unencoded / in the password", "postgres://claimd:ab/cd3f9@h/db", "the port is not a number from 1 to 65535 (a / in the password", "cd3f9"},
 	{"an unencoded @ in the password", "postgres://claimd:p@ssw0rd!@h/db", "the host holds a character no host name has", "ssw0rd"},
 	{"an unencoded # and @ in the password", "postgres://claimd:x#y@z@h:5432/db", "the host holds a character", "x#y"},
 	{"a % in the password", "postgres://claimd:100%sure@h/db", "the password holds a % that does not start a %XX escape", "100%sure"},
@@ -128,4 +129,15 @@ func FuzzDatabaseURL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The hint about a / in the password comes only when the URL shows it: an
+// @ after the host list.
+func TestDatabaseURLPortHintOnlyWhenThePasswordWasCut(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"postgres://u:p@host:notaport/db", "postgres://u@h:54x2/db"} {
+		err := loadDatabaseURL(u)
+		require.EqualError(t, err, "DATABASE_URL: the port is not a number from 1 to 65535", u)
+	}
+	require.ErrorContains(t, loadDatabaseURL("postgres://claimd:ab/cd@h/db"), "a / in the password ends")
 }

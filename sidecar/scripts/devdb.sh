@@ -329,8 +329,10 @@ cmd_status() {
 }
 
 cmd_url() {
-	local db=${1:-postgres}
-	printf 'postgres://postgres@127.0.0.1:%s/%s?sslmode=disable\n' "$(stored_port)" "$db"
+	local db=${1:-postgres} port
+	port=$(stored_port)
+	[ -n "$port" ] || die "no cluster yet: run 'make run' or 'make db-start' first"
+	printf 'postgres://postgres@127.0.0.1:%s/%s?sslmode=disable\n' "$port" "$db"
 }
 
 cmd_createdb() {

@@ -224,8 +224,8 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 				ArgsUsage:    "[URL]",
 				OnUsageError: usageError,
 				Action: func(ctx context.Context, c *cli.Command) error {
-					if c.Args().Len() > 1 {
-						return errors.New("usage: claimd healthcheck [URL]")
+					if err := argsBetween(c, 0, 1); err != nil {
+						return err
 					}
 					return healthcheck(ctx, c.Args().First(), getenv)
 				},

@@ -186,12 +186,12 @@ func TestMigrateAppliesAndIsIdempotent(t *testing.T) {
 		for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
 			var ll logLine
 			require.NoError(t, json.Unmarshal([]byte(l), &ll), "log line %q", l)
-			if ll.Message == "migrations applied" {
+			if ll.Message == "migrations up to date" {
 				require.NotNil(t, ll.Applied)
 				return *ll.Applied
 			}
 		}
-		t.Fatalf("no \"migrations applied\" line in:\n%s", stderr)
+		t.Fatalf("no \"migrations up to date\" line in:\n%s", stderr)
 		return 0
 	}
 	first := applied()

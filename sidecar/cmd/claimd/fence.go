@@ -168,7 +168,7 @@ func (f *fence) admit(addr string, seen serverIdentity) error {
 	case cur.System == "":
 		f.current = seen
 		f.log.Info().Str("server", addr).Str("system_identifier", seen.System).Uint32("timeline", seen.Timeline).
-			Msg("database primary: claimd refuses, from now on, an older timeline of this system or another system")
+			Msg("database primary identified (a failover fence: claimd will not write to an older timeline of it, nor to another database system)")
 		return nil
 	case seen.System == cur.System && seen.Timeline == cur.Timeline:
 		return nil

@@ -70,7 +70,7 @@ func migrateCommand(ctx context.Context, cfg config.Config, stderr io.Writer) er
 		return err
 	}
 	l := newLogger(cfg, stderr)
-	l.Info().Int("applied", n).Msg("migrations applied")
+	l.Info().Int("applied", n).Msg("migrations up to date")
 	return nil
 }
 
@@ -561,7 +561,15 @@ func logPurge(e *zerolog.Event, res claim.PurgeResult) *zerolog.Event {
 // sources file until ctx ends; see sourcesWatcher for the rules.
 func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox, met *metrics.Metrics) {
 	if m.Config.SourcesFile == "" {
-		return // SIGHUP is still taken (and ignored), never fatal
+		// SIGHUP is still taken, never fatal: it says there is nothing to reload.
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				m.Log.Info().Msg("SIGHUP: no sources file to reload (CLAIMD_SOURCES_FILE is not set)")
+			}
+		}
 	}
 	w := &sourcesWatcher{path: m.Config.SourcesFile, log: m.Log, env: m.Config.Policies, ledger: l, inbox: in,
 		met: met, running: m.Config.Ingest}

@@ -79,3 +79,16 @@ func TestSourcesFileReloadsOnSIGHUP(t *testing.T) {
 	require.Equal(t, http.StatusOK, signed(), "the running configuration is kept")
 	require.NotContains(t, p.stderr.String(), "whsec_second", "secrets never reach the log")
 }
+
+// Without a sources file SIGHUP is acknowledged in the log and claimd
+// keeps serving.
+func TestSIGHUPWithoutSourcesFile(t *testing.T) {
+	t.Parallel()
+	p := startServe(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "CLAIMD_API_KEYS": "t1:t1-hup-key-0123456789"})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	p.stderr.waitMessage(t, "SIGHUP: no sources file to reload (CLAIMD_SOURCES_FILE is not set)", p.done)
+	resp, err := http.Get(p.url + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
