@@ -228,6 +228,16 @@ func (s *Server) edge(c *fiber.Ctx) error {
 		}
 	}()
 	if s.draining.Load() {
+		// A request that arrived during the drain is refused; a small
+		// body is read and discarded first, as before a 413, so that a
+		// client still sending it reads the 503 rather than a reset
+		// connection. The read ends at CLAIMD_READ_TIMEOUT_SECONDS at the
+		// latest, and the process does not wait for it past the
+		// shutdown's deadline.
+		// (headerReceived left the length of no other refused body.)
+		if hasBody(c) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(c.Context().RequestBodyStream(), drainLimit))
+		}
 		return errDraining
 	}
 	switch verdict {

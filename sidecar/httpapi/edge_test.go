@@ -396,3 +396,42 @@ func TestSmallOversizedBodyGetsItsAnswer(t *testing.T) {
 		require.True(t, res.Close)
 	}
 }
+
+// A request whose headers arrive during the drain, its body still being
+// sent, is answered 503 unavailable with Connection: close after its small
+// body was read and discarded: the client reads the answer instead of a
+// reset connection. Nothing it carried is stored.
+func TestDrainReadsASmallBodyBeforeTheRefusal(t *testing.T) {
+	t.Parallel()
+	for name, pad := range map[string]int{"within the body limit": 32 << 10, "over the body limit (64 KiB)": 100 << 10} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			conn, err := net.Dial("tcp", b.addr)
+			require.NoError(t, err)
+			defer conn.Close()
+			b.server.Drain()
+			body := `{"source":"drain","event_id":"evt-drain-1","payload":{"pad":"` + strings.Repeat("x", pad) + `"}}`
+			_, err = io.WriteString(conn, "POST /v1/claims HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyA+
+				"\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body[:10])
+			require.NoError(t, err)
+			// The rest follows in pieces, after the server may have answered.
+			for rest := body[10:]; rest != ""; {
+				n := min(len(rest), 8<<10)
+				_, err = io.WriteString(conn, rest[:n])
+				require.NoError(t, err, "the server reads the body it refuses")
+				rest = rest[n:]
+			}
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err)
+			got, _ := io.ReadAll(res.Body)
+			require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", got)
+			require.Equal(t, "1", res.Header.Get("Retry-After"))
+			require.True(t, res.Close)
+			require.Contains(t, string(got), `"code":"unavailable"`)
+			var n int
+			require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM claims WHERE event_id = 'evt-drain-1'`).Scan(&n))
+			require.Zero(t, n)
+		})
+	}
+}
