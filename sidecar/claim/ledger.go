@@ -51,6 +51,12 @@ func (nopObserver) Claimed(string, Outcome, int)    {}
 func (nopObserver) Completed(string, time.Duration) {}
 func (nopObserver) Failed(string, FailKind)         {}
 
+// GroupObserver is an Observer that is also told the size of every group
+// (group.go) a Ledger runs: kind "claim" or "settle", n calls.
+type GroupObserver interface {
+	Grouped(kind string, n int)
+}
+
 // Config configures a Ledger.
 type Config struct {
 	// Policies per source; zero fields take defaults (see Policy.WithDefaults).
@@ -63,6 +69,9 @@ type Config struct {
 	// MaxDeliveries bounds the delivery-log entries returned by Get and Find;
 	// default 1000.
 	MaxDeliveries int
+	// Group sets group commit of Claim, Complete and Fail (group.go); nil
+	// is DefaultGroupConfig, Workers 0 turns it off.
+	Group *GroupConfig
 }
 
 // Ledger is the claim ledger over PostgreSQL. It is safe for concurrent use
@@ -75,6 +84,10 @@ type Ledger struct {
 	obs      Observer
 	maxDeliv int
 	hints    retryHints // estimates of RetryAfter (hint.go)
+	// claims and settles group concurrent calls (group.go); nil when
+	// grouping is off.
+	claims  *grouper[Request, Result]
+	settles *grouper[settleItem, Settled]
 }
 
 // New returns a Ledger over pool. It fails when a policy is invalid.
@@ -95,6 +108,20 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	}
 	if err := l.SetPolicies(cfg.Policies); err != nil {
 		return nil, err
+	}
+	gc := DefaultGroupConfig()
+	if cfg.Group != nil {
+		gc = cfg.Group.withDefaults()
+	}
+	if gc.Workers > 0 {
+		observe := func(kind string) func(int) {
+			if o, ok := l.obs.(GroupObserver); ok {
+				return func(n int) { o.Grouped(kind, n) }
+			}
+			return nil
+		}
+		l.claims = &grouper[Request, Result]{cfg: gc, run: l.runClaims, observe: observe("claim")}
+		l.settles = &grouper[settleItem, Settled]{cfg: gc, run: l.runSettles, observe: observe("settle")}
 	}
 	return l, nil
 }
@@ -217,16 +244,110 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "")
 }
 
-// Claim decides one claim attempt in its own transaction. See ClaimTx.
-// A serialization failure or deadlock is retried here (a few times, see
-// RunTx) before it is reported as Unavailable.
+// Claim decides one claim attempt, as ClaimTx decides it. Concurrent
+// calls share transactions (group commit, group.go); the answer is
+// returned once the decision is committed. A serialization failure or
+// deadlock is retried here (a few times, see RunTx) before it is reported
+// as Unavailable. Errors: as ClaimTx; the context's error when ctx ends
+// first (the claim may then still have been decided: the same request,
+// with its request id, gets a win back).
 func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
+	if l.claims == nil {
+		return l.claimAlone(ctx, r)
+	}
+	if err := l.Validate(r); err != nil {
+		return Result{}, err
+	}
+	return l.claims.do(ctx, r)
+}
+
+// claimAlone decides r with one statement in a transaction of its own.
+func (l *Ledger) claimAlone(ctx context.Context, r Request) (Result, error) {
 	var res Result
 	err := retry(ctx, func() (err error) {
 		res, err = l.ClaimTx(ctx, l.pool, r)
 		return err
 	})
 	return res, err
+}
+
+// runClaims decides a group of valid claims (grouper.run).
+func (l *Ledger) runClaims(ctx context.Context, calls []*call[Request, Result]) {
+	if len(calls) == 1 {
+		calls[0].finish(l.claimAlone(ctx, calls[0].item))
+		return
+	}
+	reqs := make([]Request, len(calls))
+	for i, c := range calls {
+		reqs[i] = c.item
+	}
+	var recs []Record
+	err := retry(ctx, func() (err error) {
+		recs, err = l.claimPipelined(ctx, reqs)
+		return err
+	})
+	switch {
+	case err == nil:
+		for i, c := range calls {
+			c.finish(l.result(recs[i]), nil)
+		}
+	case RetryableDB(err):
+		err = DBError(err)
+		for _, c := range calls {
+			c.finish(Result{}, err)
+		}
+	default:
+		// Perhaps one claim's statement: each alone, so that it fails alone.
+		for _, c := range calls {
+			c.finish(l.claimAlone(ctx, c.item))
+		}
+	}
+}
+
+// claimPipelined sends the claims of reqs in key order as one pipelined
+// batch, which PostgreSQL runs in one implicit transaction committed at its
+// end (one round trip), and returns their records in reqs order.
+func (l *Ledger) claimPipelined(ctx context.Context, reqs []Request) ([]Record, error) {
+	order := keyOrder(reqs)
+	b := &pgx.Batch{}
+	for _, i := range order {
+		sql, args := l.claimArgs(reqs[i])
+		b.Queue(sql, args...)
+	}
+	recs := make([]Record, len(reqs))
+	br := l.pool.SendBatch(ctx, b)
+	for _, i := range order {
+		rec, err := scanRecord(br.QueryRow())
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		recs[i] = rec
+	}
+	return recs, br.Close()
+}
+
+// keyOrder returns the indexes of reqs sorted by key (tenant, source,
+// event id, action), stable: the order every batch and group locks rows in.
+func keyOrder(reqs []Request) []int {
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ra, rb := reqs[order[a]], reqs[order[b]]
+		if ra.Tenant != rb.Tenant {
+			return ra.Tenant < rb.Tenant
+		}
+		if ra.Source != rb.Source {
+			return ra.Source < rb.Source
+		}
+		if ra.EventID != rb.EventID {
+			return ra.EventID < rb.EventID
+		}
+		return ra.Action < rb.Action
+	})
+	return order
 }
 
 // ClaimTx decides one claim attempt with a single INSERT … ON CONFLICT
@@ -301,23 +422,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	order := make([]int, len(reqs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ra, rb := reqs[order[a]], reqs[order[b]]
-		if ra.Tenant != rb.Tenant {
-			return ra.Tenant < rb.Tenant
-		}
-		if ra.Source != rb.Source {
-			return ra.Source < rb.Source
-		}
-		if ra.EventID != rb.EventID {
-			return ra.EventID < rb.EventID
-		}
-		return ra.Action < rb.Action
-	})
+	order := keyOrder(reqs)
 	sqls, args := make([]string, len(reqs)), make([][]any, len(reqs))
 	for _, i := range order {
 		sqls[i], args[i] = l.claimArgs(reqs[i])
@@ -355,33 +460,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 // Errors: NotFound (no such record for tenant), LeaseLost (token superseded
 // or record not processing).
 func (l *Ledger) Complete(ctx context.Context, tenant, id, token, resultRef string) (Record, error) {
-	if err := checkTokenArgs(id, token); err != nil {
-		return Record{}, err
-	}
-	if len(resultRef) > MaxResultRefLen {
-		return Record{}, apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
-	}
-	if err := textFields(map[string]string{"result_ref": resultRef}); err != nil {
-		return Record{}, err
-	}
-	rec, err := l.writeRow(ctx, completeSQL, id, tenant, token, nullable(resultRef), nil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := l.get(ctx, tenant, id)
-		if gerr != nil {
-			return Record{}, gerr
-		}
-		if cur.State == StateCompleted && cur.token == token {
-			return cur, nil
-		}
-		return Record{}, leaseLost(cur)
-	}
-	if err != nil {
-		return Record{}, DBError(err)
-	}
-	if rec.ClaimedAt != nil && rec.CompletedAt != nil {
-		l.obs.Completed(rec.Source, rec.CompletedAt.Sub(*rec.ClaimedAt))
-	}
-	return rec, nil
+	return l.settle(ctx, l.completion(tenant, Completion{ID: id, Token: token, ResultRef: resultRef}))
 }
 
 // Fail records a failed attempt: Retryable backs off (full jitter, capped)
@@ -392,31 +471,7 @@ func (l *Ledger) Complete(ctx context.Context, tenant, id, token, resultRef stri
 // was lost).
 // Errors: Invalid, NotFound, LeaseLost as for Complete.
 func (l *Ledger) Fail(ctx context.Context, tenant, id, token string, kind FailKind, msg string) (Record, error) {
-	if err := checkTokenArgs(id, token); err != nil {
-		return Record{}, err
-	}
-	switch kind {
-	case Retryable, Permanent, UnknownOutcome:
-	default:
-		return Record{}, apperr.Field("retry", "must be one of retryable, permanent, unknown")
-	}
-	msg = strings.ToValidUTF8(strings.ReplaceAll(truncate(msg, MaxErrorLen), "\x00", ""), "\uFFFD")
-	rec, err := l.writeRow(ctx, failSQL, id, tenant, token, string(kind), msg, l.jitter(), nil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := l.get(ctx, tenant, id)
-		if gerr != nil {
-			return Record{}, gerr
-		}
-		if failedAs(cur, token, kind, msg) {
-			return cur, nil
-		}
-		return Record{}, leaseLost(cur)
-	}
-	if err != nil {
-		return Record{}, DBError(err)
-	}
-	l.obs.Failed(rec.Source, kind)
-	return rec, nil
+	return l.settle(ctx, l.failure(tenant, Failure{ID: id, Token: token, Kind: kind, Error: msg}))
 }
 
 // Extend moves the lease end of a processing record to now + lease, for

@@ -37,7 +37,7 @@ type Settled struct {
 
 // settleItem is one token-guarded write of a settle batch.
 type settleItem struct {
-	id, token string
+	tenant, id, token string
 	// order is the record id in canonical form: batches lock rows in this
 	// order.
 	order string
@@ -66,25 +66,31 @@ type settleItem struct {
 func (l *Ledger) CompleteBatch(ctx context.Context, tenant string, items []Completion) ([]Settled, error) {
 	batch := make([]settleItem, len(items))
 	for i, c := range items {
-		it := settleItem{id: c.ID, token: c.Token, sql: completeSQL}
-		it.err = checkTokenArgs(c.ID, c.Token)
-		if it.err == nil && len(c.ResultRef) > MaxResultRefLen {
-			it.err = apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
-		}
-		if it.err == nil {
-			it.err = textFields(map[string]string{"result_ref": c.ResultRef})
-		}
-		token := c.Token
-		it.args = []any{c.ID, tenant, c.Token, nullable(c.ResultRef), nil}
-		it.replayed = func(cur Record) bool { return cur.State == StateCompleted && cur.token == token }
-		it.done = func(rec Record) {
-			if rec.ClaimedAt != nil && rec.CompletedAt != nil {
-				l.obs.Completed(rec.Source, rec.CompletedAt.Sub(*rec.ClaimedAt))
-			}
-		}
-		batch[i] = it
+		batch[i] = l.completion(tenant, c)
 	}
-	return l.settleBatch(ctx, tenant, batch)
+	return l.settleBatch(ctx, batch)
+}
+
+// completion is the settle item of Complete c: checked, its write, how a
+// repeat is told, and the metrics once it is done.
+func (l *Ledger) completion(tenant string, c Completion) settleItem {
+	it := settleItem{tenant: tenant, id: c.ID, token: c.Token, sql: completeSQL}
+	it.err = checkTokenArgs(c.ID, c.Token)
+	if it.err == nil && len(c.ResultRef) > MaxResultRefLen {
+		it.err = apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
+	}
+	if it.err == nil {
+		it.err = textFields(map[string]string{"result_ref": c.ResultRef})
+	}
+	token := c.Token
+	it.args = []any{c.ID, tenant, c.Token, nullable(c.ResultRef), nil}
+	it.replayed = func(cur Record) bool { return cur.State == StateCompleted && cur.token == token }
+	it.done = func(rec Record) {
+		if rec.ClaimedAt != nil && rec.CompletedAt != nil {
+			l.obs.Completed(rec.Source, rec.CompletedAt.Sub(*rec.ClaimedAt))
+		}
+	}
+	return it
 }
 
 // FailBatch is Fail for many records of tenant in one round trip and one
@@ -95,23 +101,96 @@ func (l *Ledger) CompleteBatch(ctx context.Context, tenant string, items []Compl
 func (l *Ledger) FailBatch(ctx context.Context, tenant string, items []Failure) ([]Settled, error) {
 	batch := make([]settleItem, len(items))
 	for i, f := range items {
-		it := settleItem{id: f.ID, token: f.Token, sql: failSQL}
-		it.err = checkTokenArgs(f.ID, f.Token)
-		switch f.Kind {
-		case Retryable, Permanent, UnknownOutcome:
-		default:
-			if it.err == nil {
-				it.err = apperr.Field("retry", "must be one of retryable, permanent, unknown")
-			}
-		}
-		msg := failText(f.Error)
-		token, kind := f.Token, f.Kind
-		it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, l.jitter(), nil}
-		it.replayed = func(cur Record) bool { return failedAs(cur, token, kind, msg) }
-		it.done = func(rec Record) { l.obs.Failed(rec.Source, kind) }
-		batch[i] = it
+		batch[i] = l.failure(tenant, f)
 	}
-	return l.settleBatch(ctx, tenant, batch)
+	return l.settleBatch(ctx, batch)
+}
+
+// failure is the settle item of Fail f.
+func (l *Ledger) failure(tenant string, f Failure) settleItem {
+	it := settleItem{tenant: tenant, id: f.ID, token: f.Token, sql: failSQL}
+	it.err = checkTokenArgs(f.ID, f.Token)
+	switch f.Kind {
+	case Retryable, Permanent, UnknownOutcome:
+	default:
+		if it.err == nil {
+			it.err = apperr.Field("retry", "must be one of retryable, permanent, unknown")
+		}
+	}
+	msg := failText(f.Error)
+	token, kind := f.Token, f.Kind
+	it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, l.jitter(), nil}
+	it.replayed = func(cur Record) bool { return failedAs(cur, token, kind, msg) }
+	it.done = func(rec Record) { l.obs.Failed(rec.Source, kind) }
+	return it
+}
+
+// settle decides one Complete or Fail: in a group with concurrent ones
+// (group commit, group.go), else alone.
+func (l *Ledger) settle(ctx context.Context, it settleItem) (Record, error) {
+	if it.err != nil {
+		return Record{}, it.err
+	}
+	if l.settles == nil {
+		s := l.settleAlone(ctx, it)
+		return s.Record, s.Err
+	}
+	s, err := l.settles.do(ctx, it)
+	if err != nil {
+		return Record{}, err
+	}
+	return s.Record, s.Err
+}
+
+// settleAlone decides one checked item with its one statement, committed
+// on its own; a guard that matched no row is told apart (a repeat, a lost
+// lease, no such record) by reading the record.
+func (l *Ledger) settleAlone(ctx context.Context, it settleItem) Settled {
+	rec, err := l.writeRow(ctx, it.sql, it.args...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := l.get(ctx, it.tenant, it.id)
+		switch {
+		case gerr != nil:
+			return Settled{Err: gerr}
+		case it.replayed(cur):
+			return Settled{Record: cur}
+		default:
+			return Settled{Err: leaseLost(cur)}
+		}
+	}
+	if err != nil {
+		return Settled{Err: DBError(err)}
+	}
+	it.done(rec)
+	return Settled{Record: rec}
+}
+
+// runSettles decides a group of checked completes and fails
+// (grouper.run), with the rules of runClaims.
+func (l *Ledger) runSettles(ctx context.Context, calls []*call[settleItem, Settled]) {
+	if len(calls) == 1 {
+		calls[0].finish(l.settleAlone(ctx, calls[0].item), nil)
+		return
+	}
+	items := make([]settleItem, len(calls))
+	for i, c := range calls {
+		items[i] = c.item
+	}
+	out, err := l.settleBatch(ctx, items)
+	switch {
+	case err == nil:
+		for i, c := range calls {
+			c.finish(out[i], nil)
+		}
+	case RetryableDB(err):
+		for _, c := range calls {
+			c.finish(Settled{}, err)
+		}
+	default:
+		for _, c := range calls {
+			c.finish(l.settleAlone(ctx, c.item), nil)
+		}
+	}
 }
 
 // failText is the error text Fail stores: at most MaxErrorLen bytes, valid
@@ -124,7 +203,7 @@ func failText(msg string) string {
 // transaction, in id order, pipelined (one round trip), then reads the
 // records whose guard matched no row (second round trip, same
 // transaction) to tell a replay from a lost lease or a missing record.
-func (l *Ledger) settleBatch(ctx context.Context, tenant string, items []settleItem) ([]Settled, error) {
+func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled, error) {
 	out := make([]Settled, len(items))
 	var order []int
 	for i := range items {
@@ -169,7 +248,7 @@ func (l *Ledger) settleBatch(ctx context.Context, tenant string, items []settleI
 		}
 		b = &pgx.Batch{}
 		for _, i := range missed {
-			b.Queue(getSQL, items[i].id, tenant)
+			b.Queue(getSQL, items[i].id, items[i].tenant)
 		}
 		br = tx.SendBatch(ctx, b)
 		for _, i := range missed {

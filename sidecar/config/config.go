@@ -78,6 +78,9 @@ type Config struct {
 	// (and not on Addr); MetricsToken, when set, is the bearer token
 	// /metrics requires.
 	MetricsAddr, MetricsToken string
+	// Group is group commit of claims, Completes and Fails
+	// (CLAIMD_GROUP_WORKERS, CLAIMD_GROUP_MAX_CALLS).
+	Group claim.GroupConfig
 }
 
 // Var documents one setting; Vars is the table printed by `claimd settings`
@@ -120,6 +123,8 @@ var Vars = []Var{
 	{"CLAIMD_MAX_CONNS_PER_IP", "max-conns-per-ip", "0", "Connections of one client address at once (0 = no bound; behind a proxy or load balancer every client has the proxy's address)."},
 	{"CLAIMD_API_BODY_BYTES_IN_FLIGHT", "api-body-bytes-in-flight", "67108864", "Bytes of /v1 request bodies held at once (read only after the API key is checked); a request that finds no room within the request timeout is answered 503 with Retry-After."},
 	{"CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT", "ingest-body-bytes-in-flight", "33554432", "Bytes of /ingest request bodies held at once (read before the signature can be checked; a budget of their own, so unauthenticated senders never starve /v1); no room within the request timeout is 503 with Retry-After."},
+	{"CLAIMD_GROUP_WORKERS", "group-workers", "4", "Group commit: concurrent claims (and, apart, Completes and Fails) share transactions, at most this many groups of each kind in flight at once, each on a pooled connection; a group closes when it is full or nothing else waits (0 = off: every call its own transaction)."},
+	{"CLAIMD_GROUP_MAX_CALLS", "group-max-calls", "64", "Largest group: calls decided in one transaction (rows it locks)."},
 	{"CLAIMD_METRICS_ADDR", "metrics-addr", "", "Serve /metrics on this address only (e.g. 127.0.0.1:9090 or :9090 on a private network) instead of CLAIMD_ADDR."},
 	{"CLAIMD_METRICS_TOKEN", "metrics-token", "", "Bearer token GET /metrics requires (Authorization: Bearer TOKEN; Prometheus: authorization.credentials). Empty: /metrics is open to whoever reaches its address."},
 }
@@ -177,6 +182,8 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 	c.MaxConnsPerIP = p.int("CLAIMD_MAX_CONNS_PER_IP")
 	c.APIBodyBytesInFlight = int64(p.int("CLAIMD_API_BODY_BYTES_IN_FLIGHT"))
 	c.IngestBodyBytesInFlight = int64(p.int("CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT"))
+	c.Group = claim.GroupConfig{Workers: p.int("CLAIMD_GROUP_WORKERS"), MaxItems: p.int("CLAIMD_GROUP_MAX_CALLS"),
+		Timeout: p.secs("CLAIMD_REQUEST_TIMEOUT_SECONDS")}
 	c.MetricsAddr = get("CLAIMD_METRICS_ADDR")
 	c.MetricsToken = get("CLAIMD_METRICS_TOKEN")
 	if p.err != nil {
@@ -234,6 +241,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("CLAIMD_MAX_HEADER_BYTES must be between 4096 and 1048576, got %d", c.MaxHeaderBytes)
 	case c.MaxConnections < 16:
 		return fmt.Errorf("CLAIMD_MAX_CONNECTIONS must be at least 16, got %d", c.MaxConnections)
+	case c.Group.Workers < 0 || c.Group.Workers > 64:
+		return fmt.Errorf("CLAIMD_GROUP_WORKERS must be between 0 and 64, got %d", c.Group.Workers)
+	case c.Group.MaxItems < 1 || c.Group.MaxItems > 1000:
+		return fmt.Errorf("CLAIMD_GROUP_MAX_CALLS must be between 1 and 1000, got %d", c.Group.MaxItems)
 	case c.MaxConnsPerIP < 0:
 		return errors.New("CLAIMD_MAX_CONNS_PER_IP cannot be negative (0 = no bound)")
 	case c.APIBodyBytesInFlight < int64(c.BodyLimit):

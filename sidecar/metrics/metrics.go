@@ -31,6 +31,7 @@ type Metrics struct {
 	reloadOK        prometheus.Gauge
 	authRefusals    *prometheus.CounterVec
 	keyLookups      prometheus.Counter
+	groupSize       *prometheus.HistogramVec
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -90,6 +91,14 @@ func New(stats StatsFunc) *Metrics {
 		Name: "claimd_auth_key_lookups_total",
 		Help: "Database queries for API keys (concurrent requests with one key share one).",
 	})
+	m.groupSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "claimd_group_calls",
+		Help:    "Calls decided together in one transaction (group commit) by kind: claim, or settle (Complete and Fail).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	}, []string{"kind"})
+	m.groupSize.WithLabelValues("claim")
+	m.groupSize.WithLabelValues("settle")
+	m.Registry.MustRegister(m.groupSize)
 	for _, r := range auth.Refusals {
 		m.authRefusals.WithLabelValues(string(r))
 	}
@@ -111,6 +120,9 @@ func New(stats StatsFunc) *Metrics {
 	}
 	return m
 }
+
+// Grouped implements claim.GroupObserver.
+func (m *Metrics) Grouped(kind string, n int) { m.groupSize.WithLabelValues(kind).Observe(float64(n)) }
 
 // Claimed implements claim.Observer.
 func (m *Metrics) Claimed(_ string, o claim.Outcome, attempt int) {

@@ -248,7 +248,7 @@ func (m *Main) Run(ctx context.Context) error {
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
 	met.ObserveReplication(m.repl.metric)
 	met.ObserveStaleServerRefusals(m.fence.Refusals)
-	ledger, err = claim.New(pool, claim.Config{Policies: m.Config.Policies, Observer: met})
+	ledger, err = claim.New(pool, claim.Config{Policies: m.Config.Policies, Observer: met, Group: &m.Config.Group})
 	if err != nil {
 		return err
 	}
