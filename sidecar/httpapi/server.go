@@ -238,6 +238,9 @@ func New(cfg Config) *Server {
 	srv.CloseOnShutdown = true
 	srv.HeaderReceived = s.headerReceived
 	srv.Handler = s.methodGuard(srv.Handler)
+	if cfg.Metrics != nil {
+		cfg.Metrics.ObserveOpenConnections(func() int64 { return int64(srv.GetOpenConnectionsCount()) }, int64(cfg.MaxConnections))
+	}
 	s.app.Use(recover.New())
 	// Random request ids (UUIDv4): Fiber's default is a counter, which
 	// would tell an anonymous caller how many requests claimd serves.

@@ -299,6 +299,21 @@ func (m *Metrics) ObserveStaleServerRefusals(fn func() int64) {
 	}, func() float64 { return float64(fn()) }))
 }
 
+// ObserveOpenConnections exports claimd_http_connections, the client
+// connections the API listener holds open (accepted and not yet closed,
+// idle keep-alive ones included), and claimd_http_connections_limit
+// (CLAIMD_MAX_CONNECTIONS).
+func (m *Metrics) ObserveOpenConnections(open func() int64, limit int64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "claimd_http_connections",
+		Help: "Client connections the API listener holds open (accepted, not yet closed; idle keep-alive ones included).",
+	}, func() float64 { return float64(open()) }))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "claimd_http_connections_limit",
+		Help: "Client connections served at once before a new one is refused (CLAIMD_MAX_CONNECTIONS).",
+	}, func() float64 { return float64(limit) }))
+}
+
 // ObserveBodyBudget exports one route class's request-body budget
 // ("api" for /v1, "ingest" for /ingest): claimd_http_body_budget_bytes
 // (its size), and claimd_http_body_bytes{kind="reserved"} (what the

@@ -165,7 +165,13 @@ func TestShutdownTimeoutIsAHardBound(t *testing.T) {
 	inFlight, watcher, lockerPID := held.inFlight, held.watcher, held.lockerPID
 
 	// A request on its way in: headers sent, body not yet. Its connection
-	// is busy, so the drain does not close it.
+	// is busy, so the drain does not close it. claimd has accepted it
+	// before SIGTERM (claimd_http_connections counts it): a connection
+	// still in the kernel's accept queue when the listener closes would be
+	// reset by the kernel instead.
+	const open = `claimd_http_connections`
+	before, ok := metricValue(t, p.url, open) // the scrape's own connection stays open (keep-alive)
+	require.True(t, ok, "no %s in /metrics", open)
 	addr := p.url[len("http://"):]
 	conn, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -173,6 +179,10 @@ func TestShutdownTimeoutIsAHardBound(t *testing.T) {
 	const late = `{"source":"hard","event_id":"evt-late"}`
 	_, err = fmt.Fprintf(conn, "POST /v1/claims HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", key, len(late), late[:5])
 	require.NoError(t, err)
+	waitFor(t, "claimd to accept the late request's connection", func() bool {
+		v, _ := metricValue(t, p.url, open)
+		return v >= before+1
+	})
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	p.stderr.waitMessage(t, "shutting down: draining in-flight requests", p.done)
