@@ -37,12 +37,13 @@ import (
 //     been alone; any other error, which one call's statement may have
 //     caused, runs each call of the group again in a transaction of its
 //     own, so that it fails alone and its neighbours go on;
-//   - a call whose context ends before its group is sent is answered with
-//     the context's error and left out; once sent, the group is decided
-//     whatever one caller does (as a lone statement already sent would be):
-//     the caller gets its context's error, and a claim won that way is
-//     found again by its request id (won_replayed) or expires like any
-//     lease whose holder went away.
+//   - a call whose context ends before its group is sent is left out; once
+//     sent, a group of several is decided whatever one caller does (a lone
+//     call runs on its caller's context, as without grouping). Either way
+//     the caller is answered as a statement cut by its context would be
+//     (DBError: Unavailable, outcome unknown, retry the same request): a
+//     claim won meanwhile is found again by its request id (won_replayed)
+//     or expires like any lease whose holder went away.
 
 // GroupConfig sets group commit of a Ledger.
 type GroupConfig struct {
@@ -125,8 +126,10 @@ func (g *grouper[T, R]) do(ctx context.Context, item T) (R, error) {
 	case <-c.done:
 		return c.out, c.err
 	case <-ctx.Done():
+		// As a statement cut by its context: Unavailable, the outcome
+		// unknown (the group may still decide it), retry the same request.
 		var zero R
-		return zero, ctx.Err()
+		return zero, DBError(ctx.Err())
 	}
 }
 
@@ -141,7 +144,7 @@ func (g *grouper[T, R]) drive() {
 			g.queue = g.queue[1:]
 			if err := c.ctx.Err(); err != nil {
 				var zero R
-				c.finish(zero, err) // its caller is gone: left out
+				c.finish(zero, DBError(err)) // its caller is gone: left out
 				continue
 			}
 			group = append(group, c)
@@ -157,6 +160,12 @@ func (g *grouper[T, R]) drive() {
 		g.mu.Unlock()
 		if g.observe != nil {
 			g.observe(len(group))
+		}
+		if len(group) == 1 {
+			// Alone: on its caller's context, as without grouping (its end
+			// cuts the statement).
+			g.run(group[0].ctx, group)
+			continue
 		}
 		// The group's own bound: no one caller's end cancels its neighbours'
 		// decisions; the values of the first caller's context (a trace)

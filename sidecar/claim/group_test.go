@@ -158,7 +158,9 @@ func TestGroupedClaimsEachGetTheirOwnAnswer(t *testing.T) {
 	go func() { _, err := l.Claim(gone, req("a", "evt_gone")); goneErr <- err }()
 	waitUntil(t, "every call to queue", func() bool { n, _ := l.Queued(); return n == len(calls)+1 })
 	cancel()
-	require.ErrorIs(t, <-goneErr, context.Canceled)
+	err = <-goneErr
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, apperr.Unavailable, apperr.As(err).Code, "answered as a statement cut by its context: 503, retry")
 
 	held := h.release()
 	require.Equal(t, claim.InProgress, held.Outcome)
