@@ -252,20 +252,21 @@ func truncate(s string, n int) string {
 // first (the claim may then still have been decided: the same request,
 // with its request id, gets a win back).
 func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
-	if l.claims == nil {
-		return l.claimAlone(ctx, r)
-	}
 	if err := l.Validate(r); err != nil {
 		return Result{}, err
+	}
+	if l.claims == nil {
+		return l.claimAlone(ctx, r)
 	}
 	return l.claims.do(ctx, r)
 }
 
-// claimAlone decides r with one statement in a transaction of its own.
+// claimAlone decides the valid claim r with one statement in a
+// transaction of its own.
 func (l *Ledger) claimAlone(ctx context.Context, r Request) (Result, error) {
 	var res Result
 	err := retry(ctx, func() (err error) {
-		res, err = l.ClaimTx(ctx, l.pool, r)
+		res, err = l.claimValid(ctx, l.pool, r)
 		return err
 	})
 	return res, err
@@ -363,6 +364,11 @@ func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error
 	if err := l.Validate(r); err != nil {
 		return Result{}, err
 	}
+	return l.claimValid(ctx, db, r)
+}
+
+// claimValid is ClaimTx of a claim already validated.
+func (l *Ledger) claimValid(ctx context.Context, db DBTX, r Request) (Result, error) {
 	sql, args := l.claimArgs(r)
 	rec, err := scanRecord(db.QueryRow(ctx, sql, args...))
 	if err != nil {
