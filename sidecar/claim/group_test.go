@@ -73,16 +73,23 @@ func holdTheWorker(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *cla
 		}
 		answer <- r
 	}()
-	waitUntil(t, "the held claim to wait for the test's row lock", func() bool {
+	waitBlockedBy(t, ctx, pool, lockerPID, "the held claim")
+	return held{release: func() claim.Result {
+		require.NoError(t, tx.Rollback(ctx))
+		return <-answer
+	}}
+}
+
+// waitBlockedBy waits until a session of the test database waits for a
+// lock that the backend lockerPID holds.
+func waitBlockedBy(t *testing.T, ctx context.Context, pool *pgxpool.Pool, lockerPID int, who string) {
+	t.Helper()
+	waitUntil(t, who+" to wait for the test's row lock", func() bool {
 		var blocked bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = current_database() AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked))
 		return blocked
 	})
-	return held{release: func() claim.Result {
-		require.NoError(t, tx.Rollback(ctx))
-		return <-answer
-	}}
 }
 
 // waitUntil polls cond (a state the test cannot be told of otherwise)
@@ -283,12 +290,7 @@ func TestGroupedSettlesEachGetTheirOwnAnswer(t *testing.T) {
 		return ch
 	}
 	heldA := run(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[0].ID, wins[0].Token, "inv_0") })
-	waitUntil(t, "the held complete to wait for the row lock", func() bool {
-		var blocked bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked))
-		return blocked
-	})
+	waitBlockedBy(t, ctx, pool, lockerPID, "the held complete")
 	complete1 := run(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[1].ID, wins[1].Token, "inv_1") })
 	fail2 := run(func() (claim.Record, error) {
 		return l.Fail(ctx, "a", wins[2].ID, wins[2].Token, claim.Permanent, "smtp 550")
