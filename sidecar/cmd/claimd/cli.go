@@ -142,8 +142,7 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 	withSettings := func(name, usage, description string, action func(context.Context, config.Config, io.Writer) error) *cli.Command {
 		return &cli.Command{
 			Name: name, Usage: usage, Description: description,
-			Flags:        settingFlags(name),
-			OnUsageError: usageError,
+			Flags: settingFlags(name),
 			Action: withConfig(0, 0, func(ctx context.Context, _ *cli.Command, cfg config.Config) error {
 				return action(ctx, cfg, stderr)
 			}),
@@ -161,7 +160,6 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 		// Errors are returned to main, which prints them and exits 1;
 		// urfave/cli's default handler would exit the process itself.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
-		OnUsageError:   usageError,
 		Commands: []*cli.Command{
 			withSettings("serve", "run the HTTP API, the dispatcher and the maintenance loop until SIGTERM/SIGINT",
 				"Listens on CLAIMD_ADDR. SIGHUP reloads CLAIMD_SOURCES_FILE; SIGTERM or SIGINT drains in-flight requests "+
@@ -176,8 +174,7 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 				Usage: "create, revoke and list database API keys",
 				Description: "Keys created here are stored as their SHA-256 only; the key itself is printed once. " +
 					"With CLAIMD_MIGRATE (the default) the schema is migrated first. " + otherSettings,
-				Flags:        settingFlags("keys"),
-				OnUsageError: usageError,
+				Flags: settingFlags("keys"),
 				Action: func(_ context.Context, c *cli.Command) error {
 					if c.Args().Len() == 0 {
 						return errors.New("keys: a command is required: create TENANT [NAME], revoke ID_OR_PREFIX or list (see `claimd keys --help`)")
@@ -186,30 +183,27 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 				},
 				Commands: []*cli.Command{
 					{
-						Name:         "create",
-						Usage:        "create a key for TENANT (NAME: a label for `keys list`) and print it once",
-						ArgsUsage:    "TENANT [NAME]",
-						Description:  keysSettings,
-						OnUsageError: usageError,
+						Name:        "create",
+						Usage:       "create a key for TENANT (NAME: a label for `keys list`) and print it once",
+						ArgsUsage:   "TENANT [NAME]",
+						Description: keysSettings,
 						Action: withConfig(1, 2, func(ctx context.Context, c *cli.Command, cfg config.Config) error {
 							return keysCreate(ctx, cfg, c.Args().First(), c.Args().Get(1), stdout)
 						}),
 					},
 					{
-						Name:         "revoke",
-						Usage:        "revoke the key with this id or prefix (as `keys list` shows them)",
-						ArgsUsage:    "ID_OR_PREFIX",
-						Description:  "Takes effect on other replicas once their key cache expires (CLAIMD_KEY_CACHE_SECONDS). " + keysSettings,
-						OnUsageError: usageError,
+						Name:        "revoke",
+						Usage:       "revoke the key with this id or prefix (as `keys list` shows them)",
+						ArgsUsage:   "ID_OR_PREFIX",
+						Description: "Takes effect on other replicas once their key cache expires (CLAIMD_KEY_CACHE_SECONDS). " + keysSettings,
 						Action: withConfig(1, 1, func(ctx context.Context, c *cli.Command, cfg config.Config) error {
 							return keysRevoke(ctx, cfg, c.Args().First(), stdout)
 						}),
 					},
 					{
-						Name:         "list",
-						Usage:        "list the keys: id, tenant, name, prefix, created, revoked (never the key)",
-						Description:  keysSettings,
-						OnUsageError: usageError,
+						Name:        "list",
+						Usage:       "list the keys: id, tenant, name, prefix, created, revoked (never the key)",
+						Description: keysSettings,
 						Action: withConfig(0, 0, func(ctx context.Context, c *cli.Command, cfg config.Config) error {
 							return keysList(ctx, cfg, stdout)
 						}),
@@ -221,8 +215,7 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 				Usage: "exit 0 when URL answers 200 within 5 s, else print why and exit 1",
 				Description: "For container health checks in images without curl. URL defaults to /readyz on " +
 					"CLAIMD_ADDR (an unspecified host such as 0.0.0.0 becomes 127.0.0.1).",
-				ArgsUsage:    "[URL]",
-				OnUsageError: usageError,
+				ArgsUsage: "[URL]",
 				Action: func(ctx context.Context, c *cli.Command) error {
 					if err := argsBetween(c, 0, 1); err != nil {
 						return err
@@ -231,10 +224,9 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 				},
 			},
 			{
-				Name:         "settings",
-				Usage:        "print every setting: flag, environment variable, default, meaning",
-				Flags:        []cli.Flag{&cli.BoolFlag{Name: "markdown", Usage: "print the README's configuration table instead"}},
-				OnUsageError: usageError,
+				Name:  "settings",
+				Usage: "print every setting: flag, environment variable, default, meaning",
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "markdown", Usage: "print the README's configuration table instead"}},
 				Action: func(_ context.Context, c *cli.Command) error {
 					if err := noArgs(c); err != nil {
 						return err
@@ -248,7 +240,17 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			},
 		},
 	}
+	setUsageError(root)
 	return root
+}
+
+// setUsageError gives cmd and every command below it usageError
+// (urfave/cli does not pass it down).
+func setUsageError(cmd *cli.Command) {
+	cmd.OnUsageError = usageError
+	for _, c := range cmd.Commands {
+		setUsageError(c)
+	}
 }
 
 // printSettings prints config.Vars as a table.
