@@ -10,14 +10,10 @@ const (
 // Queued returns how many claim and settle calls wait for a group.
 func (l *Ledger) Queued() (claims, settles int) {
 	if l.claims != nil {
-		l.claims.mu.Lock()
-		claims = len(l.claims.queue)
-		l.claims.mu.Unlock()
+		claims = l.claims.Queued()
 	}
 	if l.settles != nil {
-		l.settles.mu.Lock()
-		settles = len(l.settles.queue)
-		l.settles.mu.Unlock()
+		settles = l.settles.Queued()
 	}
 	return claims, settles
 }

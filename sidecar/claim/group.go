@@ -1,9 +1,9 @@
 package claim
 
 import (
-	"context"
-	"sync"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
 // Group commit.
@@ -12,12 +12,9 @@ import (
 // that gave each request a transaction of its own could at best approach
 // the database's own single-row client. Concurrent Claim, Complete and
 // Fail calls of a Ledger therefore share transactions: a call joins the
-// queue of its kind; while fewer than GroupConfig.Workers groups of that
-// kind are in flight, the call starts one at once, taking everything that
-// waits (at most GroupConfig.MaxItems calls); otherwise it waits for the
-// next group to close. A group closes when it is full or when nothing else
-// waits, never on a timer: an idle ledger sends a lone call at once, and
-// under load the groups grow by themselves while the previous ones commit.
+// queue of its kind (package group: at most GroupConfig.Workers groups in
+// flight, at most GroupConfig.MaxItems calls each, a group closes when it
+// is full or when nothing else waits, never on a timer).
 //
 // A group is one round trip and one transaction (claims: one pipelined
 // batch in PostgreSQL's implicit transaction; settles: settleBatch),
@@ -79,99 +76,7 @@ func (c GroupConfig) withDefaults() GroupConfig {
 	return c
 }
 
-// call is one caller's item in a group and, once done is closed, its
-// answer.
-type call[T, R any] struct {
-	ctx  context.Context
-	item T
-	out  R
-	err  error
-	done chan struct{}
-}
-
-func (c *call[T, R]) finish(out R, err error) {
-	c.out, c.err = out, err
-	close(c.done)
-}
-
-// grouper is one kind's queue. It holds no goroutine while idle: the call
-// that finds a free worker slot starts a driver, which runs groups until
-// the queue is empty.
-type grouper[T, R any] struct {
-	cfg GroupConfig
-	// run decides a group; it must finish every call it is given.
-	run func(ctx context.Context, calls []*call[T, R])
-	// observe, when set, is told each group's size.
-	observe func(n int)
-
-	mu      sync.Mutex
-	queue   []*call[T, R]
-	running int
-}
-
-// do adds item to the queue and waits for its answer or for ctx's end.
-func (g *grouper[T, R]) do(ctx context.Context, item T) (R, error) {
-	c := &call[T, R]{ctx: ctx, item: item, done: make(chan struct{})}
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	start := g.running < g.cfg.Workers
-	if start {
-		g.running++
-	}
-	g.mu.Unlock()
-	if start {
-		go g.drive()
-	}
-	select {
-	case <-c.done:
-		return c.out, c.err
-	case <-ctx.Done():
-		// As a statement cut by its context: Unavailable, the outcome
-		// unknown (the group may still decide it), retry the same request.
-		var zero R
-		return zero, DBError(ctx.Err())
-	}
-}
-
-// drive runs groups until the queue is empty, then gives its slot back.
-func (g *grouper[T, R]) drive() {
-	for {
-		g.mu.Lock()
-		var group []*call[T, R]
-		for len(g.queue) > 0 && len(group) < g.cfg.MaxItems {
-			c := g.queue[0]
-			g.queue[0] = nil
-			g.queue = g.queue[1:]
-			if err := c.ctx.Err(); err != nil {
-				var zero R
-				c.finish(zero, DBError(err)) // its caller is gone: left out
-				continue
-			}
-			group = append(group, c)
-		}
-		if len(group) == 0 {
-			g.running--
-			if len(g.queue) == 0 {
-				g.queue = nil // let the backing array go
-			}
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		if g.observe != nil {
-			g.observe(len(group))
-		}
-		if len(group) == 1 {
-			// Alone: on its caller's context, as without grouping (its end
-			// cuts the statement).
-			g.run(group[0].ctx, group)
-			continue
-		}
-		// The group's own bound: no one caller's end cancels its neighbours'
-		// decisions; the values of the first caller's context (a trace)
-		// are kept.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(group[0].ctx), g.cfg.Timeout)
-		g.run(ctx, group)
-		cancel()
-	}
+// groupConfig is c for package group.
+func (c GroupConfig) groupConfig() group.Config {
+	return group.Config{Workers: c.Workers, MaxItems: c.MaxItems, Timeout: c.Timeout}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
 // DBTX is what the Tx forms of the ledger need: a *pgxpool.Pool, a
@@ -86,8 +87,8 @@ type Ledger struct {
 	hints    retryHints // estimates of RetryAfter (hint.go)
 	// claims and settles group concurrent calls (group.go); nil when
 	// grouping is off.
-	claims  *grouper[Request, Result]
-	settles *grouper[settleItem, Settled]
+	claims  *group.Grouper[Request, Result]
+	settles *group.Grouper[settleItem, Settled]
 }
 
 // New returns a Ledger over pool. It fails when a policy is invalid.
@@ -120,8 +121,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 			}
 			return nil
 		}
-		l.claims = &grouper[Request, Result]{cfg: gc, run: l.runClaims, observe: observe("claim")}
-		l.settles = &grouper[settleItem, Settled]{cfg: gc, run: l.runSettles, observe: observe("settle")}
+		l.claims = group.New(gc.groupConfig(), l.runClaims, DBError, observe("claim"))
+		l.settles = group.New(gc.groupConfig(), l.runSettles, DBError, observe("settle"))
 	}
 	return l, nil
 }
@@ -258,7 +259,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
 	if l.claims == nil {
 		return l.claimAlone(ctx, r)
 	}
-	return l.claims.do(ctx, r)
+	return l.claims.Do(ctx, r)
 }
 
 // claimAlone decides the valid claim r with one statement in a
@@ -272,15 +273,15 @@ func (l *Ledger) claimAlone(ctx context.Context, r Request) (Result, error) {
 	return res, err
 }
 
-// runClaims decides a group of valid claims (grouper.run).
-func (l *Ledger) runClaims(ctx context.Context, calls []*call[Request, Result]) {
+// runClaims decides a group of valid claims (the group.Grouper's run).
+func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Result]) {
 	if len(calls) == 1 {
-		calls[0].finish(l.claimAlone(ctx, calls[0].item))
+		calls[0].Finish(l.claimAlone(ctx, calls[0].Item))
 		return
 	}
 	reqs := make([]Request, len(calls))
 	for i, c := range calls {
-		reqs[i] = c.item
+		reqs[i] = c.Item
 	}
 	var recs []Record
 	err := retry(ctx, func() (err error) {
@@ -290,17 +291,17 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*call[Request, Result]) 
 	switch {
 	case err == nil:
 		for i, c := range calls {
-			c.finish(l.result(recs[i]), nil)
+			c.Finish(l.result(recs[i]), nil)
 		}
 	case RetryableDB(err):
 		err = DBError(err)
 		for _, c := range calls {
-			c.finish(Result{}, err)
+			c.Finish(Result{}, err)
 		}
 	default:
 		// Perhaps one claim's statement: each alone, so that it fails alone.
 		for _, c := range calls {
-			c.finish(l.claimAlone(ctx, c.item))
+			c.Finish(l.claimAlone(ctx, c.Item))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
 // Completion is one item of CompleteBatch: what Complete takes.
@@ -135,7 +136,7 @@ func (l *Ledger) settle(ctx context.Context, it settleItem) (Record, error) {
 		s := l.settleAlone(ctx, it)
 		return s.Record, s.Err
 	}
-	s, err := l.settles.do(ctx, it)
+	s, err := l.settles.Do(ctx, it)
 	if err != nil {
 		return Record{}, err
 	}
@@ -166,29 +167,29 @@ func (l *Ledger) settleAlone(ctx context.Context, it settleItem) Settled {
 }
 
 // runSettles decides a group of checked completes and fails
-// (grouper.run), with the rules of runClaims.
-func (l *Ledger) runSettles(ctx context.Context, calls []*call[settleItem, Settled]) {
+// (the group.Grouper's run), with the rules of runClaims.
+func (l *Ledger) runSettles(ctx context.Context, calls []*group.Call[settleItem, Settled]) {
 	if len(calls) == 1 {
-		calls[0].finish(l.settleAlone(ctx, calls[0].item), nil)
+		calls[0].Finish(l.settleAlone(ctx, calls[0].Item), nil)
 		return
 	}
 	items := make([]settleItem, len(calls))
 	for i, c := range calls {
-		items[i] = c.item
+		items[i] = c.Item
 	}
 	out, err := l.settleBatch(ctx, items)
 	switch {
 	case err == nil:
 		for i, c := range calls {
-			c.finish(out[i], nil)
+			c.Finish(out[i], nil)
 		}
 	case RetryableDB(err):
 		for _, c := range calls {
-			c.finish(Settled{}, err)
+			c.Finish(Settled{}, err)
 		}
 	default:
 		for _, c := range calls {
-			c.finish(l.settleAlone(ctx, c.item), nil)
+			c.Finish(l.settleAlone(ctx, c.Item), nil)
 		}
 	}
 }
