@@ -306,27 +306,124 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 	}
 }
 
-// claimPipelined sends the claims of reqs in key order as one pipelined
-// batch, which PostgreSQL runs in one implicit transaction committed at its
-// end (one round trip), and returns their records in reqs order.
+// claimPipelined decides the claims of reqs in one round trip and one
+// transaction: in key order, as few claimManySQL statements as it takes
+// for the keys of each to be distinct (a key claimed twice in the group is
+// decided once per statement, the second on the record the first left, as
+// two transactions would be), pipelined in one batch that PostgreSQL runs
+// in its implicit transaction, committed at its end. It returns their
+// records in reqs order.
+//
+// Every key a later statement locks was locked by the first one already,
+// so a group locks rows in key order, as every other group and batch does.
 func (l *Ledger) claimPipelined(ctx context.Context, reqs []Request) ([]Record, error) {
-	order := keyOrder(reqs)
+	return l.claimMany(ctx, l.pool, reqs)
+}
+
+// batchSender is a pool, a connection or a transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// claimMany sends the claims of reqs on db as claimPipelined describes
+// (on a transaction: inside it) and returns their records in reqs order.
+func (l *Ledger) claimMany(ctx context.Context, db batchSender, reqs []Request) ([]Record, error) {
+	rounds := distinctRounds(reqs, keyOrder(reqs))
 	b := &pgx.Batch{}
-	for _, i := range order {
-		sql, args := l.claimArgs(reqs[i])
-		b.Queue(sql, args...)
+	for _, round := range rounds {
+		b.Queue(claimManySQL, l.claimManyArgs(reqs, round)...)
 	}
 	recs := make([]Record, len(reqs))
-	br := l.pool.SendBatch(ctx, b)
-	for _, i := range order {
-		rec, err := scanRecord(br.QueryRow())
+	br := db.SendBatch(ctx, b)
+	for _, round := range rounds {
+		byKey := make(map[fullKey]int, len(round))
+		for _, i := range round {
+			byKey[reqs[i].parts()] = i
+		}
+		rows, err := br.Query()
 		if err != nil {
 			br.Close()
 			return nil, err
 		}
-		recs[i] = rec
+		n := 0
+		for rows.Next() {
+			rec, err := scanRecord(rows)
+			if err != nil {
+				rows.Close()
+				br.Close()
+				return nil, err
+			}
+			i, ok := byKey[fullKey{rec.Tenant, rec.Source, rec.EventID, rec.Action}]
+			if !ok {
+				rows.Close()
+				br.Close()
+				return nil, fmt.Errorf("claim group: the database returned a record of a key not in the group")
+			}
+			recs[i] = rec
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			br.Close()
+			return nil, err
+		}
+		if n != len(round) {
+			br.Close()
+			return nil, fmt.Errorf("claim group: %d records for %d claims", n, len(round))
+		}
 	}
 	return recs, br.Close()
+}
+
+// fullKey is a claim's key as a comparable value: tenant,
+// source, event id, action.
+type fullKey struct{ Tenant, Source, EventID, Action string }
+
+func (r Request) parts() fullKey {
+	return fullKey{r.Tenant, r.Source, r.EventID, r.Action}
+}
+
+// distinctRounds splits order (indexes of reqs, in key order) into rounds
+// whose keys are distinct, each in key order: the k-th claim of every key
+// goes to round k.
+func distinctRounds(reqs []Request, order []int) [][]int {
+	var rounds [][]int
+	seen := make(map[fullKey]int, len(order))
+	for _, i := range order {
+		k := reqs[i].parts()
+		n := seen[k]
+		seen[k] = n + 1
+		if n == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[n] = append(rounds[n], i)
+	}
+	return rounds
+}
+
+// claimManyArgs returns claimManySQL's arguments for the claims
+// reqs[idx...], in idx order, each with a fresh claim token proposed.
+func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
+	n := len(idx)
+	var (
+		tenant, source, eventID, action, token, policy = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		eventType, hash, objectID, execID, requestID   = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		lease, base, cap                               = make([]float64, n), make([]float64, n), make([]float64, n)
+		version                                        = make([]*int64, n)
+		maxAttempts                                    = make([]int32, n)
+	)
+	for j, i := range idx {
+		r := reqs[i]
+		p := l.Policy(r.Source)
+		tenant[j], source[j], eventID[j], action[j] = r.Tenant, r.Source, r.EventID, r.Action
+		eventType[j], token[j] = nullable(r.EventType), uuid.NewString()
+		lease[j] = r.leaseOr(p).Seconds()
+		hash[j], objectID[j], version[j] = nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion
+		maxAttempts[j], policy[j], execID[j] = int32(p.MaxAttempts), string(r.leasePolicy(p)), nullable(r.ExecutionID)
+		base[j], cap[j], requestID[j] = p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID)
+	}
+	return []any{tenant, source, eventID, action, eventType, token, lease, hash, objectID, version,
+		maxAttempts, policy, execID, base, cap, requestID}
 }
 
 // keyOrder returns the indexes of reqs sorted by key (tenant, source,
@@ -382,16 +479,20 @@ func (l *Ledger) claimValid(ctx context.Context, db DBTX, r Request) (Result, er
 // token proposed for a win.
 func (l *Ledger) claimArgs(r Request) (string, []any) {
 	p := l.Policy(r.Source)
-	lease := r.Lease
-	if lease == 0 {
-		lease = p.DefaultLease
-	}
 	return claimSQL, []any{
 		r.Tenant, r.Source, r.EventID, r.Action, nullable(r.EventType), uuid.NewString(),
-		lease.Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
+		r.leaseOr(p).Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
 		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
 		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
 	}
+}
+
+// leaseOr is the lease r asks for, else the source policy p's default.
+func (r Request) leaseOr(p Policy) time.Duration {
+	if r.Lease == 0 {
+		return p.DefaultLease
+	}
+	return r.Lease
 }
 
 // leasePolicy is the lease policy a win of r stores: r's own, else the
@@ -415,7 +516,8 @@ func (l *Ledger) result(rec Record) Result {
 	return res
 }
 
-// ClaimBatch decides many claim attempts, each on its own, in one round trip.
+// ClaimBatch decides many claim attempts, each on its own, in one round trip
+// (as few multi-row statements as its keys allow, see claimPipelined).
 // reqs must already be valid (see Validate). Results are in request order.
 // Claims are sent in key order, so concurrent batches lock rows in the same
 // order and cannot deadlock; two requests for one key in a batch are
@@ -429,33 +531,17 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	order := keyOrder(reqs)
-	sqls, args := make([]string, len(reqs)), make([][]any, len(reqs))
-	for _, i := range order {
-		sqls[i], args[i] = l.claimArgs(reqs[i])
-	}
-	results := make([]Result, len(reqs))
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{} // a fresh batch per attempt
-		for _, i := range order {
-			b.Queue(sqls[i], args[i]...)
-		}
-		br := tx.SendBatch(ctx, b)
-		for _, i := range order {
-			rec, err := scanRecord(br.QueryRow())
-			if err != nil {
-				br.Close()
-				return err
-			}
-			results[i] = Result{Outcome: rec.LastOutcome, Record: rec}
-		}
-		return br.Close()
+	var recs []Record
+	err := RunTx(ctx, l.pool, func(tx pgx.Tx) (err error) {
+		recs, err = l.claimMany(ctx, tx, reqs)
+		return err
 	})
 	if err != nil {
 		return nil, DBError(err)
 	}
+	results := make([]Result, len(reqs))
 	for i := range results {
-		results[i] = l.result(results[i].Record)
+		results[i] = l.result(recs[i])
 	}
 	return results, nil
 }

@@ -19,79 +19,111 @@ const baseOutcomeExpr = `claim_outcome(cl.state, cl.payload_hash, cl.lease_until
 // outcomeExpr is baseOutcomeExpr, except for the holder asking again: a
 // claim that anyone else would be answered in_progress for (the record is
 // processing, its lease valid, the payload hash not in conflict) and that
-// carries the request id of the claim holding that lease ($16, see
-// migration 00006) is 'won_replayed': the same request, whose answer was
-// lost. It is answered won with the stored claim token; the attempt,
-// token and lease stay as they are (see claimSQL).
-var outcomeExpr = strings.ReplaceAll(`CASE WHEN cl.request_id = $16::text AND {B} = 'in_progress'
+// carries the request id of the claim holding that lease (see migration
+// 00006) is 'won_replayed': the same request, whose answer was lost. It is
+// answered won with the stored claim token; the attempt, token and lease
+// stay as they are (see claimTemplate).
+var outcomeExpr = strings.ReplaceAll(`CASE WHEN cl.request_id = excluded.request_id AND {B} = 'in_progress'
 	THEN 'won_replayed' ELSE {B} END`, "{B}", baseOutcomeExpr)
 
 // newStateExpr is the state after the decision {O}.
 const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown'
 	WHEN 'dead_lettered' THEN 'dead_lettered' WHEN 'stale' THEN 'stale' ELSE cl.state END`
 
-// claimSQL is THE claim: one INSERT … ON CONFLICT … DO UPDATE statement. The
-// unique index on (tenant, source, event_id, action) arbitrates concurrent
-// inserts; for an existing key the conflicting row is locked and the
-// decision (claim_outcome) and its write happen in the same statement. The
-// outcome is stored in last_outcome and returned; the delivery log entry is
-// written by the same statement.
+// claimTemplate is THE claim: one INSERT … ON CONFLICT … DO UPDATE
+// statement over the claims of {ROWS} (one row for claimSQL, up to a
+// group's worth for claimManySQL), whose keys must be distinct (a row
+// cannot be updated twice by one statement). The unique index on (tenant,
+// source, event_id, action) arbitrates concurrent inserts; for an existing
+// key the conflicting row is locked and the decision (claim_outcome) and
+// its write happen in the same statement, for every row on its own. Rows
+// are inserted, and existing ones locked, in ord order (the caller's key
+// order). The outcome is stored in last_outcome and returned; the delivery
+// log entry of every claim is written by the same statement.
 //
-// A winning claim stores its lease policy ($12: the claim's own, else its
+// A winning claim stores its lease policy (the claim's own, else its
 // source's), which governs the lease it won; claim_outcome judges an
 // expired lease by the policy its holder won it under. Any other outcome
 // (a replay included) leaves the stored policy.
 //
-// A winning claim stores its request id ($16, NULL when it has none). A
-// replay (outcomeExpr: the same request again while its lease is valid)
-// changes nothing but last_outcome, which becomes 'won' again: the caller
-// reads the stored claim token, and the log tells the replay from a fresh
-// win by the token (a fresh win stores $6) and records it as won_replayed.
+// A winning claim stores its request id (NULL when it has none; a new
+// record stores it whatever the outcome: a stale record never becomes
+// processing, so there it is inert). A replay (outcomeExpr: the same
+// request again while its lease is valid) changes nothing but
+// last_outcome, which becomes 'won' again: the caller reads the stored
+// claim token, and the log tells the replay from a fresh win by the token
+// (a fresh win stores the proposed one) and records it as won_replayed.
 // Concurrent copies of one request therefore all get the one claim.
 //
-// $1 tenant, $2 source, $3 event_id, $4 action, $5 event_type, $6 new claim
-// token, $7 lease seconds, $8 payload hash, $9 object id, $10 object
-// version, $11 max attempts, $12 lease policy, $13 execution id,
-// $14 backoff base seconds, $15 backoff cap seconds, $16 request id.
-var claimSQL = strings.NewReplacer("{O}", outcomeExpr, "{S}", strings.ReplaceAll(newStateExpr, "{O}", outcomeExpr)).Replace(`
-WITH obj AS (
-	-- The object of the claim: the request's, else the one stored with the
-	-- record at ingest (immutable once set).
-	SELECT COALESCE($9::text, cur.object_id) AS id,
-	       CASE WHEN $9::text IS NOT NULL THEN $10::bigint ELSE cur.object_version END AS version
-	FROM (SELECT 1) one
-	LEFT JOIN claims cur ON cur.tenant = $1 AND cur.source = $2 AND cur.event_id = $3 AND cur.action = $4
+// A plain duplicate of a completed record (see cur below) is answered from
+// the record without locking or rewriting it: only its delivery-log entry
+// is written, so duplicates cost less than fresh claims and never wait for
+// one another.
+//
+// The columns of {ROWS}: ord (the order), tenant, source, event_id,
+// action, event_type, token (the new claim token proposed), lease
+// (seconds), hash (payload hash), object_id, object_version, max_attempts,
+// lease_policy, execution_id, backoff_base, backoff_cap (seconds),
+// request_id. In the DO UPDATE the proposed values are read back from
+// excluded: claim_token is the proposed token and lease_until the proposed
+// lease whenever the outcome can be won (a stale proposal is never won).
+var claimTemplate = strings.NewReplacer("{O}", outcomeExpr, "{S}", strings.ReplaceAll(newStateExpr, "{O}", outcomeExpr)).Replace(`
+WITH i AS (
+	{ROWS}
+), cur AS (
+	-- The record of each claim's key as the statement's snapshot has it,
+	-- and whether the claim is a plain duplicate (i_fast): a completed
+	-- record already answered duplicate, this claim's payload hash equal or
+	-- absent, and nothing it carries (event type, object) missing from the
+	-- record. A completed record stays completed (the claim outcome of a
+	-- completed record is duplicate or conflict, and neither changes it),
+	-- so such a claim is answered from the snapshot without locking or
+	-- rewriting the row: only its delivery-log entry is written (fast).
+	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
+		(cl.state = 'completed' AND cl.last_outcome = 'duplicate'
+		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
+		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
+		 AND (i.object_id IS NULL OR cl.object_id IS NOT NULL)
+		 AND (i.object_version IS NULL OR cl.object_version IS NOT NULL)) AS i_fast,
+		cl.*
+	FROM i JOIN claims cl ON cl.tenant = i.tenant AND cl.source = i.source AND cl.event_id = i.event_id AND cl.action = i.action
 ), req AS (
-	SELECT (obj.id IS NOT NULL AND obj.version IS NOT NULL AND EXISTS (
+	-- Every other claim, with its object: the request's, else the one
+	-- stored with the record at ingest (immutable once set); stale when a
+	-- newer or equal version of it completed.
+	SELECT i.*, (o.id IS NOT NULL AND o.version IS NOT NULL AND EXISTS (
 		SELECT 1 FROM object_versions v
-		WHERE v.tenant = $1 AND v.source = $2 AND v.action = $4 AND v.object_id = obj.id
-		  AND v.last_version >= obj.version
+		WHERE v.tenant = i.tenant AND v.source = i.source AND v.action = i.action AND v.object_id = o.id
+		  AND v.last_version >= o.version
 	)) AS stale
-	FROM obj
+	FROM i
+	LEFT JOIN cur ON cur.i_ord = i.ord
+	CROSS JOIN LATERAL (SELECT COALESCE(i.object_id, cur.object_id) AS id,
+		CASE WHEN i.object_id IS NOT NULL THEN i.object_version ELSE cur.object_version END AS version) o
+	WHERE cur.i_fast IS NOT TRUE
 ), c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
 		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
 		payload_hash, object_id, object_version, claimed_at, created_at, updated_at, request_id)
-	SELECT $1, $2, $3, $4, $5,
-		CASE WHEN req.stale THEN 'stale' ELSE 'processing' END,
-		CASE WHEN req.stale THEN 'stale' ELSE 'won' END,
-		CASE WHEN req.stale THEN 0 ELSE 1 END,
-		$11, $12, $14, $15,
-		CASE WHEN req.stale THEN NULL ELSE $6::uuid END,
-		CASE WHEN req.stale THEN NULL ELSE statement_timestamp() + make_interval(secs => $7) END,
-		$8, $9, $10,
-		CASE WHEN req.stale THEN NULL ELSE statement_timestamp() END,
-		statement_timestamp(), statement_timestamp(),
-		CASE WHEN req.stale THEN NULL ELSE $16::text END
-	FROM req
+	SELECT tenant, source, event_id, action, event_type,
+		CASE WHEN stale THEN 'stale' ELSE 'processing' END,
+		CASE WHEN stale THEN 'stale' ELSE 'won' END,
+		CASE WHEN stale THEN 0 ELSE 1 END,
+		max_attempts, lease_policy, backoff_base, backoff_cap,
+		CASE WHEN stale THEN NULL ELSE token END,
+		CASE WHEN stale THEN NULL ELSE statement_timestamp() + make_interval(secs => lease) END,
+		hash, object_id, object_version,
+		CASE WHEN stale THEN NULL ELSE statement_timestamp() END,
+		statement_timestamp(), statement_timestamp(), request_id
+	FROM req ORDER BY ord
 	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
 		last_outcome    = CASE WHEN {O} = 'won_replayed' THEN 'won' ELSE {O} END,
 		state           = {S},
 		attempt         = cl.attempt + CASE WHEN {O} = 'won' THEN 1 ELSE 0 END,
-		claim_token     = CASE WHEN {O} = 'won' THEN $6::uuid ELSE cl.claim_token END,
-		request_id      = CASE WHEN {O} = 'won' THEN $16::text ELSE cl.request_id END,
-		lease_policy    = CASE WHEN {O} = 'won' THEN $12 ELSE cl.lease_policy END,
-		lease_until     = CASE WHEN {O} = 'won' THEN statement_timestamp() + make_interval(secs => $7) ELSE cl.lease_until END,
+		claim_token     = CASE WHEN {O} = 'won' THEN excluded.claim_token ELSE cl.claim_token END,
+		request_id      = CASE WHEN {O} = 'won' THEN excluded.request_id ELSE cl.request_id END,
+		lease_policy    = CASE WHEN {O} = 'won' THEN excluded.lease_policy ELSE cl.lease_policy END,
+		lease_until     = CASE WHEN {O} = 'won' THEN excluded.lease_until ELSE cl.lease_until END,
 		next_attempt_at = CASE WHEN {O} = 'won' THEN NULL ELSE cl.next_attempt_at END,
 		claimed_at      = CASE WHEN {O} = 'won' THEN statement_timestamp() ELSE cl.claimed_at END,
 		last_error      = CASE WHEN {O} = 'unknown' AND cl.state = 'processing'
@@ -103,12 +135,41 @@ WITH obj AS (
 		conflict_count  = cl.conflict_count + CASE WHEN {O} = 'conflict' THEN 1 ELSE 0 END,
 		updated_at      = CASE WHEN {O} = 'won' OR {S} <> cl.state THEN statement_timestamp() ELSE cl.updated_at END
 	RETURNING *
+), fast AS (
+	SELECT * FROM cur WHERE i_fast
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail)
-	SELECT id, CASE WHEN last_outcome = 'won' AND claim_token <> $6::uuid THEN 'won_replayed' ELSE last_outcome END,
-		attempt, $8, $13, 'request_id=' || $16::text FROM c
+	SELECT c.id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed' ELSE c.last_outcome END,
+		c.attempt, i.hash, i.execution_id, 'request_id=' || i.request_id
+	FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
+	UNION ALL
+	SELECT id, 'duplicate', attempt, i_hash, i_execution_id, 'request_id=' || i_request_id FROM fast
 )
-SELECT ` + recordColumns + ` FROM c`)
+SELECT ` + recordColumns + ` FROM c
+UNION ALL
+SELECT ` + recordColumns + ` FROM fast`)
+
+// claimSQL is claimTemplate for one claim: $1 tenant, $2 source,
+// $3 event_id, $4 action, $5 event_type, $6 new claim token, $7 lease
+// seconds, $8 payload hash, $9 object id, $10 object version, $11 max
+// attempts, $12 lease policy, $13 execution id, $14 backoff base seconds,
+// $15 backoff cap seconds, $16 request id (see claimArgs).
+var claimSQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT 1::bigint AS ord, $1::text AS tenant, $2::text AS source,
+		$3::text AS event_id, $4::text AS action, $5::text AS event_type, $6::uuid AS token,
+		$7::float8 AS lease, $8::text AS hash, $9::text AS object_id, $10::bigint AS object_version,
+		$11::int AS max_attempts, $12::text AS lease_policy, $13::text AS execution_id,
+		$14::float8 AS backoff_base, $15::float8 AS backoff_cap, $16::text AS request_id`, 1)
+
+// claimManySQL is claimTemplate for many claims of distinct keys, one
+// array per column of claimSQL's parameters, in the same order ($1
+// tenants … $16 request ids, all of one length; see claimManyArgs); the
+// rows are taken in array order.
+var claimManySQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+		$5::text[], $6::uuid[], $7::float8[], $8::text[], $9::text[], $10::bigint[], $11::int[],
+		$12::text[], $13::text[], $14::float8[], $15::float8[], $16::text[])
+		WITH ORDINALITY AS u(tenant, source, event_id, action, event_type, token, lease, hash,
+		object_id, object_version, max_attempts, lease_policy, execution_id, backoff_base,
+		backoff_cap, request_id, ord)`, 1)
 
 // completeSQL moves a processing (or unknown) record to completed when the
 // token is current, records the object version for out-of-order protection

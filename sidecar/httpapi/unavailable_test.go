@@ -196,7 +196,7 @@ func TestLostConnectionIsUnavailableAndTheRetryIsAnswered(t *testing.T) {
 		o.keyTTL = 0
 	})
 	const (
-		claimStmt    = "WITH obj AS ("
+		claimStmt    = "INSERT INTO claims AS cl"
 		completeStmt = "UPDATE claims SET state = 'completed'"
 		failStmt     = "SELECT id, 'failed_' || $4"
 		extendStmt   = "'lease_extended'"
