@@ -294,6 +294,9 @@ type child struct {
 	ticks   uint64 // own + reaped children
 	first   uint64 // at the start of the measurement (0: born during it)
 	foreign bool
+	// settled once the title is PostgreSQL's ("postgres: …"): a backend
+	// just forked still bears the postmaster's command line.
+	settled bool
 }
 
 // pgSample is one walk of the server tree.
@@ -375,11 +378,15 @@ func (w *pgWatch) note(smp pgSample, initial bool) {
 	for k, ticks := range smp.children {
 		c := w.seen[k]
 		if c == nil {
-			c = &child{foreign: foreignBackend(procTitle(k.pid), w.s.dbName)}
+			c = &child{}
 			if initial {
 				c.first = ticks
 			}
 			w.seen[k] = c
+		}
+		if !c.settled {
+			title := procTitle(k.pid)
+			c.foreign, c.settled = foreignBackend(title, w.s.dbName), strings.HasPrefix(title, "postgres:")
 		}
 		c.ticks = ticks
 	}

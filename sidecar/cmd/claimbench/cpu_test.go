@@ -187,3 +187,13 @@ func TestPgServerCPU(t *testing.T) {
 	require.Greater(t, c.foreign, uint64(0), "the other database's busy backend")
 	require.GreaterOrEqual(t, c.total, c.foreign)
 }
+
+// Without a local backend of the database, the server's CPU is n/a with a
+// reason, never an error of the run.
+func TestFindPgServerSaysWhyNot(t *testing.T) {
+	t.Parallel()
+	_, err := findPgServer(1<<30, "claimbench_0123456789ab") // above pid_max
+	require.ErrorContains(t, err, "not readable in /proc (remote server or another pid namespace)")
+	_, err = findPgServer(os.Getpid(), "claimbench_0123456789ab") // a process, not a backend of it
+	require.ErrorContains(t, err, "is not this database's backend")
+}

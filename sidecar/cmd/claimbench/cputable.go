@@ -9,16 +9,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// newCPUMeter prepares the CPU measurement of the claims cells: claimd's
-// pid and the server's process tree, found through this database's own
-// backend. It never fails: what cannot be measured is reported as n/a.
+// newCPUMeter prepares the CPU measurement of the claims cells.
 func (b *bench) newCPUMeter(ctx context.Context) *cpuMeter {
+	return newCPUMeter(ctx, b.sidecar, b.dbURL)
+}
+
+// newCPUMeter prepares a CPU measurement of sc's claimd (nil: none) and of
+// the server of dbURL (a libpq URL of the benchmark database), whose
+// process tree is found through that database's own backend. It never
+// fails: what cannot be measured is reported as n/a. Per cell:
+// mark := m.start(); …; c := mark.end().
+func newCPUMeter(ctx context.Context, sc *sidecar, dbURL string) *cpuMeter {
 	m := &cpuMeter{}
 	m.hz, m.hzSource = clockTicks()
-	if b.sidecar != nil && b.sidecar.cmd.Process != nil {
-		m.claimd = b.sidecar.cmd.Process.Pid
+	if sc != nil && sc.cmd.Process != nil {
+		m.claimd = sc.cmd.Process.Pid
 	}
-	conn, err := pgx.Connect(ctx, b.dbURL)
+	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		m.pgNA = "cannot connect to find the server's processes: " + err.Error()
 		return m
@@ -82,7 +89,6 @@ func (m *cpuMeter) print(w io.Writer, rows []cpuRow) {
 	var foreign, total uint64
 	var errs []string
 	for _, r := range rows {
-		var claimd *time.Duration = r.sidecar.claimd
 		self := r.sidecar.self
 		spg, sus, sb := m.pgPerClaim(r.sidecar, r.sidecarClaims)
 		ppg, pus, pb := m.pgPerClaim(r.pgbench, r.pgbenchClaims)
@@ -101,7 +107,7 @@ func (m *cpuMeter) print(w io.Writer, rows []cpuRow) {
 			}
 		}
 		fmt.Fprintf(w, "%-11s %5d | %8s %8s %8s | %8s %8s | %8s\n", r.workload, r.conc,
-			usPerClaim(claimd, r.sidecarClaims), spg, usPerClaim(&self, r.sidecarClaims),
+			usPerClaim(r.sidecar.claimd, r.sidecarClaims), spg, usPerClaim(&self, r.sidecarClaims),
 			ppg, usPerClaim(r.pgbenchClient, r.pgbenchClaims), ratio)
 	}
 	fmt.Fprintf(w, "\nclaimd: its process (all threads); PG: the whole server (postmaster, backends, walwriter,\n"+
