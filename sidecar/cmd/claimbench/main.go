@@ -38,8 +38,9 @@
 // sidecar's throughput divided by pgbench's.
 //
 // A second table gives the CPU time per claim (µs of user+sys per claim
-// decided; batch: per item) of every cell, which varies far less than
-// claims/s on a small, shared machine (cpu.go, cputable.go):
+// decided; batch: per item) of every cell, which varies less than
+// claims/s on a small, shared machine, though contention still raises it
+// (cpu.go, cputable.go):
 //
 //   - claimd: utime+stime of /proc/<pid>/stat (all threads of the
 //     process), before and after the cell;
