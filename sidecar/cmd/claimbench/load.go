@@ -26,6 +26,8 @@ type result struct {
 	firstErr string
 	// lat holds every request's latency, sorted.
 	lat []time.Duration
+	// clientCPU is pgbench's user+sys time (pgbench cells only).
+	clientCPU time.Duration
 }
 
 // pct returns the p-quantile (nearest rank) of the sorted latencies.
@@ -79,6 +81,8 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 	// Warm-up (not reported): opens the sidecar's pool connections and
 	// prepares its statements.
 	b.httpCell(ctx, workloads[0], min(16, maxConc), time.Second)
+	meter := b.newCPUMeter(ctx)
+	var cpuRows []cpuRow
 
 	fmt.Fprintf(out, "\n%-11s %5s | %10s %8s %8s %8s %4s | %10s %8s %8s %8s %4s | %6s\n",
 		"", "", "sidecar", "", "", "", "", "pgbench", "", "", "", "", "")
@@ -90,10 +94,14 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			mark := meter.start()
 			sr := b.httpCell(ctx, w, c, b.s.duration)
+			row := cpuRow{workload: w.name, conc: c, sidecar: mark.end(), sidecarClaims: sr.requests * w.items}
 			pgb := fmt.Sprintf("%42s", "n/a (pgbench failed, see below)")
 			ratio := "-"
+			mark = meter.start()
 			pr, err := b.pgbenchCell(ctx, w, c)
+			row.pgbench = mark.end()
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
@@ -104,7 +112,9 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 				if pr.throughput > 0 {
 					ratio = fmt.Sprintf("%.2f", sr.throughput/pr.throughput)
 				}
+				row.pgbenchClaims, row.pgbenchClient = pr.requests*w.items, &pr.clientCPU
 			}
+			cpuRows = append(cpuRows, row)
 			fmt.Fprintf(out, "%-11s %5d | %10.0f %8.2f %8.2f %8d %4d | %s | %6s\n",
 				w.name, c, sr.throughput, ms(sr.pct(0.50)), ms(sr.pct(0.99)), sr.requests, sr.errors, pgb, ratio)
 			if sr.firstErr != "" {
@@ -119,6 +129,7 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 	for _, n := range notes {
 		fmt.Fprintln(out, n)
 	}
+	meter.print(out, cpuRows)
 	return nil
 }
 

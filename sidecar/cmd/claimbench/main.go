@@ -37,6 +37,43 @@
 // is per request (per pgbench transaction), p50 and p99. ratio is the
 // sidecar's throughput divided by pgbench's.
 //
+// A second table gives the CPU time per claim (µs of user+sys per claim
+// decided; batch: per item) of every cell, which varies less than
+// claims/s on a small, shared machine, though contention still raises it
+// (cpu.go, cputable.go):
+//
+//   - claimd: utime+stime of /proc/<pid>/stat (all threads of the
+//     process), before and after the cell;
+//   - PG, on the sidecar side and on the pgbench side alike: the whole
+//     server's process tree, found from this database's backend
+//     (pg_backend_pid(); its parent is the postmaster): the postmaster's
+//     utime+stime+cutime+cstime plus those of every live child, before and
+//     after the cell. cutime/cstime hold reaped children, so backends that
+//     exit during the cell (pgbench's connections) keep their time; the
+//     shared processes (walwriter, checkpointer, …) count on both sides. A
+//     poller samples the children every 100 ms during the cell and
+//     subtracts the time of client backends of other databases (their
+//     process titles name another database); a cell where those used 5%
+//     or more of the server's CPU is marked *. When the server's
+//     processes are not this machine's (remote server, another pid
+//     namespace) PG is n/a, with the reason once;
+//   - client: this process's getrusage (the HTTP clients, the poller, the
+//     Go runtime) on the sidecar side; pgbench's rusage at exit (os/exec)
+//     on the pgbench side. The pgbench side includes opening its
+//     connections (the sidecar's pool is warm) and, as pgbench -M prepared
+//     prepares each command of the script on each connection, the planning
+//     of the first executions, which dominates short batch cells;
+//   - PG ratio: PG µs/claim under the sidecar divided by under pgbench.
+//
+// /proc/<pid>/stat counts in clock ticks (USER_HZ, 100 on every Linux
+// architecture): the rate is read where sysconf(_SC_CLK_TCK) reads it,
+// the AT_CLKTCK entry of /proc/self/auxv, 100 if absent. The resolution is
+// one tick (10 ms) per process per reading: fine for cells of seconds.
+//
+// When the 1-minute load average at start (/proc/loadavg, read before
+// claimd is built) is above half the CPUs, a warning line says so: figures
+// will be noisy. It never refuses the run nor changes the exit status.
+//
 // Then the ingest section (unless -ingest=false): the first claimd is
 // stopped and a second one started on the same database with a sources
 // file holding one standard-webhooks source, whose dispatcher (on)
@@ -183,7 +220,15 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Read before the build of claimd, which loads the machine itself.
+	loadWarn := startLoadWarning(runtime.NumCPU())
+	printLoadWarn := func() {
+		if loadWarn != "" {
+			fmt.Fprintln(os.Stdout, loadWarn)
+		}
+	}
 	if s.hashOnly {
+		printLoadWarn()
 		return runHash(os.Stdout, hashCallBudget)
 	}
 	serverURL := os.Getenv("DATABASE_URL")
@@ -194,6 +239,7 @@ func run(ctx context.Context, args []string) error {
 		return errors.New("set DATABASE_URL or TEST_DATABASE_URL (a postgres:// URL; the benchmark creates and drops its own database on that server)")
 	}
 	if s.retentionOnly {
+		printLoadWarn()
 		return runRetention(ctx, os.Stdout, serverURL, s)
 	}
 	if _, err := exec.LookPath("pgbench"); err != nil {
@@ -232,6 +278,7 @@ func run(ctx context.Context, args []string) error {
 	defer sc.stop()
 
 	env.print(os.Stdout, s)
+	printLoadWarn()
 	script, defs, err := stmt.pgbenchScript(1, freshKeyMax)
 	if err != nil {
 		return err

@@ -161,6 +161,9 @@ func (p pgbenchRun) run(ctx context.Context) (result, error) {
 		return result{}, fmt.Errorf("pgbench %s: %v: %s", p.label, err, pgbenchErrors(out))
 	}
 	var r result
+	if ps := cmd.ProcessState; ps != nil {
+		r.clientCPU = ps.UserTime() + ps.SystemTime()
+	}
 	m := tpsRe.FindSubmatch(out)
 	if m == nil {
 		return result{}, fmt.Errorf("pgbench %s: no tps in its output:\n%s", p.label, out)
