@@ -47,7 +47,7 @@ type GroupConfig struct {
 	// Workers is how many groups of one kind (claims; completes and fails)
 	// may be in flight at once, each on a connection of its own; 0 turns
 	// grouping off (every call its own transaction). Default (negative or
-	// unset through DefaultGroupConfig): 4.
+	// unset through DefaultGroupConfig): 2.
 	Workers int
 	// MaxItems bounds the calls of one group (and so the rows it locks);
 	// default 64.
@@ -59,7 +59,7 @@ type GroupConfig struct {
 
 // DefaultGroupConfig is group commit as claimd runs it by default.
 func DefaultGroupConfig() GroupConfig {
-	return GroupConfig{Workers: 4, MaxItems: 64, Timeout: 10 * time.Second}
+	return GroupConfig{Workers: 2, MaxItems: 64, Timeout: 10 * time.Second}
 }
 
 func (c GroupConfig) withDefaults() GroupConfig {

@@ -31,7 +31,10 @@
 // parameters the ledger sends for that claim. The statement is captured
 // from the ledger itself (a pgx query tracer around one claim), so the
 // pgbench script cannot drift from the code. The batch pgbench script
-// sends BEGIN, -batch claims and COMMIT in one pipeline, as the ledger does.
+// sends BEGIN, -batch single-row claims and COMMIT in one pipeline: what
+// the database's own client does with one statement per claim (the
+// ledger itself decides a batch, and a group of concurrent claims, with
+// one multi-row statement per round of distinct keys).
 //
 // Throughput is claims per second (items per second for batches); latency
 // is per request (per pgbench transaction), p50 and p99. ratio is the

@@ -38,7 +38,7 @@ var paramRe = regexp.MustCompile(`\$(\d+)`)
 // :k drawn by \set before each statement; :src and :tok given with -D),
 // the constants -D variables, and NULL and empty-string arguments SQL
 // literals (pgbench variables can be neither). items > 1 sends BEGIN,
-// items statements and COMMIT in one pipeline, as the ledger's batch does.
+// items single-row statements and COMMIT in one pipeline.
 // It returns the script and the -D definitions of the constants.
 func (st *statement) pgbenchScript(items int, keyMax int64) (string, []string, error) {
 	var defs []string
