@@ -44,6 +44,12 @@ type settleItem struct {
 	order string
 	sql   string
 	args  []any
+	// op, ref, text and jitter are the item as a row of settleManySQL
+	// (op: "complete" or the fail kind).
+	op     string
+	ref    *string
+	text   string
+	jitter float64
 	// replayed reports whether cur, the record after the guard matched no
 	// row, is as this very report left it (an idempotent repeat).
 	replayed func(cur Record) bool
@@ -85,6 +91,7 @@ func (l *Ledger) completion(tenant string, c Completion) settleItem {
 	}
 	token := c.Token
 	it.args = []any{c.ID, tenant, c.Token, nullable(c.ResultRef), nil}
+	it.op, it.ref = "complete", nullable(c.ResultRef)
 	it.replayed = func(cur Record) bool { return cur.State == StateCompleted && cur.token == token }
 	it.done = func(rec Record) {
 		if rec.ClaimedAt != nil && rec.CompletedAt != nil {
@@ -120,7 +127,8 @@ func (l *Ledger) failure(tenant string, f Failure) settleItem {
 	}
 	msg := failText(f.Error)
 	token, kind := f.Token, f.Kind
-	it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, l.jitter(), nil}
+	it.op, it.text, it.jitter = string(f.Kind), msg, l.jitter()
+	it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, it.jitter, nil}
 	it.replayed = func(cur Record) bool { return failedAs(cur, token, kind, msg) }
 	it.done = func(rec Record) { l.obs.Failed(rec.Source, kind) }
 	return it
@@ -201,9 +209,12 @@ func failText(msg string) string {
 }
 
 // settleBatch runs the writes of the items without an error in one
-// transaction, in id order, pipelined (one round trip), then reads the
-// records whose guard matched no row (second round trip, same
-// transaction) to tell a replay from a lost lease or a missing record.
+// transaction, in id order: one settleManySQL statement per round of
+// distinct ids (a record reported twice is decided twice, the second time
+// on what the first left, as two transactions would), pipelined (one
+// round trip); then it reads the records whose guard matched no row
+// (second round trip, same transaction) to tell a replay from a lost
+// lease or a missing record.
 func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled, error) {
 	out := make([]Settled, len(items))
 	var order []int
@@ -223,22 +234,39 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 	moved := make([]bool, len(items))
 	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		var missed []int
+		rounds := distinctIDRounds(items, order)
 		b := &pgx.Batch{}
-		for _, i := range order {
-			b.Queue(items[i].sql, items[i].args...)
+		for _, round := range rounds {
+			b.Queue(settleManySQL, settleManyArgs(items, round)...)
 		}
 		br := tx.SendBatch(ctx, b)
-		for _, i := range order {
-			rec, err := scanRecord(br.QueryRow())
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				missed = append(missed, i)
-				moved[i] = false
-			case err != nil:
+		for _, round := range rounds {
+			got := make(map[string]Record, len(round))
+			rows, err := br.Query()
+			if err == nil {
+				for rows.Next() {
+					rec, err := scanRecord(rows)
+					if err != nil {
+						rows.Close()
+						br.Close()
+						return err
+					}
+					got[rec.ID] = rec
+				}
+				rows.Close()
+				err = rows.Err()
+			}
+			if err != nil {
 				br.Close()
 				return err
-			default:
-				out[i], moved[i] = Settled{Record: rec}, true
+			}
+			for _, i := range round {
+				if rec, ok := got[items[i].order]; ok {
+					out[i], moved[i] = Settled{Record: rec}, true
+				} else {
+					missed = append(missed, i)
+					moved[i] = false
+				}
 			}
 		}
 		if err := br.Close(); err != nil {
@@ -277,4 +305,39 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 		}
 	}
 	return out, nil
+}
+
+// distinctIDRounds splits order (indexes of items, in id order) into
+// rounds of distinct record ids, each in id order: the k-th report of
+// every record goes to round k, so every record a later round locks was
+// locked by the first.
+func distinctIDRounds(items []settleItem, order []int) [][]int {
+	var rounds [][]int
+	seen := make(map[string]int, len(order))
+	for _, i := range order {
+		n := seen[items[i].order]
+		seen[items[i].order] = n + 1
+		if n == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[n] = append(rounds[n], i)
+	}
+	return rounds
+}
+
+// settleManyArgs returns settleManySQL's arguments for items[idx...].
+func settleManyArgs(items []settleItem, idx []int) []any {
+	n := len(idx)
+	ids, tenants, tokens, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	refs, texts, execs := make([]*string, n), make([]*string, n), make([]*string, n)
+	jitters := make([]float64, n)
+	for j, i := range idx {
+		it := items[i]
+		ids[j], tenants[j], tokens[j], ops[j] = it.order, it.tenant, it.token, it.op
+		refs[j], jitters[j] = it.ref, it.jitter
+		if it.op != "complete" {
+			texts[j] = &it.text
+		}
+	}
+	return []any{ids, tenants, tokens, ops, refs, texts, jitters, execs}
 }

@@ -192,6 +192,54 @@ WITH c AS (
 )
 SELECT ` + recordColumns + ` FROM c`
 
+// settleManySQL is completeSQL and failSQL for many records at once, one
+// row per report, of distinct ids, in array order: $1 ids, $2 tenants,
+// $3 tokens, $4 ops ('complete', or the fail kind: 'retryable',
+// 'permanent', 'unknown'), $5 result refs (completes), $6 error texts
+// (fails), $7 jitters in [0,1) (fails), $8 execution ids (fails by
+// execution; NULL otherwise). Each row is decided exactly as its own
+// statement decides it: the same guard (token current; processing, or
+// unknown for a complete), the same new state, the same delivery-log
+// entry; object versions of the completed records are recorded, the
+// highest per object. A report whose guard matched no row returns
+// nothing (the caller tells a repeat from a lost lease).
+const settleManySQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[],
+		$7::float8[], $8::text[]) WITH ORDINALITY AS u(id, tenant, token, op, result_ref, error, jitter, execution_id, ord)
+), c AS (
+	UPDATE claims cl SET
+		state = CASE WHEN u.op = 'complete' THEN 'completed'
+		             WHEN u.op = 'permanent' THEN 'dead_lettered'
+		             WHEN u.op = 'unknown' THEN 'unknown'
+		             WHEN cl.attempt >= cl.max_attempts THEN 'dead_lettered'
+		             ELSE 'retryable_failed' END,
+		result_ref = CASE WHEN u.op = 'complete' THEN u.result_ref ELSE cl.result_ref END,
+		completed_at = CASE WHEN u.op = 'complete' THEN statement_timestamp() ELSE cl.completed_at END,
+		next_attempt_at = CASE WHEN u.op = 'retryable' AND cl.attempt < cl.max_attempts
+			THEN statement_timestamp() + make_interval(secs =>
+				u.jitter * LEAST(cl.backoff_cap, cl.backoff_base * power(2, cl.attempt - 1)))
+			END,
+		last_error = CASE WHEN u.op = 'complete' THEN cl.last_error ELSE u.error END,
+		lease_until = NULL, updated_at = statement_timestamp()
+	FROM u
+	WHERE cl.id = u.id AND cl.tenant = u.tenant AND cl.claim_token = u.token
+	  AND (cl.state = 'processing' OR (u.op = 'complete' AND cl.state = 'unknown'))
+	RETURNING cl.*, u.op AS u_op, u.error AS u_error, u.execution_id AS u_execution_id
+), v AS (
+	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
+	SELECT tenant, source, action, object_id, max(object_version) FROM c
+	WHERE u_op = 'complete' AND object_id IS NOT NULL AND object_version IS NOT NULL
+	GROUP BY tenant, source, action, object_id
+	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
+	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, execution_id)
+	SELECT id, CASE WHEN u_op = 'complete' THEN 'completed' ELSE 'failed_' || u_op END, attempt,
+		CASE WHEN u_op = 'complete' THEN NULL ELSE u_error END, u_execution_id FROM c
+)
+SELECT ` + recordColumns + ` FROM c`
+
 // failSQL records a failed attempt. $4 kind, $5 error text, $6 jitter in [0,1),
 // $7 the execution id that FailExecution failed it for (NULL for a Fail by
 // token), kept in the delivery-log entry.
