@@ -162,6 +162,12 @@ func (b *bench) httpCell(ctx context.Context, w workload, conc int, d time.Durat
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 			wr := &results[i]
+			wc, err := newWireClient(b.sidecar.url, b.sidecar.key)
+			if err != nil {
+				wr.errors, wr.firstErr = 1, err.Error()
+				return
+			}
+			defer wc.close()
 			var body []byte
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				body = body[:0]
@@ -178,7 +184,7 @@ func (b *bench) httpCell(ctx context.Context, w workload, conc int, d time.Durat
 					body = append(body, "]}"...)
 				}
 				t0 := time.Now()
-				status, resp, err := b.post(ctx, path, body)
+				status, resp, err := wc.post(ctx, path, body)
 				lat := time.Since(t0)
 				switch {
 				case err != nil:
