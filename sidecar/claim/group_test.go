@@ -363,3 +363,64 @@ func TestGroupSharesADatabaseWideError(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM claims WHERE event_id LIKE 'evt_ro_%'`).Scan(&n))
 	require.Zero(t, n)
 }
+
+// A caller whose context ends while its group is in flight is answered at
+// once as a statement cut by its context (Unavailable, outcome unknown);
+// the group goes on and commits its neighbours' claims and its own, and
+// the same request again (its request id) gets that win back.
+func TestCallerCancelledInsideAGroupInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 20 })
+	sizes := newGroupSizes()
+	l := groupLedger(t, pool, sizes, claim.GroupConfig{Workers: 1, MaxItems: 64})
+	blocker, err := l.Claim(ctx, req("a", "evt_blocker"))
+	require.NoError(t, err)
+	h := holdTheWorker(t, ctx, pool, l)
+
+	// The group to come will wait for a second lock of the test's.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	var lockerPID int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
+	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, blocker.ID)
+	require.NoError(t, err)
+
+	mine := req("a", "evt_mine")
+	mine.RequestID = "exec-9:Claim:0:0"
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mineErr := make(chan error, 1)
+	go func() { _, err := l.Claim(cctx, mine); mineErr <- err }()
+	type answer struct {
+		res claim.Result
+		err error
+	}
+	neighbour, again := make(chan answer, 1), make(chan answer, 1)
+	go func() { r, err := l.Claim(ctx, req("a", "evt_neighbour")); neighbour <- answer{r, err} }()
+	go func() { r, err := l.Claim(ctx, req("a", "evt_blocker")); again <- answer{r, err} }()
+	waitUntil(t, "three calls to queue", func() bool { n, _ := l.Queued(); return n == 3 })
+	require.Equal(t, claim.InProgress, h.release().Outcome)
+	waitBlockedBy(t, ctx, pool, lockerPID, "the group of three")
+
+	cancel()
+	err = <-mineErr
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, apperr.Unavailable, apperr.As(err).Code, "503, outcome unknown: retry the same request")
+	require.NoError(t, tx.Rollback(ctx))
+	n := <-neighbour
+	require.NoError(t, n.err)
+	require.Equal(t, claim.Won, n.res.Outcome, "the neighbours' claims are decided")
+	a := <-again
+	require.NoError(t, a.err)
+	require.Equal(t, claim.InProgress, a.res.Outcome)
+	require.Contains(t, sizes.of("claim"), 3)
+
+	var stored string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT claim_token::text FROM claims WHERE event_id = 'evt_mine'`).Scan(&stored))
+	res, err := l.Claim(ctx, mine)
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, res.Outcome, "the same request gets its win back")
+	require.Equal(t, stored, res.Token)
+	require.Equal(t, 1, res.Attempt)
+}
