@@ -59,12 +59,7 @@ func holdTheWorker(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *cla
 	t.Helper()
 	first, err := l.Claim(ctx, req("a", "evt_held"))
 	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	var lockerPID int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, first.ID)
-	require.NoError(t, err)
+	lockerPID, unlock := lockRecord(t, ctx, pool, first.ID)
 	answer := make(chan claim.Result, 1)
 	go func() {
 		r, err := l.Claim(ctx, req("a", "evt_held"))
@@ -75,9 +70,21 @@ func holdTheWorker(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *cla
 	}()
 	waitBlockedBy(t, ctx, pool, lockerPID, "the held claim")
 	return held{release: func() claim.Result {
-		require.NoError(t, tx.Rollback(ctx))
+		unlock()
 		return <-answer
 	}}
+}
+
+// lockRecord locks the row of record id in a transaction of the test
+// until unlock; lockerPID is that session's backend.
+func lockRecord(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id string) (lockerPID int, unlock func()) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
+	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, id)
+	require.NoError(t, err)
+	return lockerPID, func() { t.Helper(); require.NoError(t, tx.Rollback(ctx)) }
 }
 
 // waitBlockedBy waits until a session of the test database waits for a
@@ -274,12 +281,7 @@ func TestGroupedSettlesEachGetTheirOwnAnswer(t *testing.T) {
 	require.Equal(t, claim.StateCompleted, done.State)
 
 	// Hold the settle worker: a Complete waits for the test's row lock.
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	var lockerPID int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, wins[0].ID)
-	require.NoError(t, err)
+	lockerPID, unlock := lockRecord(t, ctx, pool, wins[0].ID)
 	type answer struct {
 		rec claim.Record
 		err error
@@ -306,7 +308,7 @@ func TestGroupedSettlesEachGetTheirOwnAnswer(t *testing.T) {
 	_, err = l.Complete(ctx, "a", "not-a-uuid", wins[1].Token, "x")
 	require.Error(t, err, "an invalid call is answered at once")
 	waitUntil(t, "the settles to queue", func() bool { _, n := l.Queued(); return n == 6 })
-	require.NoError(t, tx.Rollback(ctx))
+	unlock()
 
 	a := <-heldA
 	require.NoError(t, a.err)
@@ -379,12 +381,7 @@ func TestCallerCancelledInsideAGroupInFlight(t *testing.T) {
 	h := holdTheWorker(t, ctx, pool, l)
 
 	// The group to come will wait for a second lock of the test's.
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	var lockerPID int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, blocker.ID)
-	require.NoError(t, err)
+	lockerPID, unlock := lockRecord(t, ctx, pool, blocker.ID)
 
 	mine := req("a", "evt_mine")
 	mine.RequestID = "exec-9:Claim:0:0"
@@ -407,7 +404,7 @@ func TestCallerCancelledInsideAGroupInFlight(t *testing.T) {
 	err = <-mineErr
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, apperr.Unavailable, apperr.As(err).Code, "503, outcome unknown: retry the same request")
-	require.NoError(t, tx.Rollback(ctx))
+	unlock()
 	n := <-neighbour
 	require.NoError(t, n.err)
 	require.Equal(t, claim.Won, n.res.Outcome, "the neighbours' claims are decided")

@@ -40,12 +40,7 @@ func TestGroupedSettlesInOneStatement(t *testing.T) {
 	v3, v5 := win("evt_v3", 3), win("evt_v5", 5)
 
 	// Hold the settle worker on a row lock of the test.
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	var lockerPID int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, held.ID)
-	require.NoError(t, err)
+	lockerPID, unlock := lockRecord(t, ctx, pool, held.ID)
 	type answer struct {
 		rec claim.Record
 		err error
@@ -69,7 +64,7 @@ func TestGroupedSettlesInOneStatement(t *testing.T) {
 	chBothC, chBothF := complete(both, "inv_b"), fail(both, claim.Permanent, "550")
 	ch3, ch5 := complete(v5, "inv_5"), complete(v3, "inv_3")
 	waitUntil(t, "the settles to queue", func() bool { _, n := l.Queued(); return n == 8 })
-	require.NoError(t, tx.Rollback(ctx))
+	unlock()
 	require.NoError(t, (<-heldDone).err)
 
 	a := <-chRetry
