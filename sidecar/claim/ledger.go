@@ -89,6 +89,7 @@ type Ledger struct {
 	// grouping is off.
 	claims  *group.Grouper[Request, Result]
 	settles *group.Grouper[settleItem, Settled]
+	group   GroupConfig // as New resolved it
 }
 
 // New returns a Ledger over pool. It fails when a policy is invalid.
@@ -114,6 +115,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	if cfg.Group != nil {
 		gc = cfg.Group.withDefaults()
 	}
+	l.group = gc
 	if gc.Workers > 0 {
 		observe := func(kind string) func(int) {
 			if o, ok := l.obs.(GroupObserver); ok {
@@ -126,6 +128,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	}
 	return l, nil
 }
+
+// GroupConfig is the ledger's group commit setting as New resolved it
+// (defaults filled in; Workers 0 when grouping is off), for other groups
+// of the process (ingest receipts) to follow.
+func (l *Ledger) GroupConfig() GroupConfig { return l.group }
 
 // SetPolicies replaces the per-source policies (for example on a
 // configuration reload). Records keep the attempt cap and backoff they were
@@ -310,7 +317,7 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 // batch, which PostgreSQL runs in one implicit transaction committed at its
 // end (one round trip), and returns their records in reqs order.
 func (l *Ledger) claimPipelined(ctx context.Context, reqs []Request) ([]Record, error) {
-	order := keyOrder(reqs)
+	order := KeyOrder(reqs)
 	b := &pgx.Batch{}
 	for _, i := range order {
 		sql, args := l.claimArgs(reqs[i])
@@ -329,9 +336,12 @@ func (l *Ledger) claimPipelined(ctx context.Context, reqs []Request) ([]Record, 
 	return recs, br.Close()
 }
 
-// keyOrder returns the indexes of reqs sorted by key (tenant, source,
-// event id, action), stable: the order every batch and group locks rows in.
-func keyOrder(reqs []Request) []int {
+// KeyOrder returns the indexes of reqs sorted by key (tenant, source,
+// event id, action), stable (two requests for one key keep their order):
+// the order every batch and group locks claims rows in. A transaction
+// that writes claims rows of several keys writes them in this order, so
+// that it never deadlocks with a batch or group of the ledger.
+func KeyOrder(reqs []Request) []int {
 	order := make([]int, len(reqs))
 	for i := range order {
 		order[i] = i
@@ -429,7 +439,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	order := keyOrder(reqs)
+	order := KeyOrder(reqs)
 	sqls, args := make([]string, len(reqs)), make([][]any, len(reqs))
 	for _, i := range order {
 		sqls[i], args[i] = l.claimArgs(reqs[i])

@@ -74,6 +74,10 @@ type Options struct {
 	PollInterval time.Duration
 	// RiverLogger receives River's own log records; default none.
 	RiverLogger *slog.Logger
+	// Group sets group commit of Receive (group.go); nil follows the
+	// Ledger's (claim.Ledger.GroupConfig), Workers 0 turns it off (every
+	// delivery its own transaction).
+	Group *claim.GroupConfig
 }
 
 // New builds the inbox and its River client. Call Start to run dispatch
@@ -99,6 +103,11 @@ func New(o Options) (*Inbox, error) {
 		cfg.Sources = map[string]*Source{}
 	}
 	in.cfg.Store(&cfg)
+	gc := o.Ledger.GroupConfig()
+	if o.Group != nil {
+		gc = *o.Group
+	}
+	in.receipts = in.newReceiptGrouper(gc)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{in: in})
 	rc := &river.Config{
