@@ -107,7 +107,7 @@ func New(o Options) (*Inbox, error) {
 	if o.Group != nil {
 		gc = *o.Group
 	}
-	in.receipts = in.newReceiptGrouper(gc)
+	in.newGroupers(gc)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{in: in})
 	rc := &river.Config{
@@ -375,22 +375,17 @@ type stored struct {
 // delivery-log row, and resumes when the source is configured again.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	in := w.in
-	var st stored
-	var hdr []byte
-	err := in.pool.QueryRow(ctx, `SELECT c.tenant, c.source, c.event_id, COALESCE(c.event_type, ''), e.content_type,
-		e.dispatch_state, e.body, e.headers, e.dispatch_attempts, e.received_at
-		FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1`, job.Args.ClaimID).
-		Scan(&st.tenant, &st.keySource, &st.eventID, &st.eventType, &st.contentType, &st.state, &st.body, &hdr, &st.attempts, &st.receivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // purged by retention
-	}
+	ld, err := in.load(ctx, job.Args.ClaimID)
 	if err != nil {
 		return err
 	}
+	if !ld.found {
+		return nil // purged by retention
+	}
+	st := ld.st
 	if st.state != "pending" {
 		return nil // dispatched already (a rescued duplicate job) or dead-lettered
 	}
-	_ = json.Unmarshal(hdr, &st.headers)
 	src := in.Source(job.Args.Source)
 	if src == nil {
 		return in.waitForSource(ctx, job, st)
@@ -410,14 +405,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// claimed the event: n8n answers 200 "n8n is starting up" while it
 		// boots and runs nothing, and a workflow that answers before its
 		// claim may still fail. Otherwise it is retried like a 5xx.
-		var marked bool
-		err := in.pool.QueryRow(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', dispatch_attempts = $2,
-			last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now()
-			WHERE claim_id = $1 AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND c.state <> 'received'))
-			RETURNING claim_id), log AS (
-			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-			SELECT claim_id, 'dispatched', $2, 'HTTP ' || $3::text FROM e)
-			SELECT EXISTS (SELECT 1 FROM e)`, job.Args.ClaimID, attempt, status, src.Forward.RequireClaim).Scan(&marked)
+		marked, err := in.markDispatched(ctx, mark{claimID: job.Args.ClaimID, attempt: attempt, status: status,
+			requireClaim: src.Forward.RequireClaim})
 		if err != nil {
 			return err
 		}

@@ -58,20 +58,22 @@ type delivery struct {
 	hdrJSON  []byte
 }
 
-// newReceiptGrouper returns the grouper of receipts for gc, or nil when
-// grouping is off (gc.Workers 0).
-func (in *Inbox) newReceiptGrouper(gc claim.GroupConfig) *group.Grouper[*delivery, []Receipt] {
+// newGroupers sets the groupers of receipts (and of the dispatcher's
+// statements, dispatch_group.go) for gc; none when grouping is off
+// (gc.Workers 0).
+func (in *Inbox) newGroupers(gc claim.GroupConfig) {
 	if gc.Workers <= 0 {
-		return nil
+		return
 	}
 	d := claim.DefaultGroupConfig()
 	cfg := group.Config{Workers: gc.Workers, MaxItems: cmp.Or(gc.MaxItems, d.MaxItems), Timeout: cmp.Or(gc.Timeout, d.Timeout)}
+	in.newDispatchGroupers(cfg)
 	cfg.MaxWeight = cfg.MaxItems // events, as many as deliveries of one event each
 	var observe func(int)
 	if o, ok := in.obs.(claim.GroupObserver); ok {
 		observe = func(n int) { o.Grouped("ingest", n) }
 	}
-	return group.New(cfg, in.runReceipts, claim.DBError, observe)
+	in.receipts = group.New(cfg, in.runReceipts, claim.DBError, observe)
 }
 
 // runReceipts stores a group of deliveries (the group.Grouper's run).

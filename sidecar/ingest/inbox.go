@@ -74,6 +74,10 @@ type Inbox struct {
 	// receipts groups concurrent deliveries (group.go); nil when grouping
 	// is off.
 	receipts *group.Grouper[*delivery, []Receipt]
+	// loads and marks group the dispatcher's reads and 2xx marks
+	// (dispatch_group.go); nil when grouping is off.
+	loads *group.Grouper[string, loaded]
+	marks *group.Grouper[mark, bool]
 }
 
 // Source returns the configured ingest source name, or nil.
