@@ -67,6 +67,11 @@ type Options struct {
 	// HTTPClient posts to targets; default a client without a global timeout
 	// (each source's forward timeout applies per request). Its
 	// CheckRedirect is replaced: the dispatcher never follows redirects.
+	// Without a Transport of its own, it gets a copy of
+	// http.DefaultTransport keeping up to MaxIdleConnsPerTarget idle
+	// connections per target host (the default keeps 2, so that 16
+	// concurrent dispatches to one n8n opened a new connection for most
+	// posts).
 	HTTPClient *http.Client
 	// Jitter returns a uniform number in [0, 1) for the backoff; default math/rand/v2.
 	Jitter func() float64
@@ -79,6 +84,12 @@ type Options struct {
 	// delivery its own transaction).
 	Group *claim.GroupConfig
 }
+
+// MaxIdleConnsPerTarget is how many idle keep-alive connections the
+// default dispatch client keeps per target host: up to this forward
+// concurrency (summed over the sources posting to one host) every post
+// reuses a connection; above it some open new ones.
+const MaxIdleConnsPerTarget = 64
 
 // New builds the inbox and its River client. Call Start to run dispatch
 // workers (when Options.Dispatch) and Stop on shutdown.
@@ -94,6 +105,14 @@ func New(o Options) (*Inbox, error) {
 		hc = *o.HTTPClient
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if hc.Transport == nil {
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			t := dt.Clone()
+			t.MaxIdleConnsPerHost = MaxIdleConnsPerTarget
+			t.MaxIdleConns = max(t.MaxIdleConns, 4*MaxIdleConnsPerTarget)
+			hc.Transport = t
+		}
+	}
 	in.client = &hc
 	if in.jitter == nil {
 		in.jitter = rand.Float64
