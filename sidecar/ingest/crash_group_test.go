@@ -112,8 +112,8 @@ sources:
 				resp.Body.Close()
 				metrics = string(raw)
 			}
+			close(killed)                                 // before the kill: a failure after it is expected
 			_ = first.cmd.Process.Signal(syscall.SIGKILL) // our own child, by PID
-			close(killed)
 		})
 	}
 	var wg sync.WaitGroup
@@ -134,8 +134,11 @@ sources:
 					select {
 					case <-killed:
 						return // the process is gone
+					default:
+					}
+					select {
 					case <-first.done:
-						t.Errorf("claimd exited before the kill; log:\n%s", first.logs())
+						t.Errorf("claimd exited before the kill: %v", first.err)
 						return
 					default:
 					}
