@@ -89,6 +89,7 @@ type Ledger struct {
 	// grouping is off.
 	claims  *group.Grouper[Request, Result]
 	settles *group.Grouper[settleItem, Settled]
+	group   GroupConfig // as New resolved it
 }
 
 // New returns a Ledger over pool. It fails when a policy is invalid.
@@ -114,6 +115,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	if cfg.Group != nil {
 		gc = cfg.Group.withDefaults()
 	}
+	l.group = gc
 	if gc.Workers > 0 {
 		observe := func(kind string) func(int) {
 			if o, ok := l.obs.(GroupObserver); ok {
@@ -126,6 +128,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	}
 	return l, nil
 }
+
+// GroupConfig is the ledger's group commit setting as New resolved it
+// (defaults filled in; Workers 0 when grouping is off), for other groups
+// of the process (ingest receipts) to follow.
+func (l *Ledger) GroupConfig() GroupConfig { return l.group }
 
 // SetPolicies replaces the per-source policies (for example on a
 // configuration reload). Records keep the attempt cap and backoff they were
@@ -328,7 +335,7 @@ type batchSender interface {
 // claimMany sends the claims of reqs on db as claimPipelined describes
 // (on a transaction: inside it) and returns their records in reqs order.
 func (l *Ledger) claimMany(ctx context.Context, db batchSender, reqs []Request) ([]Record, error) {
-	rounds := distinctRounds(reqs, keyOrder(reqs))
+	rounds := distinctRounds(reqs, KeyOrder(reqs))
 	b := &pgx.Batch{}
 	for _, round := range rounds {
 		b.Queue(claimManySQL, l.claimManyArgs(reqs, round)...)
@@ -426,9 +433,12 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		maxAttempts, policy, execID, base, cap, requestID}
 }
 
-// keyOrder returns the indexes of reqs sorted by key (tenant, source,
-// event id, action), stable: the order every batch and group locks rows in.
-func keyOrder(reqs []Request) []int {
+// KeyOrder returns the indexes of reqs sorted by key (tenant, source,
+// event id, action), stable (two requests for one key keep their order):
+// the order every batch and group locks claims rows in. A transaction
+// that writes claims rows of several keys writes them in this order, so
+// that it never deadlocks with a batch or group of the ledger.
+func KeyOrder(reqs []Request) []int {
 	order := make([]int, len(reqs))
 	for i := range order {
 		order[i] = i

@@ -1,6 +1,10 @@
 package claim
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Receipt is the result of storing a provider event in the inbox.
 type Receipt struct {
@@ -24,14 +28,61 @@ func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, er
 	if err := l.Validate(r); err != nil {
 		return Receipt{}, err
 	}
-	p := l.Policy(r.Source)
-	var rc Receipt
-	row := db.QueryRow(ctx, receiveSQL, r.Tenant, r.Source, r.EventID, nullable(r.EventType),
-		nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion, p.MaxAttempts,
-		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds())
-	rec, err := scanRecord(row, &rc.Inserted)
+	rc, err := scanReceipt(db.QueryRow(ctx, receiveSQL, l.receiveArgs(r)...), r)
 	if err != nil {
 		return Receipt{}, DBError(err)
+	}
+	return rc, nil
+}
+
+// ReceiveBatchTx stores the verified provider events reqs as ReceiveTx
+// does, on tx (the caller's transaction), as one pipelined batch (one
+// round trip) sent in KeyOrder, and returns their receipts in reqs order.
+// Two requests for one key are decided one after the other, in reqs
+// order, as two transactions would be: the second sees the first's record
+// (a duplicate, or a conflict for another payload hash). reqs must be
+// valid (Validate). Errors: Unavailable, or internal (DBError); after an
+// error tx is aborted, and a serialization failure or deadlock
+// (RetryableTx) means running the whole transaction again.
+func (l *Ledger) ReceiveBatchTx(ctx context.Context, tx DBTX, reqs []Request) ([]Receipt, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	order := KeyOrder(reqs)
+	b := &pgx.Batch{}
+	for _, i := range order {
+		b.Queue(receiveSQL, l.receiveArgs(reqs[i])...)
+	}
+	out := make([]Receipt, len(reqs))
+	br := tx.SendBatch(ctx, b)
+	for _, i := range order {
+		rc, err := scanReceipt(br.QueryRow(), reqs[i])
+		if err != nil {
+			br.Close()
+			return nil, DBError(err)
+		}
+		out[i] = rc
+	}
+	if err := br.Close(); err != nil {
+		return nil, DBError(err)
+	}
+	return out, nil
+}
+
+// receiveArgs are receiveSQL's arguments for r.
+func (l *Ledger) receiveArgs(r Request) []any {
+	p := l.Policy(r.Source)
+	return []any{r.Tenant, r.Source, r.EventID, nullable(r.EventType),
+		nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion, p.MaxAttempts,
+		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds()}
+}
+
+// scanReceipt reads the row receiveSQL returned for r.
+func scanReceipt(row pgx.Row, r Request) (Receipt, error) {
+	var rc Receipt
+	rec, err := scanRecord(row, &rc.Inserted)
+	if err != nil {
+		return Receipt{}, err
 	}
 	rc.Record = rec
 	rc.Conflict = !rc.Inserted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash

@@ -123,8 +123,8 @@ var Vars = []Var{
 	{"CLAIMD_MAX_CONNS_PER_IP", "max-conns-per-ip", "0", "Connections of one client address at once (0 = no bound; behind a proxy or load balancer every client has the proxy's address)."},
 	{"CLAIMD_API_BODY_BYTES_IN_FLIGHT", "api-body-bytes-in-flight", "67108864", "Bytes of /v1 request bodies held at once (read only after the API key is checked); a request that finds no room within the request timeout is answered 503 with Retry-After."},
 	{"CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT", "ingest-body-bytes-in-flight", "33554432", "Bytes of /ingest request bodies held at once (read before the signature can be checked; a budget of their own, so unauthenticated senders never starve /v1); no room within the request timeout is 503 with Retry-After."},
-	{"CLAIMD_GROUP_WORKERS", "group-workers", "2", "Group commit: concurrent claims (and, apart, Completes and Fails) share transactions, at most this many groups of each kind in flight at once, each on a pooled connection; a group closes when it is full or nothing else waits (0 = off: every call its own transaction)."},
-	{"CLAIMD_GROUP_MAX_CALLS", "group-max-calls", "64", "Largest group: calls decided in one transaction (rows it locks)."},
+	{"CLAIMD_GROUP_WORKERS", "group-workers", "2", "Group commit: concurrent claims (and, apart, Completes and Fails, and, apart, ingest deliveries) share transactions, at most this many groups of each kind in flight at once, each on a pooled connection; a group closes when it is full or nothing else waits (0 = off: every call its own transaction)."},
+	{"CLAIMD_GROUP_MAX_CALLS", "group-max-calls", "64", "Largest group: calls decided in one transaction (rows it locks; for ingest also the events of its deliveries)."},
 	{"CLAIMD_METRICS_ADDR", "metrics-addr", "", "Serve /metrics on this address only (e.g. 127.0.0.1:9090 or :9090 on a private network) instead of CLAIMD_ADDR."},
 	{"CLAIMD_METRICS_TOKEN", "metrics-token", "", "Bearer token GET /metrics requires (Authorization: Bearer TOKEN; Prometheus: authorization.credentials). Empty: /metrics is open to whoever reaches its address."},
 }

@@ -67,6 +67,11 @@ type Options struct {
 	// HTTPClient posts to targets; default a client without a global timeout
 	// (each source's forward timeout applies per request). Its
 	// CheckRedirect is replaced: the dispatcher never follows redirects.
+	// Without a Transport of its own, it gets a copy of
+	// http.DefaultTransport keeping up to MaxIdleConnsPerTarget idle
+	// connections per target host (the default keeps 2, so that 16
+	// concurrent dispatches to one n8n opened a new connection for most
+	// posts).
 	HTTPClient *http.Client
 	// Jitter returns a uniform number in [0, 1) for the backoff; default math/rand/v2.
 	Jitter func() float64
@@ -74,7 +79,17 @@ type Options struct {
 	PollInterval time.Duration
 	// RiverLogger receives River's own log records; default none.
 	RiverLogger *slog.Logger
+	// Group sets group commit of Receive (group.go); nil follows the
+	// Ledger's (claim.Ledger.GroupConfig), Workers 0 turns it off (every
+	// delivery its own transaction).
+	Group *claim.GroupConfig
 }
+
+// MaxIdleConnsPerTarget is how many idle keep-alive connections the
+// default dispatch client keeps per target host: up to this forward
+// concurrency (summed over the sources posting to one host) every post
+// reuses a connection; above it some open new ones.
+const MaxIdleConnsPerTarget = 64
 
 // New builds the inbox and its River client. Call Start to run dispatch
 // workers (when Options.Dispatch) and Stop on shutdown.
@@ -90,6 +105,14 @@ func New(o Options) (*Inbox, error) {
 		hc = *o.HTTPClient
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if hc.Transport == nil {
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			t := dt.Clone()
+			t.MaxIdleConnsPerHost = MaxIdleConnsPerTarget
+			t.MaxIdleConns = max(t.MaxIdleConns, 4*MaxIdleConnsPerTarget)
+			hc.Transport = t
+		}
+	}
 	in.client = &hc
 	if in.jitter == nil {
 		in.jitter = rand.Float64
@@ -99,6 +122,11 @@ func New(o Options) (*Inbox, error) {
 		cfg.Sources = map[string]*Source{}
 	}
 	in.cfg.Store(&cfg)
+	gc := o.Ledger.GroupConfig()
+	if o.Group != nil {
+		gc = *o.Group
+	}
+	in.newGroupers(gc)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{in: in})
 	rc := &river.Config{
@@ -366,22 +394,17 @@ type stored struct {
 // delivery-log row, and resumes when the source is configured again.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	in := w.in
-	var st stored
-	var hdr []byte
-	err := in.pool.QueryRow(ctx, `SELECT c.tenant, c.source, c.event_id, COALESCE(c.event_type, ''), e.content_type,
-		e.dispatch_state, e.body, e.headers, e.dispatch_attempts, e.received_at
-		FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1`, job.Args.ClaimID).
-		Scan(&st.tenant, &st.keySource, &st.eventID, &st.eventType, &st.contentType, &st.state, &st.body, &hdr, &st.attempts, &st.receivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // purged by retention
-	}
+	ld, err := in.load(ctx, job.Args.ClaimID)
 	if err != nil {
 		return err
 	}
+	if !ld.found {
+		return nil // purged by retention
+	}
+	st := ld.st
 	if st.state != "pending" {
 		return nil // dispatched already (a rescued duplicate job) or dead-lettered
 	}
-	_ = json.Unmarshal(hdr, &st.headers)
 	src := in.Source(job.Args.Source)
 	if src == nil {
 		return in.waitForSource(ctx, job, st)
@@ -401,14 +424,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// claimed the event: n8n answers 200 "n8n is starting up" while it
 		// boots and runs nothing, and a workflow that answers before its
 		// claim may still fail. Otherwise it is retried like a 5xx.
-		var marked bool
-		err := in.pool.QueryRow(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', dispatch_attempts = $2,
-			last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now()
-			WHERE claim_id = $1 AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND c.state <> 'received'))
-			RETURNING claim_id), log AS (
-			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-			SELECT claim_id, 'dispatched', $2, 'HTTP ' || $3::text FROM e)
-			SELECT EXISTS (SELECT 1 FROM e)`, job.Args.ClaimID, attempt, status, src.Forward.RequireClaim).Scan(&marked)
+		marked, err := in.markDispatched(ctx, mark{claimID: job.Args.ClaimID, attempt: attempt, status: status,
+			requireClaim: src.Forward.RequireClaim})
 		if err != nil {
 			return err
 		}

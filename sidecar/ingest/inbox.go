@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
@@ -71,6 +71,13 @@ type Inbox struct {
 	jitter func() float64
 	// dispatching: this process runs dispatch workers.
 	dispatching bool
+	// receipts groups concurrent deliveries (group.go); nil when grouping
+	// is off.
+	receipts *group.Grouper[*delivery, []Receipt]
+	// loads and marks group the dispatcher's reads and 2xx marks
+	// (dispatch_group.go); nil when grouping is off.
+	loads *group.Grouper[string, loaded]
+	marks *group.Grouper[mark, bool]
 }
 
 // Source returns the configured ingest source name, or nil.
@@ -100,13 +107,18 @@ func (in *Inbox) Observe(source, reason string) { in.obs.Rejected(source, reason
 
 // Receive stores the events of one verified delivery in ONE transaction:
 // per event an inbox record (claim ledger, state received) and, when the
-// key is new, its dispatch job (River InsertTx, the transactional outbox).
+// key is new, its dispatch job (River, the transactional outbox).
 // Redeliveries are logged; conflicting payloads are kept in
 // inbox_conflicts and never dispatched. The caller answers 2xx only after
 // Receive returns nil. body is the whole raw body; an event's own Payload,
 // when set, is stored instead. headers are the forwardable request headers.
-// Errors: Invalid, an authenticated *verify.Error for a body that cannot be
-// hashed strictly, and Unavailable for any database error (storeError).
+//
+// Concurrent deliveries share transactions (group commit, see group.go):
+// each still gets exactly the receipts it would get alone, only after the
+// commit. Errors: Invalid, an authenticated *verify.Error for a body that
+// cannot be hashed strictly, and Unavailable for any database error
+// (storeError), also when ctx ends first (the delivery may then still be
+// stored: its redelivery is a duplicate).
 func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event, body []byte, contentType string, headers map[string]string) ([]Receipt, error) {
 	if len(events) == 0 {
 		return nil, apperr.New(apperr.Invalid, "the delivery carries no event")
@@ -115,16 +127,11 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 	if err != nil {
 		return nil, err
 	}
-	// Rows are locked in key order, so two concurrent batches sharing keys
-	// cannot deadlock; receipts keep the delivery's order.
-	order := make([]int, len(events))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return events[order[a]].ID < events[order[b]].ID })
 	// Every hash first: a body that cannot be hashed strictly is refused
-	// (an authenticated *verify.Error) before anything is written.
-	reqs := make([]claim.Request, len(events))
+	// (an authenticated *verify.Error) before anything is written; every
+	// request validated, so that none fails a group it joins.
+	d := &delivery{src: src, hdrJSON: hdrJSON, reqs: make([]claim.Request, len(events)),
+		payloads: make([][]byte, len(events)), cts: make([]string, len(events))}
 	for i, ev := range events {
 		payload, ct := body, contentType
 		if ev.Payload != nil {
@@ -139,53 +146,17 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 		if ev.ObjectID != "" && ev.ObjectVersion != nil {
 			r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
 		}
-		reqs[i] = r
-	}
-	receipts := make([]Receipt, len(events))
-	// READ COMMITTED, set explicitly, and run again on a serialization
-	// failure or deadlock (claim.RunTx): every receipt is rewritten per run.
-	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
-		for _, i := range order {
-			payload, ct := body, contentType
-			if events[i].Payload != nil {
-				payload, ct = events[i].Payload, itemContentType(contentType)
-			}
-			r := reqs[i]
-			rc, err := in.ledger.ReceiveTx(ctx, tx, r)
-			if err != nil {
-				return err
-			}
-			rcpt := Receipt{EventID: r.EventID, ClaimID: rc.ID, Status: Duplicate}
-			switch {
-			case rc.Inserted:
-				rcpt.Status = Accepted
-				if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
-					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, src.Tenant, src.Name, payload, ct, hdrJSON); err != nil {
-					return err
-				}
-				if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: rc.ID, Source: src.Name},
-					&river.InsertOpts{Queue: queueName(src.Name), MaxAttempts: riverMaxAttempts}); err != nil {
-					return fmt.Errorf("enqueue dispatch: %w", err)
-				}
-			case rc.Conflict:
-				rcpt.Status = Conflict
-				if _, err := tx.Exec(ctx, `INSERT INTO inbox_conflicts (claim_id, body, payload_hash) VALUES ($1, $2, $3)`,
-					rc.ID, payload, r.PayloadHash); err != nil {
-					return err
-				}
-			default:
-				rearmed, err := in.rearm(ctx, tx, rc.ID, src, "provider redelivery after a dead-lettered dispatch")
-				if err != nil {
-					return err
-				}
-				if rearmed {
-					rcpt.Status = Accepted
-				}
-			}
-			receipts[i] = rcpt
+		if err := in.ledger.Validate(r); err != nil {
+			return nil, err
 		}
-		return nil
-	})
+		d.reqs[i], d.payloads[i], d.cts[i] = r, payload, ct
+	}
+	var receipts []Receipt
+	if in.receipts == nil {
+		receipts, err = in.storeAlone(ctx, d)
+	} else {
+		receipts, err = in.receipts.DoWeighted(ctx, d, len(d.reqs))
+	}
 	if err != nil {
 		return nil, storeError(err)
 	}

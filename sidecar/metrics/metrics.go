@@ -93,11 +93,13 @@ func New(stats StatsFunc) *Metrics {
 	})
 	m.groupSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "claimd_group_calls",
-		Help:    "Calls decided together in one transaction (group commit) by kind: claim, or settle (Complete and Fail).",
+		Help:    "Calls decided together in one transaction (group commit) by kind: claim, settle (Complete and Fail), ingest (deliveries of POST /ingest), or dispatch (dispatches marked done after a 2xx).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 	}, []string{"kind"})
 	m.groupSize.WithLabelValues("claim")
 	m.groupSize.WithLabelValues("settle")
+	m.groupSize.WithLabelValues("ingest")
+	m.groupSize.WithLabelValues("dispatch")
 	m.Registry.MustRegister(m.groupSize)
 	for _, r := range auth.Refusals {
 		m.authRefusals.WithLabelValues(string(r))

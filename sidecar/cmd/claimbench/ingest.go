@@ -87,6 +87,84 @@ type ingestBench struct {
 	accepted atomic.Int64
 }
 
+// dispatchSample is the dispatcher's progress at one instant: events
+// acknowledged "accepted" and events first delivered to the target so
+// far, and whether an ingest cell was running.
+type dispatchSample struct {
+	at                 time.Time
+	accepted, received int64
+	load               bool
+}
+
+// sampleEvery is the period of the dispatch progress samples.
+const sampleEvery = 100 * time.Millisecond
+
+// drainWait bounds the wait for the backlog after the last cell.
+const drainWait = 60 * time.Second
+
+// sampler records the dispatcher's progress every sampleEvery.
+type sampler struct {
+	mu      sync.Mutex
+	samples []dispatchSample
+	load    atomic.Bool
+}
+
+func (ib *ingestBench) sample(sp *sampler) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.samples = append(sp.samples, dispatchSample{at: time.Now(), accepted: ib.accepted.Load(),
+		received: ib.target.distinct.Load(), load: sp.load.Load()})
+}
+
+// run samples until ctx ends.
+func (ib *ingestBench) runSampler(ctx context.Context, sp *sampler) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		ib.sample(sp)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// steadyRate is the dispatcher's rate while it had a backlog: events
+// first delivered per second over the sample intervals that began and
+// ended with events acknowledged but not yet delivered (the dispatcher
+// had work all along), those during an ingest cell (load) or after the
+// last one apart. secs is the time those intervals cover.
+type steadyRate struct {
+	rate, secs float64
+	events     int64
+}
+
+func steadyRates(samples []dispatchSample) (load, after steadyRate, peak int64) {
+	var d [2]time.Duration
+	var n [2]int64
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		peak = max(peak, a.accepted-a.received)
+		if a.accepted-a.received <= 0 || b.accepted-b.received <= 0 {
+			continue
+		}
+		k := 1
+		if a.load {
+			k = 0
+		}
+		d[k] += b.at.Sub(a.at)
+		n[k] += b.received - a.received
+	}
+	mk := func(k int) steadyRate {
+		if d[k] <= 0 {
+			return steadyRate{}
+		}
+		return steadyRate{rate: float64(n[k]) / d[k].Seconds(), secs: d[k].Seconds(), events: n[k]}
+	}
+	return mk(0), mk(1), peak
+}
+
 // eventBody returns the delivery body of event id: a JSON object of
 // exactly size bytes (when size allows) with a top-level "type", the same
 // bytes for the same id, so a redelivery is a duplicate and not a conflict.
@@ -160,6 +238,17 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 		return fmt.Errorf("store the events to redeliver: %w", err)
 	}
 	sectionStart, dispatched0 := time.Now(), ib.target.distinct.Load()
+	sp := &sampler{}
+	sctx, stopSampler := context.WithCancel(ctx)
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		ib.runSampler(sctx, sp)
+	}()
+	defer func() {
+		stopSampler()
+		<-samplerDone
+	}()
 
 	fmt.Fprintf(out, "\n%-11s %5s | %10s %8s %8s %8s %8s %4s | %10s %8s\n",
 		"ingest", "conc", "deliv/s", "p50 ms", "p95 ms", "p99 ms", "reqs", "err", "dispatch/s", "backlog")
@@ -171,7 +260,9 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 				return err
 			}
 			d0, t0 := ib.target.distinct.Load(), time.Now()
+			sp.load.Store(true)
 			r := ib.cell(ctx, w, c, b.s.duration)
+			sp.load.Store(false)
 			d1, el := ib.target.distinct.Load(), time.Since(t0)
 			cell := ingestCell{workload: w, conc: c, r: r,
 				dispatchRate: float64(d1-d0) / el.Seconds(), backlog: max(0, ib.accepted.Load()-d1)}
@@ -185,6 +276,13 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 		}
 	}
 	sectionRate := float64(ib.target.distinct.Load()-dispatched0) / time.Since(sectionStart).Seconds()
+	cellsEnd := time.Now()
+	backlogEnd := max(0, ib.accepted.Load()-ib.target.distinct.Load())
+	drained := ib.waitDrain(ctx, drainWait)
+	drainTime := time.Since(cellsEnd)
+	stopSampler()
+	<-samplerDone
+	ib.sample(sp)
 
 	fmt.Fprintf(out, "\ndeliv/s counts deliveries acknowledged 2xx (fresh: \"accepted\", duplicate: \"duplicate\", a\n"+
 		"redelivery of one of %d stored events); latency is request sent to 2xx read (the acknowledgement).\n"+
@@ -196,8 +294,59 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 	if err := ib.reportDispatch(ctx, out, sectionRate); err != nil {
 		fmt.Fprintf(out, "dispatch:    cannot read the inbox: %v\n", err)
 	}
+	sp.mu.Lock()
+	load, after, peak := steadyRates(sp.samples)
+	sp.mu.Unlock()
+	fmt.Fprint(out, steadyLine(load, after, peak, backlogEnd, drained, drainTime, max(0, ib.accepted.Load()-ib.target.distinct.Load())))
 	fmt.Fprintln(out, goalLine(cells))
 	return nil
+}
+
+// steadyLine reports the dispatcher's steady-state rate and whether the
+// backlog was drained by the end of the run.
+func steadyLine(load, after steadyRate, peak, backlogEnd int64, drained bool, drainTime time.Duration, left int64) string {
+	rate := func(r steadyRate) string {
+		if r.secs == 0 {
+			return "no backlog"
+		}
+		return fmt.Sprintf("%.0f events/s (%d events in %.1f s)", r.rate, r.events, r.secs)
+	}
+	all := steadyRate{events: load.events + after.events, secs: load.secs + after.secs}
+	if all.secs > 0 {
+		all.rate = float64(all.events) / all.secs
+	}
+	line := fmt.Sprintf("dispatch:    steady state (sampled every %s, intervals with a backlog at both ends): %s;\n"+
+		"             during the cells %s, after them (dispatcher alone) %s; peak backlog %d\n",
+		sampleEvery, rate(all), rate(load), rate(after), peak)
+	switch {
+	case backlogEnd == 0:
+		line += "             backlog: none when the last cell ended\n"
+	case drained:
+		line += fmt.Sprintf("             backlog: %d when the last cell ended, drained %.1f s later\n", backlogEnd, drainTime.Seconds())
+	default:
+		line += fmt.Sprintf("             backlog: %d when the last cell ended, NOT drained: %d still undelivered %.0f s later\n",
+			backlogEnd, left, drainTime.Seconds())
+	}
+	return line
+}
+
+// waitDrain waits until every accepted event reached the target, at most
+// d; it reports whether they all did.
+func (ib *ingestBench) waitDrain(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for ib.target.distinct.Load() < ib.accepted.Load() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 func maxOf(xs []int) int {
@@ -239,7 +388,7 @@ func (ib *ingestBench) reportDispatch(ctx context.Context, out io.Writer, rate f
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "dispatch:    by the end of the last cell: inbox %d events (%s);\n"+
+	fmt.Fprintf(out, "dispatch:    by the end of the run: inbox %d events (%s);\n"+
 		"             target received %d POSTs for %d distinct events; %.0f events/s over the cells",
 		total, strings.Join(parts, ", "), ib.target.posts.Load(), ib.target.distinct.Load(), rate)
 	if pending > 0 && rate > 0 {

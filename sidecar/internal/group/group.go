@@ -4,8 +4,8 @@
 //
 // A call joins the queue of its Grouper; while fewer than Config.Workers
 // groups are in flight, the call starts one at once, taking everything
-// that waits (at most Config.MaxItems calls); otherwise it waits for the
-// next group to close. A group closes when it is full or when nothing else
+// that waits (at most Config.MaxItems calls, and at most Config.MaxWeight
+// in weight); otherwise it waits for the next group to close. A group closes when it is full or when nothing else
 // waits, never on a timer: an idle Grouper sends a lone call at once, and
 // under load the groups grow by themselves while the previous ones commit.
 // No goroutine runs while the queue is empty.
@@ -32,6 +32,10 @@ type Config struct {
 	// MaxItems bounds the calls of one group (and so the rows it locks); at
 	// least 1.
 	MaxItems int
+	// MaxWeight, when > 0, bounds the sum of the weights (DoWeighted) of
+	// one group's calls: the rows it locks when one call may write many.
+	// A call heavier than MaxWeight runs in a group of its own.
+	MaxWeight int
 	// Timeout bounds one group of several calls, whatever its callers'
 	// deadlines; > 0.
 	Timeout time.Duration
@@ -41,11 +45,12 @@ type Config struct {
 // given, exactly once.
 type Call[T, R any] struct {
 	// Ctx is the caller's context (for its values and, alone, its end).
-	Ctx  context.Context
-	Item T
-	out  R
-	err  error
-	done chan struct{}
+	Ctx    context.Context
+	Item   T
+	weight int
+	out    R
+	err    error
+	done   chan struct{}
 }
 
 // Finish answers the call.
@@ -80,7 +85,13 @@ func New[T, R any](cfg Config, run func(ctx context.Context, calls []*Call[T, R]
 
 // Do adds item to the queue and waits for its answer or for ctx's end.
 func (g *Grouper[T, R]) Do(ctx context.Context, item T) (R, error) {
-	c := &Call[T, R]{Ctx: ctx, Item: item, done: make(chan struct{})}
+	return g.DoWeighted(ctx, item, 1)
+}
+
+// DoWeighted is Do for an item of the given weight (at least 1; the rows
+// it writes), counted against Config.MaxWeight.
+func (g *Grouper[T, R]) DoWeighted(ctx context.Context, item T, weight int) (R, error) {
+	c := &Call[T, R]{Ctx: ctx, Item: item, weight: max(weight, 1), done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	start := g.running < g.cfg.Workers
@@ -114,8 +125,12 @@ func (g *Grouper[T, R]) drive() {
 	for {
 		g.mu.Lock()
 		var calls []*Call[T, R]
+		weight := 0
 		for len(g.queue) > 0 && len(calls) < g.cfg.MaxItems {
 			c := g.queue[0]
+			if g.cfg.MaxWeight > 0 && len(calls) > 0 && weight+c.weight > g.cfg.MaxWeight {
+				break // full: c starts the next group
+			}
 			g.queue[0] = nil
 			g.queue = g.queue[1:]
 			if err := c.Ctx.Err(); err != nil {
@@ -124,6 +139,7 @@ func (g *Grouper[T, R]) drive() {
 				continue
 			}
 			calls = append(calls, c)
+			weight += c.weight
 		}
 		if len(calls) == 0 {
 			g.running--

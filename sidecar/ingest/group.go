@@ -1,0 +1,208 @@
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
+)
+
+// Group commit of receipts.
+//
+// A delivery alone is one transaction of several round trips and one WAL
+// flush, so that a provider posting at once through many connections
+// would be capped well below what the database can store. Concurrent
+// Receive calls of an Inbox therefore share transactions, as the claim
+// ledger's claims and settles do (package group, the ledger's
+// GroupConfig: at most Workers groups in flight, at most MaxItems
+// deliveries and MaxItems events each; a group closes when it is full or
+// when nothing else waits, never on a timer). A group's transaction is
+// five round trips whatever its size: begin, the inbox records (one
+// pipelined batch, claim.Ledger.ReceiveBatchTx), the inbox_events,
+// conflict and re-arm rows (a second batch), the dispatch jobs (River's
+// InsertManyTx, one statement) and the commit (one WAL flush). Each delivery still gets exactly the receipts it would get
+// alone, and its 2xx only after the commit:
+//
+//   - requests are hashed and validated before they join (a refused one
+//     is answered at once and never reaches a group);
+//   - the rows of a group are written in key order (claim.KeyOrder) across
+//     all its deliveries, so that overlapping groups, here or on other
+//     replicas, lock rows in one order and never deadlock; two deliveries
+//     of one event in a group are decided one after the other, in the
+//     order they joined, as two transactions would be (the second is a
+//     duplicate, or a conflict);
+//   - a serialization failure or deadlock runs the whole group again
+//     (claim.RunTx); a database error that means "try again" for the whole
+//     group (claim.RetryableDB) is every delivery's answer, as it would
+//     have been alone; any other error, which one delivery's rows may have
+//     caused, stores each delivery again in a transaction of its own, so
+//     that it fails alone and its neighbours are stored;
+//   - a delivery whose context ends before its group starts is left out;
+//     once started, a group of several is decided whatever one caller
+//     does, and a caller whose context ends is answered as a statement cut
+//     by its context (claim.DBError: Unavailable, outcome unknown): its
+//     redelivery is a duplicate if the group committed.
+
+// delivery is one Receive call's work: its events' requests, payloads and
+// content types, in the delivery's order.
+type delivery struct {
+	src      *Source
+	reqs     []claim.Request
+	payloads [][]byte
+	cts      []string
+	hdrJSON  []byte
+}
+
+// newGroupers sets the groupers of receipts (and of the dispatcher's
+// statements, dispatch_group.go) for gc; none when grouping is off
+// (gc.Workers 0).
+func (in *Inbox) newGroupers(gc claim.GroupConfig) {
+	if gc.Workers <= 0 {
+		return
+	}
+	d := claim.DefaultGroupConfig()
+	cfg := group.Config{Workers: gc.Workers, MaxItems: cmp.Or(gc.MaxItems, d.MaxItems), Timeout: cmp.Or(gc.Timeout, d.Timeout)}
+	in.newDispatchGroupers(cfg)
+	cfg.MaxWeight = cfg.MaxItems // events, as many as deliveries of one event each
+	var observe func(int)
+	if o, ok := in.obs.(claim.GroupObserver); ok {
+		observe = func(n int) { o.Grouped("ingest", n) }
+	}
+	in.receipts = group.New(cfg, in.runReceipts, claim.DBError, observe)
+}
+
+// runReceipts stores a group of deliveries (the group.Grouper's run).
+func (in *Inbox) runReceipts(ctx context.Context, calls []*group.Call[*delivery, []Receipt]) {
+	if len(calls) == 1 {
+		calls[0].Finish(in.storeAlone(ctx, calls[0].Item))
+		return
+	}
+	ds := make([]*delivery, len(calls))
+	for i, c := range calls {
+		ds[i] = c.Item
+	}
+	out, err := in.store(ctx, ds)
+	switch {
+	case err == nil:
+		for i, c := range calls {
+			c.Finish(out[i], nil)
+		}
+	case claim.RetryableDB(err):
+		for _, c := range calls {
+			c.Finish(nil, err)
+		}
+	default:
+		// Perhaps one delivery's rows: each alone, so that it fails alone.
+		for _, c := range calls {
+			c.Finish(in.storeAlone(ctx, c.Item))
+		}
+	}
+}
+
+// storeAlone stores one delivery in a transaction of its own.
+func (in *Inbox) storeAlone(ctx context.Context, d *delivery) ([]Receipt, error) {
+	out, err := in.store(ctx, []*delivery{d})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// receiptRow is one event of a group: delivery d, event k of it.
+type receiptRow struct{ d, k int }
+
+// rearmSQL re-arms a dead-lettered dispatch (see rearm) and logs it;
+// it returns whether it did. $1 claim id, $2 the delivery-log detail.
+const rearmSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
+	last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered' RETURNING claim_id),
+log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT c.id, 'dispatch_replayed', c.attempt, $2 FROM claims c JOIN e ON c.id = e.claim_id)
+SELECT EXISTS (SELECT 1 FROM e)`
+
+// store writes the events of ds in ONE READ COMMITTED transaction, run
+// again on a serialization failure or deadlock (claim.RunTx: every
+// receipt is rewritten per run), and returns each delivery's receipts in
+// its events' order. Errors are the database's (wrapped), for runReceipts
+// and storeError to judge.
+func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error) {
+	var rows []receiptRow
+	var reqs []claim.Request
+	out := make([][]Receipt, len(ds))
+	for di, d := range ds {
+		out[di] = make([]Receipt, len(d.reqs))
+		for k, r := range d.reqs {
+			rows = append(rows, receiptRow{di, k})
+			reqs = append(reqs, r)
+		}
+	}
+	order := claim.KeyOrder(reqs) // the order ReceiveBatchTx locks rows in
+	err := claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+		rcs, err := in.ledger.ReceiveBatchTx(ctx, tx, reqs)
+		if err != nil {
+			return err
+		}
+		// The rows that hang off each record, in the same key order: a
+		// new event's inbox row, a conflict's kept body, a redelivery's
+		// re-arm of a dead-lettered dispatch.
+		b := &pgx.Batch{}
+		for _, i := range order {
+			d, k, rc := ds[rows[i].d], rows[i].k, rcs[i]
+			rcpt := Receipt{EventID: reqs[i].EventID, ClaimID: rc.ID, Status: Duplicate}
+			switch {
+			case rc.Inserted:
+				rcpt.Status = Accepted
+				b.Queue(`INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
+					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, d.src.Tenant, d.src.Name, d.payloads[k], d.cts[k], d.hdrJSON)
+			case rc.Conflict:
+				rcpt.Status = Conflict
+				b.Queue(`INSERT INTO inbox_conflicts (claim_id, body, payload_hash) VALUES ($1, $2, $3)`,
+					rc.ID, d.payloads[k], reqs[i].PayloadHash)
+			default:
+				b.Queue(rearmSQL, rc.ID, "provider redelivery after a dead-lettered dispatch")
+			}
+			out[rows[i].d][k] = rcpt
+		}
+		var jobs []river.InsertManyParams
+		br := tx.SendBatch(ctx, b)
+		for _, i := range order {
+			d, k, rc := ds[rows[i].d], rows[i].k, rcs[i]
+			if !rc.Inserted && !rc.Conflict {
+				var rearmed bool
+				if err := br.QueryRow().Scan(&rearmed); err != nil {
+					br.Close()
+					return err
+				}
+				if !rearmed {
+					continue
+				}
+				out[rows[i].d][k].Status = Accepted
+			} else if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
+			if rc.Inserted || !rc.Conflict {
+				jobs = append(jobs, river.InsertManyParams{Args: DispatchArgs{ClaimID: rc.ID, Source: d.src.Name},
+					InsertOpts: &river.InsertOpts{Queue: queueName(d.src.Name), MaxAttempts: riverMaxAttempts}})
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
+		if _, err := in.river.InsertManyTx(ctx, tx, jobs); err != nil {
+			return fmt.Errorf("enqueue dispatch: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
