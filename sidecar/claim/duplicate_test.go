@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -229,4 +230,69 @@ func TestGroupsMixingDuplicatesAndFreshClaims(t *testing.T) {
 		require.Equal(t, want, conflicts)
 		require.Equal(t, want, rec.ConflictCount)
 	}
+}
+
+// A plain redelivery of an ingested event (the receipt hash the record
+// has) neither locks nor rewrites the record; its delivery is logged. A
+// redelivery with another payload still counts a conflict, and a record a
+// claim created adopts the first receipt hash (a rewrite), as before.
+func TestPlainRedeliveriesDoNotRewriteTheRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	r := req("a", "evt_ingested")
+	r.PayloadHash = h1
+	first, err := b.ledger.ReceiveTx(b.ctx, b.pool, r)
+	require.NoError(t, err)
+	require.True(t, first.Inserted)
+	v := rowVersion(t, b, first.ID)
+	for range 2 {
+		rc, err := b.ledger.ReceiveTx(b.ctx, b.pool, r)
+		require.NoError(t, err)
+		require.False(t, rc.Inserted)
+		require.False(t, rc.Conflict)
+		require.Equal(t, first.ID, rc.ID)
+		require.Equal(t, claim.StateReceived, rc.State)
+		require.Equal(t, v, rowVersion(t, b, first.ID), "a plain redelivery leaves the row as it is")
+	}
+	// A record being written does not hold a plain redelivery up: it is
+	// answered while the test holds the row lock an update takes (FOR NO
+	// KEY UPDATE; the delivery log's foreign key check takes FOR KEY SHARE,
+	// which does not wait for it).
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM claims WHERE id = $1 FOR NO KEY UPDATE`, first.ID)
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(b.ctx, 10*time.Second) // a wait for the lock fails the test
+	rc, err := b.ledger.ReceiveTx(wctx, b.pool, r)
+	cancel()
+	require.NoError(t, err, "not held up by the row lock")
+	require.False(t, rc.Inserted)
+	require.NoError(t, tx.Rollback(b.ctx))
+
+	c := r
+	c.PayloadHash = h2
+	rc, err = b.ledger.ReceiveTx(b.ctx, b.pool, c)
+	require.NoError(t, err)
+	require.True(t, rc.Conflict)
+	require.Equal(t, 1, rc.ConflictCount)
+
+	rec, err := b.ledger.Get(b.ctx, "a", first.ID)
+	require.NoError(t, err)
+	var outcomes []string
+	for _, d := range rec.Deliveries {
+		outcomes = append(outcomes, d.Outcome)
+	}
+	require.Equal(t, []string{"received", "ingest_duplicate", "ingest_duplicate", "ingest_duplicate", "ingest_conflict"}, outcomes)
+
+	// Claimed first (no receipt hash yet): the first delivery stores it.
+	w := req("a", "evt_claimed_first")
+	won, err := b.ledger.Claim(b.ctx, w)
+	require.NoError(t, err)
+	w.PayloadHash = h9
+	rc, err = b.ledger.ReceiveTx(b.ctx, b.pool, w)
+	require.NoError(t, err)
+	require.False(t, rc.Inserted)
+	require.False(t, rc.Conflict)
+	require.Equal(t, h9, rc.ReceiptHash)
+	require.Equal(t, won.ID, rc.ID)
 }

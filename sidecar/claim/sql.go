@@ -442,16 +442,27 @@ WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'r
 // compared with itself. A known key with a different receipt hash counts a
 // conflict; a record created by a claim adopts the first receipt hash, so
 // the returned receipt_hash differs from $5 exactly when this delivery is a
-// conflict. The delivery log entry is written by the same statement.
+// conflict. The delivery log entry is written by the same statement. A
+// plain redelivery (the receipt hash the record already has) neither
+// locks nor rewrites the record: only its delivery is logged.
 //
 // $1 tenant, $2 source, $3 event_id, $4 event_type, $5 receipt hash,
 // $6 object id, $7 object version, $8 max attempts, $9 lease policy,
 // $10 backoff base, $11 backoff cap.
 const receiveSQL = `
-WITH c AS (
+WITH cur AS (
+	-- A plain redelivery: the record exists with this very receipt hash
+	-- (set once, never changed), so nothing of it would change; it is
+	-- answered from the statement's snapshot without locking or rewriting
+	-- the row, and only its delivery is logged.
+	SELECT * FROM claims
+	WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = '' AND receipt_hash = $5::text
+), c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
 		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, receipt_hash, object_id, object_version)
-	VALUES ($1, $2, $3, '', $4, 'received', 'received', 0, $8, $9, $10, $11, $5, $6, $7)
+	SELECT $1::text, $2::text, $3::text, '', $4::text, 'received', 'received', 0, $8::int, $9::text,
+		$10::float8, $11::float8, $5::text, $6::text, $7::bigint
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
 		conflict_count = cl.conflict_count + CASE WHEN cl.receipt_hash IS NOT NULL
 			AND cl.receipt_hash <> excluded.receipt_hash THEN 1 ELSE 0 END,
@@ -463,8 +474,12 @@ WITH c AS (
 	                WHEN receipt_hash <> $5 THEN 'ingest_conflict'
 	                ELSE 'ingest_duplicate' END,
 		attempt, $5, 'provider delivery' FROM c
+	UNION ALL
+	SELECT id, 'ingest_duplicate', attempt, $5, 'provider delivery' FROM cur
 )
-SELECT ` + recordColumns + `, inserted FROM c`
+SELECT ` + recordColumns + `, inserted FROM c
+UNION ALL
+SELECT ` + recordColumns + `, false FROM cur`
 
 // listSQL returns one page of a tenant's records in one open state, oldest
 // first by (updated_at, id), after the cursor position ($4, $5) when given.
