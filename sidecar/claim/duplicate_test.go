@@ -19,8 +19,7 @@ import (
 // answered without rewriting the record: its delivery is logged, the row
 // keeps its version (xmin), and the answer is the one a locked decision
 // gives. Anything the claim would change on the record (a conflict, an
-// event type or object the record lacks, the first duplicate's
-// last_outcome) takes the locked path.
+// event type or object the record lacks) takes the locked path.
 
 // Payload hashes of the tests (SHA-256 shaped).
 var (
@@ -53,14 +52,18 @@ func TestPlainDuplicatesDoNotRewriteTheRecord(t *testing.T) {
 	r := req("a", "evt_dup")
 	r.PayloadHash = h1
 	won := completed(t, b, r)
+	v := rowVersion(t, b, won.ID)
+	completedAt, err := b.ledger.Get(b.ctx, "a", won.ID)
+	require.NoError(t, err)
 
-	// The first duplicate stores last_outcome duplicate (a rewrite).
 	r.ExecutionID = "exec-1"
 	first, err := b.ledger.Claim(b.ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, claim.Duplicate, first.Outcome)
+	require.Empty(t, first.Token, "a duplicate carries no claim token")
 	require.Equal(t, "ref-1", first.ResultRef)
-	v := rowVersion(t, b, won.ID)
+	require.Equal(t, completedAt.UpdatedAt, first.UpdatedAt)
+	require.Equal(t, v, rowVersion(t, b, won.ID), "the first duplicate leaves the row as it is too")
 
 	for i, hash := range []string{h1, ""} { // the same hash, and none
 		d := req("a", "evt_dup")
@@ -77,7 +80,6 @@ func TestPlainDuplicatesDoNotRewriteTheRecord(t *testing.T) {
 
 	rec, err := b.ledger.Get(b.ctx, "a", won.ID)
 	require.NoError(t, err)
-	require.Equal(t, claim.Duplicate, rec.LastOutcome)
 	var dups []claim.Delivery
 	for _, d := range rec.Deliveries {
 		if d.Outcome == "duplicate" {
@@ -99,8 +101,6 @@ func TestDuplicatesThatChangeTheRecordAreDecidedOnTheLockedRow(t *testing.T) {
 	r := req("a", "evt_changes")
 	r.PayloadHash = h1
 	won := completed(t, b, r)
-	_, err := b.ledger.Claim(b.ctx, r) // last_outcome duplicate from here on
-	require.NoError(t, err)
 
 	// Another payload under the key: a conflict, counted on the record.
 	c := r
@@ -130,8 +130,6 @@ func TestDuplicatesThatChangeTheRecordAreDecidedOnTheLockedRow(t *testing.T) {
 	// A record without a payload hash takes the first hash a claim brings.
 	n := req("a", "evt_nohash")
 	nw := completed(t, b, n)
-	_, err = b.ledger.Claim(b.ctx, n)
-	require.NoError(t, err)
 	n.PayloadHash = h9
 	res, err = b.ledger.Claim(b.ctx, n)
 	require.NoError(t, err)

@@ -58,7 +58,9 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // A plain duplicate of a completed record (see cur below) is answered from
 // the record without locking or rewriting it: only its delivery-log entry
 // is written, so duplicates cost less than fresh claims and never wait for
-// one another.
+// one another. Its outcome is returned, not stored: last_outcome is the
+// outcome of the last decision that wrote the row (the delivery log has
+// every one), and never leaves this package.
 //
 // The columns of {ROWS}: ord (the order), tenant, source, event_id,
 // action, event_type, token (the new claim token proposed), lease
@@ -73,14 +75,13 @@ WITH i AS (
 ), cur AS (
 	-- The record of each claim's key as the statement's snapshot has it,
 	-- and whether the claim is a plain duplicate (i_fast): a completed
-	-- record already answered duplicate, this claim's payload hash equal or
-	-- absent, and nothing it carries (event type, object) missing from the
-	-- record. A completed record stays completed (the claim outcome of a
+	-- record, this claim's payload hash equal or absent, and nothing it
+	-- carries (event type, object) missing from the record. A completed record stays completed (the claim outcome of a
 	-- completed record is duplicate or conflict, and neither changes it),
 	-- so such a claim is answered from the snapshot without locking or
 	-- rewriting the row: only its delivery-log entry is written (fast).
 	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
-		(cl.state = 'completed' AND cl.last_outcome = 'duplicate'
+		(cl.state = 'completed'
 		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
 		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
 		 AND (i.object_id IS NULL OR cl.object_id IS NOT NULL)
@@ -147,7 +148,17 @@ WITH i AS (
 )
 SELECT ` + recordColumns + ` FROM c
 UNION ALL
-SELECT ` + recordColumns + ` FROM fast`)
+SELECT ` + duplicateColumns + ` FROM fast`)
+
+// duplicateColumns is recordColumns with the outcome of a plain duplicate
+// in place of the stored last_outcome.
+var duplicateColumns = func() string {
+	cols := strings.Replace(recordColumns, "\tlast_outcome,", "\t'duplicate',", 1)
+	if cols == recordColumns {
+		panic("claim: recordColumns has no last_outcome column to replace")
+	}
+	return cols
+}()
 
 // claimSQL is claimTemplate for one claim: $1 tenant, $2 source,
 // $3 event_id, $4 action, $5 event_type, $6 new claim token, $7 lease
