@@ -130,23 +130,26 @@ func (ib *ingestBench) runSampler(ctx context.Context, sp *sampler) {
 	}
 }
 
-// steadyRate is the dispatcher's rate while it had a backlog: events
+// steadyRate is the dispatcher's rate while it was saturated: events
 // first delivered per second over the sample intervals that began and
-// ended with events acknowledged but not yet delivered (the dispatcher
-// had work all along), those during an ingest cell (load) or after the
-// last one apart. secs is the time those intervals cover.
+// ended with at least saturation events acknowledged but not yet
+// delivered (the forward concurrency: every dispatch worker had work all
+// along, so the rate is the dispatcher's own, not the rate events
+// arrived at), those during an ingest cell (load) or after the last one
+// apart. secs is the time those intervals cover.
 type steadyRate struct {
 	rate, secs float64
 	events     int64
 }
 
-func steadyRates(samples []dispatchSample) (load, after steadyRate, peak int64) {
+func steadyRates(samples []dispatchSample, saturation int64) (load, after steadyRate, peak int64) {
+	saturation = max(saturation, 1)
 	var d [2]time.Duration
 	var n [2]int64
 	for i := 1; i < len(samples); i++ {
 		a, b := samples[i-1], samples[i]
 		peak = max(peak, a.accepted-a.received)
-		if a.accepted-a.received <= 0 || b.accepted-b.received <= 0 {
+		if a.accepted-a.received < saturation || b.accepted-b.received < saturation {
 			continue
 		}
 		k := 1
@@ -295,19 +298,23 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 		fmt.Fprintf(out, "dispatch:    cannot read the inbox: %v\n", err)
 	}
 	sp.mu.Lock()
-	load, after, peak := steadyRates(sp.samples)
+	saturation := int64(ingest.DefaultConcurrency)
+	if b.s.forwardConc > 0 {
+		saturation = int64(b.s.forwardConc)
+	}
+	load, after, peak := steadyRates(sp.samples, saturation)
 	sp.mu.Unlock()
-	fmt.Fprint(out, steadyLine(load, after, peak, backlogEnd, drained, drainTime, max(0, ib.accepted.Load()-ib.target.distinct.Load())))
+	fmt.Fprint(out, steadyLine(load, after, peak, saturation, backlogEnd, drained, drainTime, max(0, ib.accepted.Load()-ib.target.distinct.Load())))
 	fmt.Fprintln(out, goalLine(cells))
 	return nil
 }
 
 // steadyLine reports the dispatcher's steady-state rate and whether the
 // backlog was drained by the end of the run.
-func steadyLine(load, after steadyRate, peak, backlogEnd int64, drained bool, drainTime time.Duration, left int64) string {
+func steadyLine(load, after steadyRate, peak, saturation, backlogEnd int64, drained bool, drainTime time.Duration, left int64) string {
 	rate := func(r steadyRate) string {
 		if r.secs == 0 {
-			return "no backlog"
+			return "never saturated"
 		}
 		return fmt.Sprintf("%.0f events/s (%d events in %.1f s)", r.rate, r.events, r.secs)
 	}
@@ -315,9 +322,10 @@ func steadyLine(load, after steadyRate, peak, backlogEnd int64, drained bool, dr
 	if all.secs > 0 {
 		all.rate = float64(all.events) / all.secs
 	}
-	line := fmt.Sprintf("dispatch:    steady state (sampled every %s, intervals with a backlog at both ends): %s;\n"+
+	line := fmt.Sprintf("dispatch:    steady state (sampled every %s, intervals with a backlog of at least %d, the forward\n"+
+		"             concurrency, at both ends): %s;\n"+
 		"             during the cells %s, after them (dispatcher alone) %s; peak backlog %d\n",
-		sampleEvery, rate(all), rate(load), rate(after), peak)
+		sampleEvery, saturation, rate(all), rate(load), rate(after), peak)
 	switch {
 	case backlogEnd == 0:
 		line += "             backlog: none when the last cell ended\n"

@@ -88,7 +88,11 @@
 // /ingest/{source} for fresh events (a new webhook-id each) and for
 // redeliveries of stored events (duplicates): deliveries per second and
 // the acknowledgement latency (p50, p95, p99), with the dispatcher's
-// progress per cell and at the end (-ingest-dup-events stored events are
+// progress per cell and at the end, its steady-state rate (events/s over
+// the 100 ms samples in which it was saturated: a backlog of at least the
+// forward concurrency at both ends; during the cells and after them
+// apart), the peak backlog and whether the backlog was drained within
+// 60 s of the last cell (-ingest-dup-events stored events are
 // redelivered; -forward-concurrency sets the source's forward.concurrency,
 // default the source default). A closing line states the DESIGN goal
 // (p99 acknowledgement under 50 ms at moderate load) and whether the run
