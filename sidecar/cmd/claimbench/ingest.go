@@ -443,7 +443,7 @@ func (ib *ingestBench) store(ctx context.Context, n int) error {
 		go func() {
 			defer wg.Done()
 			for i := range ids {
-				if _, err := ib.deliver(ctx, dupEventID(i), "accepted"); err != nil {
+				if _, err := ib.deliver(ctx, nil, dupEventID(i), "accepted"); err != nil {
 					select {
 					case errc <- err:
 					default:
@@ -467,13 +467,26 @@ func (ib *ingestBench) store(ctx context.Context, n int) error {
 
 // deliver signs and posts event id and checks that the answer is 200 with
 // receipt status want; it returns the acknowledgement latency (signing
-// excluded).
-func (ib *ingestBench) deliver(ctx context.Context, id, want string) (time.Duration, error) {
+// excluded). wc, when not nil, sends it (the cells' clients); else
+// net/http does (setup).
+func (ib *ingestBench) deliver(ctx context.Context, wc *wireClient, id, want string) (time.Duration, error) {
 	body := eventBody(id, ingestBodyBytes)
 	ts := time.Now().Unix()
 	sig, err := verifytest.StandardWebhooks(ib.secret, id, ts, body)
 	if err != nil {
 		return 0, err
+	}
+	if wc != nil {
+		hdr := []byte(verify.StandardWebhookIDHeader + ": " + id + "\r\n" +
+			verify.StandardWebhookTimestampHeader + ": " + strconv.FormatInt(ts, 10) + "\r\n" +
+			verify.StandardWebhookSignatureHeader + ": " + sig + "\r\n")
+		t0 := time.Now()
+		status, out, err := wc.postWith(ctx, "/ingest/"+ingestSourceName, hdr, body)
+		lat := time.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		return lat, ib.checkAnswer(status, out, want)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ib.url, bytes.NewReader(body))
 	if err != nil {
@@ -494,13 +507,19 @@ func (ib *ingestBench) deliver(ctx context.Context, id, want string) (time.Durat
 	if err != nil {
 		return 0, err
 	}
-	if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"status":"`+want+`"`)) {
-		return 0, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, out)
+	return lat, ib.checkAnswer(resp.StatusCode, out, want)
+}
+
+// checkAnswer requires a 200 with receipt status want, and counts an
+// accepted event.
+func (ib *ingestBench) checkAnswer(status int, out []byte, want string) error {
+	if status != http.StatusOK || !bytes.Contains(out, []byte(`"status":"`+want+`"`)) {
+		return fmt.Errorf("HTTP %d: %.300s", status, out)
 	}
 	if want == "accepted" {
 		ib.accepted.Add(1)
 	}
-	return lat, nil
+	return nil
 }
 
 // cell runs conc clients for d: fresh delivers a new webhook-id every
@@ -520,12 +539,18 @@ func (ib *ingestBench) cell(ctx context.Context, workload string, conc int, d ti
 			defer wg.Done()
 			rng := mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 			wr := &results[i]
+			wc, err := newWireClient(ib.sc.url, "")
+			if err != nil {
+				wr.errors, wr.firstErr = 1, err.Error()
+				return
+			}
+			defer wc.close()
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				id := fmt.Sprintf("msg_%016x%016x", rng.Uint64(), rng.Uint64())
 				if workload == "duplicate" {
 					id = dupEventID(rng.IntN(ib.b.s.ingestDups) + 1)
 				}
-				lat, err := ib.deliver(ctx, id, want)
+				lat, err := ib.deliver(ctx, wc, id, want)
 				if err != nil {
 					wr.errors++
 					if wr.firstErr == "" {

@@ -29,7 +29,7 @@
 // over HTTP/1.1 with keep-alive, one connection per client (a minimal
 // client, wire.go, that costs little CPU: on a small machine the load
 // generator competes with claimd and PostgreSQL, as pgbench's C client
-// does on its side; setup and the ingest section use net/http), next to a
+// does on its side; the ingest cells use it too, setup uses net/http), next to a
 // pgbench run (-M prepared, same client count) of the very statement and
 // parameters the ledger sends for that claim. The statement is captured
 // from the ledger itself (a pgx query tracer around one claim), so the
@@ -462,7 +462,7 @@ func (e environment) print(w io.Writer, s settings) {
 		settings += " and " + strings.Join(names, ", ") + " from the environment"
 	}
 	fmt.Fprintf(w, "sidecar:     claimd subprocess, %s, pool max conns %s\n", settings, e.poolMaxConns)
-	fmt.Fprintf(w, "client:      a minimal HTTP/1.1 client (wire.go), keep-alive, one connection per client; payload_hash given (no payload to hash)\n")
+	fmt.Fprintf(w, "client:      a minimal HTTP/1.1 client (wire.go), keep-alive, one connection per client (ingest cells too); payload_hash given (no payload to hash)\n")
 	fmt.Fprintf(w, "cells:       %s each; concurrency %v; duplicate keys 1..%d (completed); batch %d claims\n",
 		s.duration, s.concurrency, s.dupKeys, s.batch)
 	if s.ingest {

@@ -28,13 +28,18 @@ type wireClient struct {
 	body       []byte
 }
 
-// newWireClient returns a client for baseURL ("http://host:port").
+// newWireClient returns a client for baseURL ("http://host:port") that
+// sends key as a bearer token (none when key is empty).
 func newWireClient(baseURL, key string) (*wireClient, error) {
 	addr, ok := strings.CutPrefix(baseURL, "http://")
 	if !ok {
 		return nil, fmt.Errorf("wire client: %q is not an http:// URL", baseURL)
 	}
-	return &wireClient{addr: addr, auth: "Bearer " + key}, nil
+	c := &wireClient{addr: addr}
+	if key != "" {
+		c.auth = "Bearer " + key
+	}
+	return c, nil
 }
 
 func (c *wireClient) close() {
@@ -47,6 +52,11 @@ func (c *wireClient) close() {
 // post sends body to path and returns the status and the response body
 // (valid until the next call).
 func (c *wireClient) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	return c.postWith(ctx, path, nil, body)
+}
+
+// postWith is post with extra header lines ("Name: value\r\n" each).
+func (c *wireClient) postWith(ctx context.Context, path string, headers, body []byte) (int, []byte, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
 	}
@@ -63,9 +73,14 @@ func (c *wireClient) post(ctx context.Context, path string, body []byte) (int, [
 	c.req = append(c.req, path...)
 	c.req = append(c.req, " HTTP/1.1\r\nHost: "...)
 	c.req = append(c.req, c.addr...)
-	c.req = append(c.req, "\r\nAuthorization: "...)
-	c.req = append(c.req, c.auth...)
-	c.req = append(c.req, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	c.req = append(c.req, "\r\n"...)
+	if c.auth != "" {
+		c.req = append(c.req, "Authorization: "...)
+		c.req = append(c.req, c.auth...)
+		c.req = append(c.req, "\r\n"...)
+	}
+	c.req = append(c.req, headers...)
+	c.req = append(c.req, "Content-Type: application/json\r\nContent-Length: "...)
 	c.req = strconv.AppendInt(c.req, int64(len(body)), 10)
 	c.req = append(c.req, "\r\n\r\n"...)
 	c.req = append(c.req, body...)

@@ -72,3 +72,21 @@ func TestWireClientSpeaksHTTP11KeepAlive(t *testing.T) {
 	_, err = newWireClient("https://example.invalid", "k")
 	require.Error(t, err)
 }
+
+func TestWireClientExtraHeadersAndNoKey(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "0")
+		if r.Header.Get("Authorization") != "" || r.Header.Get("Webhook-Id") != "msg_1" || r.Header.Get("Webhook-Timestamp") != "7" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	c, err := newWireClient(srv.URL, "")
+	require.NoError(t, err)
+	defer c.close()
+	status, _, err := c.postWith(context.Background(), "/x", []byte("webhook-id: msg_1\r\nwebhook-timestamp: 7\r\n"), []byte(`{}`))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+}
