@@ -323,9 +323,11 @@ func steadyLine(load, after steadyRate, peak, saturation, backlogEnd int64, drai
 		all.rate = float64(all.events) / all.secs
 	}
 	line := fmt.Sprintf("dispatch:    steady state (sampled every %s, intervals with a backlog of at least %d, the forward\n"+
-		"             concurrency, at both ends): %s;\n"+
-		"             during the cells %s, after them (dispatcher alone) %s; peak backlog %d\n",
-		sampleEvery, saturation, rate(all), rate(load), rate(after), peak)
+		"             concurrency, at both ends): %s; peak backlog %d\n",
+		sampleEvery, saturation, rate(all), peak)
+	if load.secs > 0 && after.secs > 0 {
+		line += fmt.Sprintf("             of which during the cells %s, after them (dispatcher alone) %s\n", rate(load), rate(after))
+	}
 	switch {
 	case backlogEnd == 0:
 		line += "             backlog: none when the last cell ended\n"

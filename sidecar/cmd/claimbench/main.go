@@ -134,6 +134,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 )
 
 // settings are the command-line flags.
@@ -462,6 +464,8 @@ func (e environment) print(w io.Writer, s settings) {
 		settings += " and " + strings.Join(names, ", ") + " from the environment"
 	}
 	fmt.Fprintf(w, "sidecar:     claimd subprocess, %s, pool max conns %s\n", settings, e.poolMaxConns)
+	fmt.Fprintf(w, "             group commit: CLAIMD_GROUP_WORKERS %s (0: off), CLAIMD_GROUP_MAX_CALLS %s\n",
+		effectiveSetting("CLAIMD_GROUP_WORKERS"), effectiveSetting("CLAIMD_GROUP_MAX_CALLS"))
 	fmt.Fprintf(w, "client:      a minimal HTTP/1.1 client (wire.go), keep-alive, one connection per client (ingest cells too); payload_hash given (no payload to hash)\n")
 	fmt.Fprintf(w, "cells:       %s each; concurrency %v; duplicate keys 1..%d (completed); batch %d claims\n",
 		s.duration, s.concurrency, s.dupKeys, s.batch)
@@ -480,4 +484,18 @@ func claimdEnvNames() []string {
 		}
 	}
 	return names
+}
+
+// effectiveSetting is the value claimd will run with for the setting
+// name: the environment's, else its default (config.Vars).
+func effectiveSetting(name string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	for _, v := range config.Vars {
+		if v.Env == name {
+			return v.Default
+		}
+	}
+	return "?"
 }
