@@ -189,7 +189,7 @@ func TestGroupsMixingDuplicatesAndFreshClaims(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i], errs[i] = l.Claim(ctx, c.r) }()
 	}
-	waitUntil(t, "every call to queue", func() bool { n, _ := l.Queued(); return n == len(calls) })
+	pgtest.WaitUntil(t, "every call to queue", func() bool { n, _ := l.Queued(); return n == len(calls) })
 	require.Equal(t, claim.InProgress, h.release().Outcome)
 	wg.Wait()
 	require.Contains(t, sizes.of("claim"), len(calls), "the queued calls went as one group")

@@ -59,7 +59,7 @@ func holdTheWorker(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *cla
 	t.Helper()
 	first, err := l.Claim(ctx, req("a", "evt_held"))
 	require.NoError(t, err)
-	lockerPID, unlock := lockRecord(t, ctx, pool, first.ID)
+	lockerPID, unlock := pgtest.LockClaim(t, ctx, pool, first.ID)
 	answer := make(chan claim.Result, 1)
 	go func() {
 		r, err := l.Claim(ctx, req("a", "evt_held"))
@@ -68,48 +68,24 @@ func holdTheWorker(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *cla
 		}
 		answer <- r
 	}()
-	waitBlockedBy(t, ctx, pool, lockerPID, "the held claim")
+	pgtest.WaitBlockedBy(t, ctx, pool, lockerPID, "the held claim")
 	return held{release: func() claim.Result {
 		unlock()
 		return <-answer
 	}}
 }
 
-// lockRecord locks the row of record id in a transaction of the test
-// until unlock; lockerPID is that session's backend.
-func lockRecord(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id string) (lockerPID int, unlock func()) {
-	t.Helper()
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, id)
-	require.NoError(t, err)
-	return lockerPID, func() { t.Helper(); require.NoError(t, tx.Rollback(ctx)) }
+// settleAnswer is what a Complete or Fail run by settleAsync answered.
+type settleAnswer struct {
+	rec claim.Record
+	err error
 }
 
-// waitBlockedBy waits until a session of the test database waits for a
-// lock that the backend lockerPID holds.
-func waitBlockedBy(t *testing.T, ctx context.Context, pool *pgxpool.Pool, lockerPID int, who string) {
-	t.Helper()
-	waitUntil(t, who+" to wait for the test's row lock", func() bool {
-		var blocked bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked))
-		return blocked
-	})
-}
-
-// waitUntil polls cond (a state the test cannot be told of otherwise)
-// until it holds, failing after a generous bound.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// settleAsync runs f (a Complete or Fail) in a goroutine of its own.
+func settleAsync(f func() (claim.Record, error)) chan settleAnswer {
+	ch := make(chan settleAnswer, 1)
+	go func() { rec, err := f(); ch <- settleAnswer{rec, err} }()
+	return ch
 }
 
 // poison makes the database refuse any claim of event id "poison" (a
@@ -170,7 +146,7 @@ func TestGroupedClaimsEachGetTheirOwnAnswer(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	goneErr := make(chan error, 1)
 	go func() { _, err := l.Claim(gone, req("a", "evt_gone")); goneErr <- err }()
-	waitUntil(t, "every call to queue", func() bool { n, _ := l.Queued(); return n == len(calls)+1 })
+	pgtest.WaitUntil(t, "every call to queue", func() bool { n, _ := l.Queued(); return n == len(calls)+1 })
 	cancel()
 	err = <-goneErr
 	require.ErrorIs(t, err, context.Canceled)
@@ -281,33 +257,24 @@ func TestGroupedSettlesEachGetTheirOwnAnswer(t *testing.T) {
 	require.Equal(t, claim.StateCompleted, done.State)
 
 	// Hold the settle worker: a Complete waits for the test's row lock.
-	lockerPID, unlock := lockRecord(t, ctx, pool, wins[0].ID)
-	type answer struct {
-		rec claim.Record
-		err error
-	}
-	run := func(f func() (claim.Record, error)) chan answer {
-		ch := make(chan answer, 1)
-		go func() { rec, err := f(); ch <- answer{rec, err} }()
-		return ch
-	}
-	heldA := run(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[0].ID, wins[0].Token, "inv_0") })
-	waitBlockedBy(t, ctx, pool, lockerPID, "the held complete")
-	complete1 := run(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[1].ID, wins[1].Token, "inv_1") })
-	fail2 := run(func() (claim.Record, error) {
+	lockerPID, unlock := pgtest.LockClaim(t, ctx, pool, wins[0].ID)
+	heldA := settleAsync(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[0].ID, wins[0].Token, "inv_0") })
+	pgtest.WaitBlockedBy(t, ctx, pool, lockerPID, "the held complete")
+	complete1 := settleAsync(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[1].ID, wins[1].Token, "inv_1") })
+	fail2 := settleAsync(func() (claim.Record, error) {
 		return l.Fail(ctx, "a", wins[2].ID, wins[2].Token, claim.Permanent, "smtp 550")
 	})
-	repeat3 := run(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[3].ID, wins[3].Token, "inv_3") })
-	wrong := run(func() (claim.Record, error) {
+	repeat3 := settleAsync(func() (claim.Record, error) { return l.Complete(ctx, "a", wins[3].ID, wins[3].Token, "inv_3") })
+	wrong := settleAsync(func() (claim.Record, error) {
 		return l.Complete(ctx, "a", wins[1].ID, "00000000-0000-0000-0000-000000000000", "x")
 	})
-	missing := run(func() (claim.Record, error) {
+	missing := settleAsync(func() (claim.Record, error) {
 		return l.Complete(ctx, "a", "11111111-1111-1111-1111-111111111111", wins[1].Token, "x")
 	})
-	otherTenant := run(func() (claim.Record, error) { return l.Complete(ctx, "b", wins[1].ID, wins[1].Token, "x") })
+	otherTenant := settleAsync(func() (claim.Record, error) { return l.Complete(ctx, "b", wins[1].ID, wins[1].Token, "x") })
 	_, err = l.Complete(ctx, "a", "not-a-uuid", wins[1].Token, "x")
 	require.Error(t, err, "an invalid call is answered at once")
-	waitUntil(t, "the settles to queue", func() bool { _, n := l.Queued(); return n == 6 })
+	pgtest.WaitUntil(t, "the settles to queue", func() bool { _, n := l.Queued(); return n == 6 })
 	unlock()
 
 	a := <-heldA
@@ -322,7 +289,7 @@ func TestGroupedSettlesEachGetTheirOwnAnswer(t *testing.T) {
 	a = <-repeat3
 	require.NoError(t, a.err, "a repeat answers the completed record")
 	require.Equal(t, "inv_3", a.rec.ResultRef)
-	for name, ch := range map[string]chan answer{"wrong token": wrong, "missing": missing, "other tenant": otherTenant} {
+	for name, ch := range map[string]chan settleAnswer{"wrong token": wrong, "missing": missing, "other tenant": otherTenant} {
 		a := <-ch
 		e := apperr.As(a.err)
 		require.NotNil(t, e, name)
@@ -353,7 +320,7 @@ func TestGroupSharesADatabaseWideError(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _, errs[i] = l.Claim(ctx, req("a", fmt.Sprintf("evt_ro_%d", i))) }()
 	}
-	waitUntil(t, "the claims to queue", func() bool { n, _ := l.Queued(); return n == len(errs) })
+	pgtest.WaitUntil(t, "the claims to queue", func() bool { n, _ := l.Queued(); return n == len(errs) })
 	h.release()
 	wg.Wait()
 	for _, err := range errs {
@@ -381,7 +348,7 @@ func TestCallerCancelledInsideAGroupInFlight(t *testing.T) {
 	h := holdTheWorker(t, ctx, pool, l)
 
 	// The group to come will wait for a second lock of the test's.
-	lockerPID, unlock := lockRecord(t, ctx, pool, blocker.ID)
+	lockerPID, unlock := pgtest.LockClaim(t, ctx, pool, blocker.ID)
 
 	mine := req("a", "evt_mine")
 	mine.RequestID = "exec-9:Claim:0:0"
@@ -396,9 +363,9 @@ func TestCallerCancelledInsideAGroupInFlight(t *testing.T) {
 	neighbour, again := make(chan answer, 1), make(chan answer, 1)
 	go func() { r, err := l.Claim(ctx, req("a", "evt_neighbour")); neighbour <- answer{r, err} }()
 	go func() { r, err := l.Claim(ctx, req("a", "evt_blocker")); again <- answer{r, err} }()
-	waitUntil(t, "three calls to queue", func() bool { n, _ := l.Queued(); return n == 3 })
+	pgtest.WaitUntil(t, "three calls to queue", func() bool { n, _ := l.Queued(); return n == 3 })
 	require.Equal(t, claim.InProgress, h.release().Outcome)
-	waitBlockedBy(t, ctx, pool, lockerPID, "the group of three")
+	pgtest.WaitBlockedBy(t, ctx, pool, lockerPID, "the group of three")
 
 	cancel()
 	err = <-mineErr

@@ -40,30 +40,21 @@ func TestGroupedSettlesInOneStatement(t *testing.T) {
 	v3, v5 := win("evt_v3", 3), win("evt_v5", 5)
 
 	// Hold the settle worker on a row lock of the test.
-	lockerPID, unlock := lockRecord(t, ctx, pool, held.ID)
-	type answer struct {
-		rec claim.Record
-		err error
+	lockerPID, unlock := pgtest.LockClaim(t, ctx, pool, held.ID)
+	complete := func(r claim.Result, ref string) chan settleAnswer {
+		return settleAsync(func() (claim.Record, error) { return l.Complete(ctx, "a", r.ID, r.Token, ref) })
 	}
-	run := func(f func() (claim.Record, error)) chan answer {
-		ch := make(chan answer, 1)
-		go func() { rec, err := f(); ch <- answer{rec, err} }()
-		return ch
-	}
-	complete := func(r claim.Result, ref string) chan answer {
-		return run(func() (claim.Record, error) { return l.Complete(ctx, "a", r.ID, r.Token, ref) })
-	}
-	fail := func(r claim.Result, kind claim.FailKind, msg string) chan answer {
-		return run(func() (claim.Record, error) { return l.Fail(ctx, "a", r.ID, r.Token, kind, msg) })
+	fail := func(r claim.Result, kind claim.FailKind, msg string) chan settleAnswer {
+		return settleAsync(func() (claim.Record, error) { return l.Fail(ctx, "a", r.ID, r.Token, kind, msg) })
 	}
 	heldDone := complete(held, "inv_held")
-	waitBlockedBy(t, ctx, pool, lockerPID, "the held complete")
+	pgtest.WaitBlockedBy(t, ctx, pool, lockerPID, "the held complete")
 	chRetry := fail(retry, claim.Retryable, "timeout")
 	chUnknown := fail(unknown, claim.UnknownOutcome, "crashed mid-call")
 	chTwice1, chTwice2 := complete(twice, "inv_t"), complete(twice, "inv_t")
 	chBothC, chBothF := complete(both, "inv_b"), fail(both, claim.Permanent, "550")
 	ch3, ch5 := complete(v5, "inv_5"), complete(v3, "inv_3")
-	waitUntil(t, "the settles to queue", func() bool { _, n := l.Queued(); return n == 8 })
+	pgtest.WaitUntil(t, "the settles to queue", func() bool { _, n := l.Queued(); return n == 8 })
 	unlock()
 	require.NoError(t, (<-heldDone).err)
 

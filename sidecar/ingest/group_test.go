@@ -90,12 +90,7 @@ func holdReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, in *ing
 	t.Helper()
 	first, err := receive(ctx, in, src, events("held", `{"n":0}`))
 	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	var lockerPID int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&lockerPID))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM claims WHERE id = $1 FOR UPDATE`, first[0].ClaimID)
-	require.NoError(t, err)
+	lockerPID, unlock := pgtest.LockClaim(t, ctx, pool, first[0].ClaimID)
 	answer := make(chan []ingest.Receipt, 1)
 	go func() {
 		rs, err := receive(ctx, in, src, events("held", `{"n":0}`))
@@ -104,28 +99,10 @@ func holdReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, in *ing
 		}
 		answer <- rs
 	}()
-	waitFor(t, "the held delivery to wait for the test's row lock", func() bool {
-		var blocked bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND $1::int = ANY (pg_blocking_pids(pid)))`, lockerPID).Scan(&blocked))
-		return blocked
-	})
+	pgtest.WaitBlockedBy(t, ctx, pool, lockerPID, "the held delivery")
 	return func() []ingest.Receipt {
-		require.NoError(t, tx.Rollback(ctx))
+		unlock()
 		return <-answer
-	}
-}
-
-// waitFor polls cond (a state the test cannot be told of otherwise) until
-// it holds, failing after a generous bound.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -214,7 +191,7 @@ func testGroupedDeliveries(t *testing.T, withPoison bool) {
 	gone, cancel := context.WithCancel(ctx)
 	goneErr := make(chan error, 1)
 	go func() { _, err := receive(gone, in, src, events("gone", `{}`)); goneErr <- err }()
-	waitFor(t, "every delivery to queue", func() bool { return in.QueuedReceipts() == len(deliveries)+1 })
+	pgtest.WaitUntil(t, "every delivery to queue", func() bool { return in.QueuedReceipts() == len(deliveries)+1 })
 	cancel()
 	err = <-goneErr
 	require.ErrorIs(t, err, context.Canceled)
@@ -314,7 +291,7 @@ func TestIngestGroupBoundsEvents(t *testing.T) {
 			}
 			errs <- err
 		}()
-		waitFor(t, "the delivery to queue", func() bool { return in.QueuedReceipts() == d+1 })
+		pgtest.WaitUntil(t, "the delivery to queue", func() bool { return in.QueuedReceipts() == d+1 })
 	}
 	release()
 	for range sizes6 {
