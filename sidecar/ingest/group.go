@@ -116,8 +116,9 @@ func (in *Inbox) storeAlone(ctx context.Context, d *delivery) ([]Receipt, error)
 // receiptRow is one event of a group: delivery d, event k of it.
 type receiptRow struct{ d, k int }
 
-// rearmSQL re-arms a dead-lettered dispatch (see rearm) and logs it;
-// it returns whether it did. $1 claim id, $2 the delivery-log detail.
+// rearmSQL re-arms a dead-lettered dispatch (see rearm; a group queues
+// the dispatch jobs of its re-arms with its new events') and logs it; it
+// returns whether it did. $1 claim id, $2 the delivery-log detail.
 const rearmSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
 	last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered' RETURNING claim_id),
 log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)

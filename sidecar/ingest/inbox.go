@@ -313,13 +313,8 @@ func truncate(s string, n int) string {
 // dead-lettered re-arms it (the provider says the event still matters);
 // so does an operator's replay.
 func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, id string, src *Source, why string) (bool, error) {
-	tag, err := tx.Exec(ctx, `UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
-		last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered'`, id)
-	if err != nil || tag.RowsAffected() == 0 {
-		return false, err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-		SELECT id, 'dispatch_replayed', attempt, $2 FROM claims WHERE id = $1`, id, why); err != nil {
+	var rearmed bool
+	if err := tx.QueryRow(ctx, rearmSQL, id, why).Scan(&rearmed); err != nil || !rearmed {
 		return false, err
 	}
 	if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
