@@ -12,9 +12,11 @@ import (
 // that gave each request a transaction of its own could at best approach
 // the database's own single-row client. Concurrent Claim, Complete and
 // Fail calls of a Ledger therefore share transactions: a call joins the
-// queue of its kind (package group: at most GroupConfig.Workers groups in
-// flight, at most GroupConfig.MaxItems calls each, a group closes when it
-// is full or when nothing else waits, never on a timer).
+// queue of its kind (package group: one group in flight while the next
+// fills, more, up to GroupConfig.Workers, only while the waiting calls
+// fill a group or the one in flight stalls; at most GroupConfig.MaxItems
+// calls each; a group closes when it is full or when nothing else waits,
+// never on a timer).
 //
 // A group is one round trip and one transaction (claims: one pipelined
 // batch in PostgreSQL's implicit transaction; settles: settleBatch),
@@ -45,7 +47,9 @@ import (
 // GroupConfig sets group commit of a Ledger.
 type GroupConfig struct {
 	// Workers is how many groups of one kind (claims; completes and fails)
-	// may be in flight at once, each on a connection of its own; 0 turns
+	// may be in flight at once, each on a connection of its own (beyond
+	// the first, only while the waiting calls fill a group or the group in
+	// flight has run over 10 ms; see package group); 0 turns
 	// grouping off (every call its own transaction). Default (negative or
 	// unset through DefaultGroupConfig): 2.
 	Workers int
