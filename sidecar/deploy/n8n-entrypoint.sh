@@ -9,6 +9,17 @@
 # whole package folder when it installs or updates. A package found in
 # nodes/node_modules without that record is loaded too, but not listed.
 #
+# First it refuses (exit 1, n8n not started) a queue-mode mismatch, which
+# would otherwise run but do nothing useful:
+#   - EXECUTIONS_MODE=queue while the Redis host (QUEUE_BULL_REDIS_HOST) does
+#     not resolve: in docker-compose.yml, N8N_EXECUTIONS_MODE=queue without
+#     --profile queue, where there is no redis service;
+#   - a `worker` or `webhook` process while EXECUTIONS_MODE is not queue: n8n
+#     would run it in queue mode anyway, next to a main that never enqueues,
+#     so it would wait forever (--profile queue without
+#     N8N_EXECUTIONS_MODE=queue);
+#   - an EXECUTIONS_MODE other than regular or queue.
+#
 # This image also carries the package, built from this repository, so that
 # the stack works before (or without) the npm release. Before starting n8n,
 # this script decides what to do with that copy, IC_NODE_INSTALL:
@@ -34,6 +45,8 @@
 # `webhook` and other n8n commands work unchanged.
 #
 # Environment (all optional):
+#   EXECUTIONS_MODE      n8n's: regular (default) or queue
+#   QUEUE_BULL_REDIS_HOST n8n's Redis host in queue mode (default localhost)
 #   IC_NODE_INSTALL      auto | image | n8n | off (default auto)
 #   N8N_USER_FOLDER      n8n's user folder (data in $N8N_USER_FOLDER/.n8n); default $HOME
 #   IC_NODE_PACKAGE_DIR  the image's package (an unpacked npm tarball); default
@@ -53,6 +66,43 @@ mark="$dst/.idempotent-claim-image"
 seeded="$nodes/.idempotent-claim-image-seeded"
 
 log() { echo "idempotent-claim: $*" >&2; }
+
+# resolves HOST: the host name resolves (getent where the image has it,
+# else Node's resolver, which every n8n image has).
+resolves() {
+	if command -v getent >/dev/null 2>&1; then
+		getent hosts "$1" >/dev/null 2>&1
+	else
+		node -e 'require("dns").lookup(process.argv[1], (err) => process.exit(err ? 1 : 0))' "$1" >/dev/null 2>&1
+	fi
+}
+
+exec_mode="${EXECUTIONS_MODE:-regular}"
+case "$exec_mode" in
+regular | queue) ;;
+*)
+	log "EXECUTIONS_MODE must be regular or queue, not '$exec_mode' (docker-compose.yml: N8N_EXECUTIONS_MODE)"
+	exit 1
+	;;
+esac
+case "${1:-}" in
+worker | webhook)
+	if [ "$exec_mode" != queue ]; then
+		log "refusing to start n8n $1: EXECUTIONS_MODE is $exec_mode, so the main n8n runs every execution itself and this process would never get one."
+		log "Queue mode needs both: N8N_EXECUTIONS_MODE=queue docker compose --profile queue up"
+		exit 1
+	fi
+	;;
+esac
+if [ "$exec_mode" = queue ]; then
+	redis_host="${QUEUE_BULL_REDIS_HOST:-localhost}"
+	if ! resolves "$redis_host"; then
+		log "refusing to start n8n in queue mode: the Redis host '$redis_host' (QUEUE_BULL_REDIS_HOST) does not resolve."
+		log "In docker-compose.yml, queue mode needs both: N8N_EXECUTIONS_MODE=queue docker compose --profile queue up"
+		log "(or leave N8N_EXECUTIONS_MODE unset for regular mode)"
+		exit 1
+	fi
+fi
 
 mode="${IC_NODE_INSTALL:-auto}"
 if [ "$mode" = auto ]; then

@@ -55,7 +55,8 @@ func newEntrypointRun(t *testing.T) *entrypointRun {
 
 // run starts the script with extra environment and arguments; it returns
 // the output, the arguments n8n's entrypoint got (nil when it did not
-// start) and the script's error.
+// start) and the script's error. It runs in queue mode with a Redis host
+// that resolves (localhost), so that `worker` starts; env overrides that.
 func (r *entrypointRun) run(env []string, args ...string) (out string, got []string, err error) {
 	r.t.Helper()
 	_ = os.Remove(r.argsFile)
@@ -66,6 +67,8 @@ func (r *entrypointRun) run(env []string, args ...string) (out string, got []str
 		"N8N_USER_FOLDER=" + r.userFolder,
 		"IC_NODE_PACKAGE_DIR=" + r.pkgDir,
 		"IC_N8N_ENTRYPOINT=" + r.next,
+		"EXECUTIONS_MODE=queue",
+		"QUEUE_BULL_REDIS_HOST=localhost",
 	}, env...)
 	b, err := cmd.CombinedOutput()
 	out = string(b)
@@ -275,6 +278,83 @@ func TestN8NEntrypointModes(t *testing.T) {
 		require.GreaterOrEqual(t, time.Since(start), time.Second, "the start waited for the lock")
 		require.Equal(t, "build-a", r.file("dist/a.js"))
 		r.requireClean()
+	})
+}
+
+// TestN8NEntrypointQueueGuard: a queue-mode mismatch stops the start
+// before n8n runs or the node folder is touched, with a message that says
+// how to start queue mode: queue mode whose Redis host does not resolve
+// (N8N_EXECUTIONS_MODE=queue without --profile queue), a worker or webhook
+// process outside queue mode (--profile queue without
+// N8N_EXECUTIONS_MODE=queue), an unknown mode.
+func TestN8NEntrypointQueueGuard(t *testing.T) {
+	t.Parallel()
+	// .invalid never resolves (RFC 6761).
+	const noRedis = "QUEUE_BULL_REDIS_HOST=redis.invalid"
+	const hint = "N8N_EXECUTIONS_MODE=queue docker compose --profile queue up"
+	refused := []struct {
+		name string
+		env  []string
+		args []string
+		says string
+	}{
+		{"queue without Redis: main", []string{noRedis}, nil, "the Redis host 'redis.invalid' (QUEUE_BULL_REDIS_HOST) does not resolve"},
+		{"queue without Redis: worker", []string{noRedis}, []string{"worker"}, "does not resolve"},
+		{"worker in regular mode", []string{"EXECUTIONS_MODE=regular"}, []string{"worker", "--concurrency=10"}, "refusing to start n8n worker: EXECUTIONS_MODE is regular"},
+		{"worker, mode unset", []string{"EXECUTIONS_MODE="}, []string{"worker"}, "EXECUTIONS_MODE is regular"},
+		{"webhook in regular mode", []string{"EXECUTIONS_MODE=regular"}, []string{"webhook"}, "refusing to start n8n webhook"},
+		{"unknown mode", []string{"EXECUTIONS_MODE=Queue"}, nil, "EXECUTIONS_MODE must be regular or queue, not 'Queue'"},
+	}
+	for _, c := range refused {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newEntrypointRun(t)
+			r.image("0.1.0", "build-a", "a.js")
+			out, args, err := r.run(c.env, c.args...)
+			require.Error(t, err, out)
+			require.Equal(t, 1, exitCode(t, err))
+			require.Contains(t, out, c.says)
+			if !strings.Contains(c.says, "must be") {
+				require.Contains(t, out, hint, "the message says how to start queue mode")
+			}
+			require.Nil(t, args, "n8n must not start")
+			require.NoDirExists(t, r.nodes(), "the node folder is not touched")
+		})
+	}
+
+	t.Run("agreeing settings start", func(t *testing.T) {
+		t.Parallel()
+		r := newEntrypointRun(t)
+		r.image("0.1.0", "build-a", "a.js")
+		for _, c := range []struct {
+			env  []string
+			args []string
+		}{
+			{[]string{"EXECUTIONS_MODE=regular", noRedis}, nil}, // Redis is not needed
+			{[]string{"EXECUTIONS_MODE="}, []string{"start"}},
+			{nil, nil},
+			{nil, []string{"worker", "--concurrency=10"}},
+		} {
+			out, args, err := r.run(c.env, c.args...)
+			require.NoError(t, err, "%v %v: %s", c.env, c.args, out)
+			require.Equal(t, append([]string{}, c.args...), args)
+		}
+	})
+
+	t.Run("without getent, node resolves", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("node"); err != nil {
+			t.Skip("node is not installed (every n8n image has it)")
+		}
+		r := newEntrypointRun(t)
+		path := "PATH=" + toolDir(t, "sh", "node")
+		out, args, err := r.run([]string{path, "IC_NODE_INSTALL=off"}, "worker")
+		require.NoError(t, err, out)
+		require.Equal(t, []string{"worker"}, args)
+		out, args, err = r.run([]string{path, "IC_NODE_INSTALL=off", noRedis}, "worker")
+		require.Error(t, err, out)
+		require.Contains(t, out, "does not resolve")
+		require.Nil(t, args)
 	})
 }
 
