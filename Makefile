@@ -41,7 +41,7 @@ else
 E2E_PREREQ := n8n build-node
 endif
 
-.PHONY: help doctor run build build-go build-node test test-go test-node test-e2e lint \
+.PHONY: help doctor run compose-env build build-go build-node test test-go test-node test-e2e lint \
 	bench compare overhead screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
@@ -63,6 +63,12 @@ doctor:
 ## run: build bin/claimd and start it (project-local PostgreSQL when DATABASE_URL is unset)
 run:
 	@sidecar/scripts/run.sh
+
+## compose-env: write docker compose's required secrets missing from .env (random; never changes one)
+# The secrets are the ${NAME:?…} of docker-compose.yml; see
+# sidecar/scripts/compose-env.sh.
+compose-env:
+	@sidecar/scripts/compose-env.sh
 
 ## build: the sidecar binary and the n8n node package
 build: build-go build-node

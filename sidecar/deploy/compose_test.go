@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,11 +38,44 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
+// testSecrets are values for the secrets docker-compose.yml requires
+// (${NAME:?…}, no default): what make compose-env would write to .env.
+var testSecrets = map[string]string{
+	"POSTGRES_PASSWORD":      "test-postgres-password",
+	"N8N_DB_PASSWORD":        "test-n8n-db-password",
+	"N8N_ENCRYPTION_KEY":     "test-n8n-encryption-key",
+	"N8N_RUNNERS_AUTH_TOKEN": "test-runners-auth-token",
+	"CLAIMD_API_KEYS":        "demo:test-api-key-0123456789",
+	"STRIPE_WEBHOOK_SECRET":  "whsec_test-stripe-secret",
+	"GITHUB_WEBHOOK_SECRET":  "test-github-secret",
+	"N8N_HOOK_TOKEN":         "test-n8n-hook-token",
+}
+
+// allProfiles are the compose file's profiles, all at once.
+var allProfiles = []string{"queue"}
+
 // loadCompose parses docker-compose.yml the way `docker compose` does:
-// interpolation from env only (no process environment, no .env file, so the
-// result does not depend on the machine), normalisation, consistency checks,
-// paths resolved against the repository root, the given profiles active.
+// interpolation from testSecrets and env only (no process environment, no
+// .env file, so the result does not depend on the machine), normalisation,
+// consistency checks, paths resolved against the repository root, the given
+// profiles active.
 func loadCompose(t *testing.T, env map[string]string, profiles ...string) *types.Project {
+	t.Helper()
+	p, err := loadComposeErr(t, withSecrets(env), profiles...)
+	require.NoError(t, err, "docker-compose.yml does not load with profiles %v", profiles)
+	return p
+}
+
+// withSecrets is env over testSecrets.
+func withSecrets(env map[string]string) map[string]string {
+	out := maps.Clone(testSecrets)
+	maps.Copy(out, env)
+	return out
+}
+
+// loadComposeErr is loadCompose with exactly env (no testSecrets) and the
+// loader's error returned.
+func loadComposeErr(t *testing.T, env map[string]string, profiles ...string) (*types.Project, error) {
 	t.Helper()
 	root := repoRoot(t)
 	kv := make([]string, 0, len(env))
@@ -59,9 +93,7 @@ func loadCompose(t *testing.T, env map[string]string, profiles ...string) *types
 		cli.WithResolvedPaths(true),
 	)
 	require.NoError(t, err)
-	p, err := opts.LoadProject(context.Background())
-	require.NoError(t, err, "docker-compose.yml does not load with profiles %v", profiles)
-	return p
+	return opts.LoadProject(context.Background())
 }
 
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
@@ -120,23 +152,32 @@ func TestComposeProfiles(t *testing.T) {
 	t.Parallel()
 	def := loadCompose(t, nil)
 	require.Equal(t, "idempotent-claim", def.Name)
-	require.Equal(t, []string{"claimd", "n8n", "postgres"}, sortedNames(def.ServiceNames()),
-		"the default profile runs PostgreSQL, claimd and n8n")
-	require.Equal(t, []string{"n8n-worker", "redis"}, sortedNames(def.DisabledServiceNames()),
-		"Redis and the worker belong to the queue profile only")
+	require.Equal(t, []string{"claimd", "n8n", "n8n-runner", "postgres"}, sortedNames(def.ServiceNames()),
+		"the default profile runs PostgreSQL, claimd, n8n and n8n's task runner")
+	require.Equal(t, []string{"n8n-worker", "n8n-worker-runner", "redis"}, sortedNames(def.DisabledServiceNames()),
+		"Redis, the worker and its runner belong to the queue profile only")
 
 	queue := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
-	require.Equal(t, []string{"claimd", "n8n", "n8n-worker", "postgres", "redis"}, sortedNames(queue.ServiceNames()))
+	require.Equal(t, []string{"claimd", "n8n", "n8n-runner", "n8n-worker", "n8n-worker-runner", "postgres", "redis"}, sortedNames(queue.ServiceNames()))
 	require.Empty(t, queue.DisabledServiceNames())
-	for _, name := range []string{"redis", "n8n-worker"} {
+	for _, name := range []string{"redis", "n8n-worker", "n8n-worker-runner"} {
 		require.Equal(t, []string{"queue"}, service(t, queue, name).Profiles, name)
 	}
+}
+
+// n8nVersion is the n8n release n8n-node/Dockerfile builds on (its
+// N8N_VERSION ARG).
+func n8nVersion(t *testing.T) string {
+	t.Helper()
+	v := parseDockerfile(t, "n8n-node/Dockerfile").Args["N8N_VERSION"]
+	require.Regexp(t, `^\d+\.\d+\.\d+$`, v, "n8n-node/Dockerfile pins N8N_VERSION")
+	return v
 }
 
 func TestComposeServicesBuildOrPinnedImage(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
-	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, allProfiles...)
 	dockerfiles := map[string]string{}
 	for _, s := range p.Services {
 		if s.Build == nil {
@@ -158,6 +199,29 @@ func TestComposeServicesBuildOrPinnedImage(t *testing.T) {
 	require.Equal(t, "redis:7-alpine", service(t, p, "redis").Image)
 	require.Equal(t, service(t, p, "n8n").Image, service(t, p, "n8n-worker").Image,
 		"main and worker run the same image")
+	// A runner speaks the broker protocol of its own n8n release.
+	for _, name := range []string{"n8n-runner", "n8n-worker-runner"} {
+		require.Equal(t, "n8nio/runners:"+n8nVersion(t), service(t, p, name).Image,
+			"%s runs the task runners of the n8n release the n8n image is built on", name)
+	}
+}
+
+// TestComposePortsLoopbackOnly: every published port, in every profile, is
+// bound to 127.0.0.1, and the broker and claimd's metrics listener are not
+// published at all.
+func TestComposePortsLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, allProfiles...)
+	published := map[string]string{}
+	for _, s := range p.Services {
+		for _, port := range s.Ports {
+			require.Equal(t, "127.0.0.1", port.HostIP, "service %s publishes %d on %q", s.Name, port.Target, port.HostIP)
+			published[s.Name] = port.Published
+		}
+	}
+	require.Equal(t, map[string]string{
+		"claimd": "8080", "n8n": "5678",
+	}, published, "what the stack publishes (n8n's task broker 5679 and claimd's metrics listener stay on the compose network)")
 }
 
 func TestComposePostgres(t *testing.T) {
@@ -288,6 +352,15 @@ func TestComposeN8N(t *testing.T) {
 	require.True(t, published, "n8n publishes port 5678")
 
 	require.Equal(t, types.ServiceConditionHealthy, n.DependsOn["postgres"].Condition)
+	// An unhealthy claimd must not keep n8n down: n8n starts, and the node
+	// reports the sidecar as unreachable until claimd is back.
+	require.Equal(t, types.ServiceConditionStarted, n.DependsOn["claimd"].Condition,
+		"n8n waits for claimd to be started, never for it to be healthy")
+	for name, dep := range n.DependsOn {
+		if name != "postgres" && name != "redis" {
+			require.NotEqual(t, types.ServiceConditionHealthy, dep.Condition, "n8n must not wait for %s to be healthy", name)
+		}
+	}
 	redis, ok := n.DependsOn["redis"]
 	require.True(t, ok)
 	require.False(t, redis.Required, "Redis is only there with the queue profile")
@@ -316,35 +389,156 @@ func TestComposeQueueMode(t *testing.T) {
 	require.Equal(t, redis.Name, me["QUEUE_BULL_REDIS_HOST"], "QUEUE_BULL_REDIS_HOST names the redis service")
 	require.NotNil(t, redis.HealthCheck)
 	require.Equal(t, types.ServiceConditionHealthy, worker.DependsOn["redis"].Condition)
+
+	// Manual executions run on the workers too (n8n 2.x warns without it).
+	require.Equal(t, "true", me["OFFLOAD_MANUAL_EXECUTIONS_TO_WORKERS"])
+
+	// The worker's health check: n8n's worker server (QUEUE_HEALTH_CHECK_*)
+	// on the port the check asks, at /healthz or /healthz/readiness.
+	require.Equal(t, "true", we["QUEUE_HEALTH_CHECK_ACTIVE"], "the worker serves /healthz only with QUEUE_HEALTH_CHECK_ACTIVE")
+	require.NotNil(t, worker.HealthCheck, "n8n-worker has a health check")
+	require.False(t, worker.HealthCheck.Disable)
+	probe := regexp.MustCompile(`http://127\.0\.0\.1:(\d+)(/healthz(?:/readiness)?)\b`).FindStringSubmatch(strings.Join(worker.HealthCheck.Test, " "))
+	require.NotNil(t, probe, "the worker's health check GETs its /healthz: %q", worker.HealthCheck.Test)
+	require.Equal(t, we["QUEUE_HEALTH_CHECK_PORT"], probe[1], "the health check asks the port the worker server listens on")
+	require.NotNil(t, worker.HealthCheck.StartPeriod, "a start period covers n8n's start")
 }
 
-// TestComposeSecretsOverridable checks that every secret is read from the
-// environment, and that without one the default says it is for development.
-func TestComposeSecretsOverridable(t *testing.T) {
+// TestComposeQueueModeNeedsTheProfile: EXECUTIONS_MODE and the queue
+// profile must agree, and the compose file leaves that to the n8n
+// entrypoint, which refuses either one without the other (see
+// TestN8NEntrypointQueueGuard): every n8n service runs it, and gets the
+// variables it checks.
+func TestComposeQueueModeNeedsTheProfile(t *testing.T) {
 	t.Parallel()
-	secrets := []struct{ service, key, env string }{
+	// Without the profile there is no redis service, so the host n8n is
+	// pointed at does not exist: the entrypoint's check must fire.
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"})
+	e := env(t, service(t, p, "n8n"))
+	require.Equal(t, "queue", e["EXECUTIONS_MODE"])
+	_, err := p.GetService(e["QUEUE_BULL_REDIS_HOST"])
+	require.Error(t, err, "without --profile queue no service is named %s", e["QUEUE_BULL_REDIS_HOST"])
+
+	// The worker's command is the one the entrypoint refuses outside queue mode.
+	q := loadCompose(t, nil, "queue")
+	worker := service(t, q, "n8n-worker")
+	require.Equal(t, "regular", env(t, worker)["EXECUTIONS_MODE"], "--profile queue alone leaves the mode regular")
+	require.Equal(t, "worker", worker.Command[0])
+
+	// Both n8n services are the image whose entrypoint is the wrapper.
+	df := parseDockerfile(t, "n8n-node/Dockerfile")
+	entry := execForm(t, df.Stages[len(df.Stages)-1].last(t, "ENTRYPOINT"))
+	require.Equal(t, "/opt/idempotent-claim/entrypoint.sh", entry[len(entry)-1])
+	for _, name := range []string{"n8n", "n8n-worker"} {
+		s := service(t, q, name)
+		require.NotNil(t, s.Build, name)
+		require.Equal(t, "n8n-node/Dockerfile", s.Build.Dockerfile, name)
+		require.Empty(t, s.Entrypoint, "%s keeps the image's entrypoint (the queue guard)", name)
+	}
+}
+
+// TestComposeTaskRunners: n8n's task runners in external mode, as n8n's own
+// compose layouts run them: every n8n process's broker listens on the
+// compose network, and a runner of its own connects to it with the shared
+// token.
+func TestComposeTaskRunners(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
+	for n8nName, runnerName := range map[string]string{"n8n": "n8n-runner", "n8n-worker": "n8n-worker-runner"} {
+		ne := env(t, service(t, p, n8nName))
+		require.Equal(t, "external", ne["N8N_RUNNERS_MODE"], n8nName)
+		require.Equal(t, "0.0.0.0", ne["N8N_RUNNERS_BROKER_LISTEN_ADDRESS"], "%s: the broker must be reachable from the runner's container", n8nName)
+		require.NotContains(t, ne, "N8N_RUNNERS_ENABLED", "%s: obsolete since n8n 2.0 (n8n warns about it)", n8nName)
+		require.Equal(t, testSecrets["N8N_RUNNERS_AUTH_TOKEN"], ne["N8N_RUNNERS_AUTH_TOKEN"], n8nName)
+
+		runner := service(t, p, runnerName)
+		re := env(t, runner)
+		require.Equal(t, ne["N8N_RUNNERS_AUTH_TOKEN"], re["N8N_RUNNERS_AUTH_TOKEN"], "%s authenticates to %s's broker", runnerName, n8nName)
+		u, err := url.Parse(re["N8N_RUNNERS_TASK_BROKER_URI"])
+		require.NoError(t, err)
+		require.Equal(t, "http", u.Scheme)
+		require.Equal(t, n8nName+":"+ne["N8N_RUNNERS_BROKER_PORT"], u.Host, "%s connects to %s's own broker", runnerName, n8nName)
+		require.Contains(t, runner.DependsOn, n8nName, runnerName)
+		require.Empty(t, runner.Ports, "%s publishes nothing", runnerName)
+	}
+}
+
+// requiredSecrets are the names docker-compose.yml reads as ${NAME:?…}.
+func requiredSecrets(t *testing.T, text string) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*):\?`).FindAllStringSubmatch(text, -1) {
+		seen[m[1]] = true
+	}
+	return sortedNames(keysOf(seen))
+}
+
+// TestComposeSecretsRequired: no secret has a fallback. Every secret is
+// ${NAME:?…} wherever the file uses it, the header lists exactly those,
+// a missing one stops docker compose with its name, and each one set
+// reaches the services that use it.
+func TestComposeSecretsRequired(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docker-compose.yml"))
+	require.NoError(t, err)
+	text := string(b)
+
+	required := requiredSecrets(t, text)
+	require.Equal(t, sortedNames(keysOf(testSecrets)), required, "the required secrets are the ones testSecrets provides")
+
+	// Anything named like a secret is required; a default (:- or -) or an
+	// "if unset" (:? is the only form allowed) is a public fallback.
+	ref := regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)([:?+-]*)`)
+	secretName := regexp.MustCompile(`PASSWORD|SECRET|TOKEN|KEY`)
+	for _, m := range ref.FindAllStringSubmatch(text, -1) {
+		if secretName.MatchString(m[1]) || slices.Contains(required, m[1]) {
+			require.Equal(t, ":?", m[2], "${%s%s…}: a secret has no fallback", m[1], m[2])
+		}
+	}
+	require.NotContains(t, strings.ToLower(text), "dev-only", "no development default is left")
+
+	// The header names them all, the way compose-env.sh writes them.
+	header := regexp.MustCompile(`(?s)# REQUIRED SECRETS:.*?\n((?:#   [A-Z0-9_, ]+\n)+)`).FindStringSubmatch(text)
+	require.NotNil(t, header, "the header comment lists the required secrets")
+	var listed []string
+	for _, f := range strings.FieldsFunc(strings.ReplaceAll(header[1], "#", ""), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		listed = append(listed, f)
+	}
+	require.Equal(t, required, sortedNames(listed), "the header's REQUIRED SECRETS")
+
+	// Each missing one stops the load, named, whatever the profiles.
+	for _, name := range required {
+		without := maps.Clone(testSecrets)
+		delete(without, name)
+		_, err := loadComposeErr(t, without)
+		require.Error(t, err, "docker-compose.yml loads without %s", name)
+		require.Contains(t, err.Error(), name)
+		require.Contains(t, err.Error(), "make compose-env", "the message says how to get every secret")
+		without[name] = ""
+		_, err = loadComposeErr(t, without)
+		require.Error(t, err, "an empty %s is missing too", name)
+	}
+
+	// Set, each reaches its services.
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, allProfiles...)
+	uses := []struct{ service, key, env string }{
 		{"postgres", "POSTGRES_PASSWORD", "POSTGRES_PASSWORD"},
 		{"postgres", "N8N_DB_PASSWORD", "N8N_DB_PASSWORD"},
 		{"n8n", "DB_POSTGRESDB_PASSWORD", "N8N_DB_PASSWORD"},
 		{"n8n", "N8N_ENCRYPTION_KEY", "N8N_ENCRYPTION_KEY"},
+		{"n8n-worker", "N8N_ENCRYPTION_KEY", "N8N_ENCRYPTION_KEY"},
+		{"n8n", "N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_AUTH_TOKEN"},
+		{"n8n-runner", "N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_AUTH_TOKEN"},
+		{"n8n-worker-runner", "N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_AUTH_TOKEN"},
 		{"claimd", "CLAIMD_API_KEYS", "CLAIMD_API_KEYS"},
 		{"claimd", "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"},
 		{"claimd", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"},
 		{"claimd", "N8N_HOOK_TOKEN", "N8N_HOOK_TOKEN"},
 	}
-	def := loadCompose(t, nil)
-	set := map[string]string{}
-	for _, s := range secrets {
-		require.Contains(t, env(t, service(t, def, s.service))[s.key], "dev-only",
-			"the default of %s on %s must be marked dev-only", s.key, s.service)
-		set[s.env] = "from-env-" + strings.ToLower(s.env)
+	for _, u := range uses {
+		require.Equal(t, testSecrets[u.env], env(t, service(t, p, u.service))[u.key], "%s on %s", u.key, u.service)
 	}
-	set["CLAIMD_API_KEYS"] = "acme:from-env-key-0123456789"
-	over := loadCompose(t, set)
-	for _, s := range secrets {
-		require.Equal(t, set[s.env], env(t, service(t, over, s.service))[s.key], "%s on %s", s.key, s.service)
-	}
-	require.Contains(t, env(t, service(t, over, "claimd"))["DATABASE_URL"], ":from-env-postgres_password@")
+	require.Contains(t, env(t, service(t, p, "claimd"))["DATABASE_URL"], ":"+testSecrets["POSTGRES_PASSWORD"]+"@")
 }
 
 // TestSourcesExampleParses parses the example sources file on its own, with

@@ -1,7 +1,8 @@
 // Package deploy holds the files of the container deployment: the example
 // sources file mounted into claimd (sources.example.yaml), the PostgreSQL
-// init script that creates n8n's database (postgres/), and the entrypoint of
-// the n8n image that installs the Idempotent Claim node (n8n-entrypoint.sh).
+// init script that creates n8n's database (postgres/), the entrypoint of the
+// n8n image that installs the Idempotent Claim node and refuses a queue-mode
+// mismatch (n8n-entrypoint.sh).
 // The repository root's docker-compose.yml, sidecar/Dockerfile and
 // n8n-node/Dockerfile use them.
 //
@@ -12,7 +13,7 @@
 //
 // The developer entry points are tested here too, as a newcomer meets them:
 // the Makefile (make help lists every target with a description, make
-// db-status), sidecar/scripts/doctor.sh (on a PATH missing tools, and on this
+// db-status), sidecar/scripts/compose-env.sh (the .env of compose secrets), sidecar/scripts/doctor.sh (on a PATH missing tools, and on this
 // machine's), sidecar/scripts/run.sh (in a copy of the module, against a
 // database of its own) and n8n-node/scripts/install-n8n.sh (with a stand-in
 // npm that blocks until the test lets it go).
