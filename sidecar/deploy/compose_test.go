@@ -49,10 +49,11 @@ var testSecrets = map[string]string{
 	"STRIPE_WEBHOOK_SECRET":  "whsec_test-stripe-secret",
 	"GITHUB_WEBHOOK_SECRET":  "test-github-secret",
 	"N8N_HOOK_TOKEN":         "test-n8n-hook-token",
+	"GRAFANA_ADMIN_PASSWORD": "test-grafana-admin-password",
 }
 
 // allProfiles are the compose file's profiles, all at once.
-var allProfiles = []string{"queue"}
+var allProfiles = []string{"queue", "monitoring"}
 
 // loadCompose parses docker-compose.yml the way `docker compose` does:
 // interpolation from testSecrets and env only (no process environment, no
@@ -154,15 +155,22 @@ func TestComposeProfiles(t *testing.T) {
 	require.Equal(t, "idempotent-claim", def.Name)
 	require.Equal(t, []string{"claimd", "n8n", "n8n-runner", "postgres"}, sortedNames(def.ServiceNames()),
 		"the default profile runs PostgreSQL, claimd, n8n and n8n's task runner")
-	require.Equal(t, []string{"n8n-worker", "n8n-worker-runner", "redis"}, sortedNames(def.DisabledServiceNames()),
-		"Redis, the worker and its runner belong to the queue profile only")
+	require.Equal(t, []string{"grafana", "n8n-worker", "n8n-worker-runner", "prometheus", "redis"}, sortedNames(def.DisabledServiceNames()),
+		"Redis, the worker and its runner belong to the queue profile only, Prometheus and Grafana to monitoring")
 
 	queue := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, "queue")
 	require.Equal(t, []string{"claimd", "n8n", "n8n-runner", "n8n-worker", "n8n-worker-runner", "postgres", "redis"}, sortedNames(queue.ServiceNames()))
-	require.Empty(t, queue.DisabledServiceNames())
+	require.Equal(t, []string{"grafana", "prometheus"}, sortedNames(queue.DisabledServiceNames()))
 	for _, name := range []string{"redis", "n8n-worker", "n8n-worker-runner"} {
 		require.Equal(t, []string{"queue"}, service(t, queue, name).Profiles, name)
 	}
+
+	mon := loadCompose(t, nil, "monitoring")
+	require.Equal(t, []string{"claimd", "grafana", "n8n", "n8n-runner", "postgres", "prometheus"}, sortedNames(mon.ServiceNames()))
+	for _, name := range []string{"prometheus", "grafana"} {
+		require.Equal(t, []string{"monitoring"}, service(t, mon, name).Profiles, name)
+	}
+	require.Empty(t, loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, allProfiles...).DisabledServiceNames())
 }
 
 // n8nVersion is the n8n release n8n-node/Dockerfile builds on (its
@@ -204,6 +212,11 @@ func TestComposeServicesBuildOrPinnedImage(t *testing.T) {
 		require.Equal(t, "n8nio/runners:"+n8nVersion(t), service(t, p, name).Image,
 			"%s runs the task runners of the n8n release the n8n image is built on", name)
 	}
+	// Monitoring images: an exact release, not a moving major tag.
+	for _, name := range []string{"prometheus", "grafana"} {
+		_, tag, _ := strings.Cut(service(t, p, name).Image, ":")
+		require.Regexp(t, `^v?\d+\.\d+\.\d+$`, tag, "%s: image pinned to a release", name)
+	}
 }
 
 // TestComposePortsLoopbackOnly: every published port, in every profile, is
@@ -220,7 +233,7 @@ func TestComposePortsLoopbackOnly(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]string{
-		"claimd": "8080", "n8n": "5678",
+		"claimd": "8080", "n8n": "5678", "prometheus": "9090", "grafana": "3000",
 	}, published, "what the stack publishes (n8n's task broker 5679 and claimd's metrics listener stay on the compose network)")
 }
 
@@ -534,6 +547,7 @@ func TestComposeSecretsRequired(t *testing.T) {
 		{"claimd", "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"},
 		{"claimd", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"},
 		{"claimd", "N8N_HOOK_TOKEN", "N8N_HOOK_TOKEN"},
+		{"grafana", "GF_SECURITY_ADMIN_PASSWORD", "GRAFANA_ADMIN_PASSWORD"},
 	}
 	for _, u := range uses {
 		require.Equal(t, testSecrets[u.env], env(t, service(t, p, u.service))[u.key], "%s on %s", u.key, u.service)

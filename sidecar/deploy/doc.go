@@ -2,7 +2,8 @@
 // sources file mounted into claimd (sources.example.yaml), the PostgreSQL
 // init script that creates n8n's database (postgres/), the entrypoint of the
 // n8n image that installs the Idempotent Claim node and refuses a queue-mode
-// mismatch (n8n-entrypoint.sh).
+// mismatch (n8n-entrypoint.sh), and the monitoring profile's Prometheus and
+// Grafana configuration (monitoring/).
 // The repository root's docker-compose.yml, sidecar/Dockerfile and
 // n8n-node/Dockerfile use them.
 //
