@@ -59,9 +59,9 @@ func New(stats StatsFunc) *Metrics {
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
 		}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "claimd_http_request_duration_seconds", Help: "HTTP request latency by route and status code class, in seconds.",
+			Name: "claimd_http_request_duration_seconds", Help: "HTTP request latency by method, route and status code class, in seconds.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"route", "code"}),
+		}, []string{"method", "route", "code"}),
 	}
 	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "claimd_ingest_deliveries_total",
