@@ -804,19 +804,24 @@ type Stats struct {
 	// DispatchPending and DispatchDeadLettered count inbox events waiting
 	// for dispatch and those whose dispatch was dead-lettered.
 	DispatchPending, DispatchDeadLettered int64
+	// OldestDispatchPending is the age of the oldest inbox event whose
+	// dispatch is pending (not yet answered 2xx, and with require_claim
+	// not yet claimed); 0 when none.
+	OldestDispatchPending time.Duration
 }
 
 // Stats counts open records across all tenants.
 func (l *Ledger) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
-	var op, or float64
+	var op, or, od float64
 	err := l.pool.QueryRow(ctx, statsSQL).Scan(&s.Unknown, &s.DeadLettered, &s.Processing,
-		&s.RetryableFailed, &s.Received, &op, &or, &s.DispatchPending, &s.DispatchDeadLettered)
+		&s.RetryableFailed, &s.Received, &op, &or, &s.DispatchPending, &s.DispatchDeadLettered, &od)
 	if err != nil {
 		return Stats{}, DBError(err)
 	}
 	s.OldestProcessing = time.Duration(op * float64(time.Second))
 	s.OldestReceived = time.Duration(or * float64(time.Second))
+	s.OldestDispatchPending = time.Duration(od * float64(time.Second))
 	return s, nil
 }
 

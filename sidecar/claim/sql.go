@@ -429,8 +429,9 @@ WITH c AS (
 SELECT count(*) FROM c`
 
 // statsSQL feeds the gauges: open records by state, the age of the oldest
-// processing claim and received event (seconds), and inbox dispatches
-// pending and dead-lettered.
+// processing claim and received event (seconds), inbox dispatches pending
+// and dead-lettered, and the age of the oldest pending dispatch (seconds;
+// the first entry of inbox_events_pending_idx).
 const statsSQL = `
 SELECT
 	count(*) FILTER (WHERE state = 'unknown'),
@@ -441,7 +442,9 @@ SELECT
 	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(claimed_at) FILTER (WHERE state = 'processing')), 0),
 	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(created_at) FILTER (WHERE state = 'received')), 0),
 	(SELECT count(*) FROM inbox_events WHERE dispatch_state = 'pending'),
-	(SELECT count(*) FROM inbox_events WHERE dispatch_state = 'dead_lettered')
+	(SELECT count(*) FROM inbox_events WHERE dispatch_state = 'dead_lettered'),
+	COALESCE((SELECT EXTRACT(EPOCH FROM statement_timestamp() - min(received_at))
+		FROM inbox_events WHERE dispatch_state = 'pending'), 0)
 FROM claims
 WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'received')`
 

@@ -2,8 +2,10 @@
 // sources file mounted into claimd (sources.example.yaml), the PostgreSQL
 // init script that creates n8n's database (postgres/), the entrypoint of the
 // n8n image that installs the Idempotent Claim node and refuses a queue-mode
-// mismatch (n8n-entrypoint.sh), and the monitoring profile's Prometheus and
-// Grafana configuration (monitoring/).
+// mismatch (n8n-entrypoint.sh), and monitoring/: Prometheus alerting rules
+// for claimd (claimd-rules.yml, unit-tested by claimd-rules.test.yml), a
+// Grafana dashboard (grafana-dashboard.json), and the monitoring profile's
+// Prometheus and Grafana configuration (prometheus.yml, grafana/).
 // The repository root's docker-compose.yml, sidecar/Dockerfile and
 // n8n-node/Dockerfile use them.
 //
@@ -11,6 +13,9 @@
 // compose-spec parser (github.com/compose-spec/compose-go/v2), read both
 // Dockerfiles, and run the two shell scripts for real (the init script
 // against the test PostgreSQL server), since no Docker engine is needed.
+// The monitoring files go through promtool (check rules, test rules; a
+// missing promtool fails the test, it never skips), and every metric their
+// PromQL reads must be in the /metrics of a claimd built and run here.
 //
 // The developer entry points are tested here too, as a newcomer meets them:
 // the Makefile (make help lists every target with a description, make

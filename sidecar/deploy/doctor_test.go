@@ -120,6 +120,7 @@ func TestDoctorNamesWhatIsMissing(t *testing.T) {
 		{"make test", "cc", "apt-get install build-essential", "xcode-select --install"},
 		{"make test", "c++", "apt-get install build-essential", "xcode-select --install"},
 		{"make test", "flock", "apt-get install util-linux", "brew install flock"},
+		{"make test", "promtool", "apt-get install prometheus", "brew install prometheus"},
 	} {
 		l := findDoctorLine(t, lines, want.group, want.tool, out)
 		require.Equal(t, "missing", l.status, "%s\n%s", want.tool, out)

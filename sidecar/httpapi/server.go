@@ -296,7 +296,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	status := c.Response().StatusCode()
 	route := c.Route().Path
 	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.HTTPDuration.WithLabelValues(route, strconv.Itoa(status/100)+"xx").Observe(time.Since(start).Seconds())
+		s.cfg.Metrics.HTTPDuration.WithLabelValues(methodLabel(c.Method()), route, strconv.Itoa(status/100)+"xx").Observe(time.Since(start).Seconds())
 	}
 	if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 		return nil
@@ -363,6 +363,19 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // Abort cancels the context of every request still running (the hard
 // end of a shutdown): their database work stops and they answer 503.
 func (s *Server) Abort() { s.abort() }
+
+// methodLabel is the request method as a label value: one of Fiber's
+// methods (the only ones methodGuard lets through) as its constant string,
+// which outlives the request, unlike c.Method()'s view of the request
+// buffer; "other" for anything else.
+func methodLabel(m string) string {
+	for _, k := range fiber.DefaultMethods {
+		if k == m {
+			return k
+		}
+	}
+	return "other"
+}
 
 // MetricsApp returns an app serving only GET /metrics (with the bearer
 // token when MetricsToken is set), for a listener of its own; nil without

@@ -59,9 +59,9 @@ func New(stats StatsFunc) *Metrics {
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
 		}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "claimd_http_request_duration_seconds", Help: "HTTP request latency by route and status code class, in seconds.",
+			Name: "claimd_http_request_duration_seconds", Help: "HTTP request latency by method, route and status code class, in seconds.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"route", "code"}),
+		}, []string{"method", "route", "code"}),
 	}
 	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "claimd_ingest_deliveries_total",
@@ -149,6 +149,8 @@ var (
 		"Age of the oldest claim still processing, in seconds (0 when none).", nil, nil)
 	oldestReceivedDesc = prometheus.NewDesc("claimd_oldest_received_seconds",
 		"Age of the oldest inbox event not yet claimed, in seconds (0 when none).", nil, nil)
+	oldestDispatchDesc = prometheus.NewDesc("claimd_oldest_dispatch_pending_seconds",
+		"Age of the oldest inbox event whose dispatch is pending (no 2xx yet; with require_claim, not yet claimed), in seconds (0 when none).", nil, nil)
 	statsUpDesc  = prometheus.NewDesc("claimd_stats_up", "1 when the last database stats query succeeded.", nil, nil)
 	dispatchDesc = prometheus.NewDesc("claimd_inbox_dispatch_open",
 		"Inbox events by dispatch state: pending (waiting or retrying) and dead_lettered (needs a replay).", []string{"state"}, nil)
@@ -160,6 +162,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- openDesc
 	ch <- oldestProcessingDesc
 	ch <- oldestReceivedDesc
+	ch <- oldestDispatchDesc
 	ch <- statsUpDesc
 	ch <- dispatchDesc
 }
@@ -181,6 +184,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(oldestProcessingDesc, prometheus.GaugeValue, s.OldestProcessing.Seconds())
 	ch <- prometheus.MustNewConstMetric(oldestReceivedDesc, prometheus.GaugeValue, s.OldestReceived.Seconds())
+	ch <- prometheus.MustNewConstMetric(oldestDispatchDesc, prometheus.GaugeValue, s.OldestDispatchPending.Seconds())
 	ch <- prometheus.MustNewConstMetric(dispatchDesc, prometheus.GaugeValue, float64(s.DispatchPending), "pending")
 	ch <- prometheus.MustNewConstMetric(dispatchDesc, prometheus.GaugeValue, float64(s.DispatchDeadLettered), "dead_lettered")
 }

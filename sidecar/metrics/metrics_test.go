@@ -180,3 +180,67 @@ func gatherValue(m *metrics.Metrics, name string) (float64, error) {
 	}
 	return 0, fmt.Errorf("no single sample of %s", name)
 }
+
+// claimd_oldest_dispatch_pending_seconds is the age of the oldest inbox
+// event whose dispatch is pending, read from the database on each scrape:
+// it falls to the next one when that is dispatched and to 0 when none is
+// pending (a dead-lettered dispatch waits for a replay, not for the
+// dispatcher).
+func TestOldestDispatchPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	l, err := claim.New(pool, claim.Config{})
+	require.NoError(t, err)
+	m := metrics.New(l.Stats)
+	oldest := func() float64 {
+		t.Helper()
+		v, err := gatherValue(m, "claimd_oldest_dispatch_pending_seconds")
+		require.NoError(t, err)
+		return v
+	}
+	require.Zero(t, oldest(), "nothing stored")
+
+	ids := map[string]string{}
+	for ev, age := range map[string]string{"old": "1 hour", "young": "10 minutes"} {
+		rc, err := l.ReceiveTx(ctx, pool, claim.Request{Tenant: "t", Key: claim.Key{Source: "s", EventID: ev}})
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, received_at)
+			VALUES ($1, 't', 's', '{}', now() - $2::interval)`, rc.ID, age)
+		require.NoError(t, err)
+		ids[ev] = rc.ID
+	}
+	require.InDelta(t, 3600, oldest(), 60)
+	pending, err := stateGauge(m, "claimd_inbox_dispatch_open", "pending")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, pending)
+
+	_, err = pool.Exec(ctx, `UPDATE inbox_events SET dispatch_state = 'dispatched', dispatched_at = now() WHERE claim_id = $1`, ids["old"])
+	require.NoError(t, err)
+	require.InDelta(t, 600, oldest(), 60, "the next pending one")
+
+	_, err = pool.Exec(ctx, `UPDATE inbox_events SET dispatch_state = 'dead_lettered' WHERE claim_id = $1`, ids["young"])
+	require.NoError(t, err)
+	require.Zero(t, oldest(), "none pending")
+}
+
+// stateGauge is the value of the gauge name{state=state}.
+func stateGauge(m *metrics.Metrics, name, state string) (float64, error) {
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == state {
+					return s.GetGauge().GetValue(), nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s{state=%q}", name, state)
+}

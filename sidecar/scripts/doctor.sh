@@ -19,7 +19,8 @@
 #               Node 24 with npm), cc, c++ and python3 for node-gyp (the
 #               sqlite3 rebuild; not with IC_E2E=0), redis-server (unless
 #               IC_REDIS_ADDR is set or something answers on 127.0.0.1:6379),
-#               flock, git, and PostgreSQL's server programs again: for the
+#               flock, git, promtool (the alerting rules' tests), and
+#               PostgreSQL's server programs again: for the
 #               project-local cluster unless TEST_DATABASE_URL is set, and
 #               pg_basebackup and postgres for the failover tests unless
 #               IC_PG_CLUSTER=0
@@ -256,6 +257,7 @@ check_build_tools
 check_redis
 check_tool flock util-linux flock
 check_tool git git git
+check_tool promtool prometheus prometheus
 check_pg_test
 check_platform
 
