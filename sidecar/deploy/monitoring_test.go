@@ -2,8 +2,6 @@ package deploy
 
 import (
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"net"
 	"os"
 	"path"
@@ -19,8 +17,8 @@ import (
 // Files of the monitoring profile that another change writes: the alert
 // rules and the Grafana dashboard. The compose file mounts them from here.
 const (
-	rulesFile     = "sidecar/deploy/monitoring/claimd-rules.yml"
-	dashboardFile = "sidecar/deploy/monitoring/grafana-dashboard.json"
+	composeRulesPath     = "sidecar/deploy/monitoring/claimd-rules.yml"
+	composeDashboardPath = "sidecar/deploy/monitoring/grafana-dashboard.json"
 )
 
 // readYAML decodes a repository file (relative path) strictly into v.
@@ -46,16 +44,12 @@ func mountedFile(t *testing.T, s types.ServiceConfig, target string) string {
 	return filepath.ToSlash(rel)
 }
 
-// present reports whether a repository file exists; a file another change
-// adds is checked once it is there, and its absence is logged.
+// present requires a repository file to exist (the files the monitoring
+// profile mounts).
 func present(t *testing.T, rel string) bool {
 	t.Helper()
 	_, err := os.Stat(filepath.Join(repoRoot(t), filepath.FromSlash(rel)))
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Logf("%s is not in this checkout yet: only its mount is checked", rel)
-		return false
-	}
-	require.NoError(t, err)
+	require.NoError(t, err, "%s is mounted by the monitoring profile and must exist", rel)
 	return true
 }
 
@@ -118,21 +112,21 @@ func TestComposePrometheus(t *testing.T) {
 
 	// rule_files name the rules file mounted from the repository.
 	require.Equal(t, []string{"/etc/prometheus/rules/claimd-rules.yml"}, cfg.RuleFiles)
-	require.Equal(t, rulesFile, mountedFile(t, prom, cfg.RuleFiles[0]))
-	if present(t, rulesFile) {
+	require.Equal(t, composeRulesPath, mountedFile(t, prom, cfg.RuleFiles[0]))
+	if present(t, composeRulesPath) {
 		var rules struct {
 			Groups []struct {
 				Name  string           `yaml:"name"`
 				Rules []map[string]any `yaml:"rules"`
 			} `yaml:"groups"`
 		}
-		b, err := os.ReadFile(filepath.Join(repoRoot(t), rulesFile))
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), composeRulesPath))
 		require.NoError(t, err)
-		require.NoError(t, yaml.Unmarshal(b, &rules), rulesFile)
-		require.NotEmpty(t, rules.Groups, "%s has rule groups", rulesFile)
+		require.NoError(t, yaml.Unmarshal(b, &rules), composeRulesPath)
+		require.NotEmpty(t, rules.Groups, "%s has rule groups", composeRulesPath)
 		for _, g := range rules.Groups {
 			for _, r := range g.Rules {
-				require.NotEmpty(t, r["expr"], "%s: group %s: every rule has an expr", rulesFile, g.Name)
+				require.NotEmpty(t, r["expr"], "%s: group %s: every rule has an expr", composeRulesPath, g.Name)
 			}
 		}
 	}
@@ -200,13 +194,13 @@ func TestComposeGrafana(t *testing.T) {
 	require.Equal(t, "file", dash.Providers[0].Type)
 	const target = "/etc/grafana/dashboards/claimd.json"
 	require.Equal(t, path.Dir(target), dash.Providers[0].Options.Path, "the provider loads the mounted dashboard's folder")
-	require.Equal(t, dashboardFile, mountedFile(t, g, target))
-	if present(t, dashboardFile) {
-		b, err := os.ReadFile(filepath.Join(repoRoot(t), dashboardFile))
+	require.Equal(t, composeDashboardPath, mountedFile(t, g, target))
+	if present(t, composeDashboardPath) {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), composeDashboardPath))
 		require.NoError(t, err)
 		var d map[string]any
-		require.NoError(t, json.Unmarshal(b, &d), dashboardFile)
-		require.NotEmpty(t, d["title"], "%s has a title", dashboardFile)
+		require.NoError(t, json.Unmarshal(b, &d), composeDashboardPath)
+		require.NotEmpty(t, d["title"], "%s has a title", composeDashboardPath)
 	}
 
 	// No anonymous access; the admin password is a required secret
