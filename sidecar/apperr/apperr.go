@@ -26,6 +26,10 @@ const (
 	// RateLimited: too many failed authentications from the caller's
 	// address; nothing was checked, retry after RetryAfter (429).
 	RateLimited Code = "rate_limited"
+	// Forbidden: a console form that fails its CSRF checks: its token is
+	// missing or wrong, or the browser says it was sent from another site
+	// (403). Nothing was done.
+	Forbidden Code = "forbidden"
 	// NotFound: no such record for this tenant (404). Another tenant's record
 	// is reported exactly like a missing one.
 	NotFound Code = "not_found"

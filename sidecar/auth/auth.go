@@ -22,6 +22,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -43,7 +44,20 @@ type Principal struct {
 	Tenant string
 	// Admin keys may act for any tenant (see the HTTP API's X-Tenant header).
 	Admin bool
+	// KeyID is the id of a key from the database (api_keys.id), "" for a
+	// configured key.
+	KeyID string
+	// KeyPrefix names the key without revealing it, for audit entries: a
+	// database key's stored prefix ("ick_" and 6 characters, as `claimd
+	// keys list` shows it), or for a configured key "static:" and the
+	// first 8 hex digits of its SHA-256.
+	KeyPrefix string
+	// KeyHash is the SHA-256 of the key (what api_keys stores).
+	KeyHash [sha256.Size]byte
 }
+
+// staticPrefix is the KeyPrefix of a configured key with hash h.
+func staticPrefix(h hashed) string { return "static:" + hex.EncodeToString(h[:4]) }
 
 // StaticKey is a key from configuration.
 type StaticKey struct {
@@ -276,6 +290,8 @@ func New(pool *pgxpool.Pool, static []StaticKey, o Options) *Keys {
 			h hashed
 			p Principal
 		}{sha256.Sum256([]byte(s.Key)), Principal{Tenant: s.Tenant, Admin: s.Admin}})
+		last := &k.static[len(k.static)-1]
+		last.p.KeyPrefix, last.p.KeyHash = staticPrefix(last.h), last.h
 	}
 	return k
 }
@@ -414,9 +430,9 @@ func (k *Keys) lookup(ctx context.Context, h hashed) (Principal, bool, error) {
 			return nil, errBusy
 		}
 		k.obs.KeyLookedUp()
-		var tenant string
+		var tenant, id, prefix string
 		var stored []byte
-		err := k.pool.QueryRow(qctx, `SELECT tenant, key_hash FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h[:]).Scan(&tenant, &stored)
+		err := k.pool.QueryRow(qctx, `SELECT tenant, key_hash, id::text, key_prefix FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h[:]).Scan(&tenant, &stored, &id, &prefix)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return lookedUp{}, nil
 		}
@@ -426,7 +442,7 @@ func (k *Keys) lookup(ctx context.Context, h hashed) (Principal, bool, error) {
 		if subtle.ConstantTimeCompare(stored, h[:]) != 1 {
 			return lookedUp{}, nil
 		}
-		return lookedUp{p: Principal{Tenant: tenant}, found: true}, nil
+		return lookedUp{p: Principal{Tenant: tenant, KeyID: id, KeyPrefix: prefix, KeyHash: h}, found: true}, nil
 	})
 	if k.joined != nil {
 		k.joined()

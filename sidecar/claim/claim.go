@@ -93,6 +93,10 @@ const (
 	// ResolveRetry: the effect did not happen; the record becomes claimable
 	// again at once, with one more attempt allowed.
 	ResolveRetry ResolveOutcome = "retry"
+	// ResolveFailed: the effect did not happen and must not be tried again;
+	// an unknown record becomes dead_lettered (a dead-lettered one already
+	// is, so it cannot be resolved this way).
+	ResolveFailed ResolveOutcome = "failed"
 )
 
 // Key identifies a claim record within a tenant.
@@ -204,4 +208,8 @@ type Delivery struct {
 	PayloadHash string
 	ExecutionID string
 	Detail      string
+	// Actor is who wrote an operator's entry (resolve, release, replay):
+	// the API key's prefix (auth.Principal.KeyPrefix), never the key; ""
+	// for every other entry.
+	Actor string
 }

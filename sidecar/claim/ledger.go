@@ -604,17 +604,26 @@ func (l *Ledger) Extend(ctx context.Context, tenant, id, token string, lease tim
 	return rec, nil
 }
 
-// Resolve is an operator's decision on an unknown or dead-lettered record:
-// ResolveCompleted (the effect happened; resultRef optional) or ResolveRetry
-// (make it claimable again with one more attempt). note is kept in the
-// delivery log. Errors: Invalid, NotFound, InvalidState (record in another
-// state).
+// Resolve is an operator's decision on an unknown or dead-lettered record,
+// as ResolveAs with no actor.
 func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome ResolveOutcome, resultRef, note string) (Record, error) {
+	return l.ResolveAs(ctx, tenant, id, outcome, resultRef, note, "")
+}
+
+// ResolveAs is an operator's decision on an unknown or dead-lettered
+// record: ResolveCompleted (the effect happened; resultRef optional),
+// ResolveRetry (make it claimable again with one more attempt) or
+// ResolveFailed (an unknown record becomes dead_lettered). note is kept
+// in the delivery log, with actor (the operator's key prefix, "" for
+// none). Errors: Invalid naming outcome, result_ref or note; NotFound,
+// also for another tenant's record; InvalidState (record in another
+// state, or dead-lettered for ResolveFailed).
+func (l *Ledger) ResolveAs(ctx context.Context, tenant, id string, outcome ResolveOutcome, resultRef, note, actor string) (Record, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
 	}
-	if outcome != ResolveCompleted && outcome != ResolveRetry {
-		return Record{}, apperr.Field("outcome", "must be completed or retry")
+	if outcome != ResolveCompleted && outcome != ResolveRetry && outcome != ResolveFailed {
+		return Record{}, apperr.Field("outcome", "must be completed, retry or failed")
 	}
 	if len(resultRef) > MaxResultRefLen {
 		return Record{}, apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
@@ -625,11 +634,15 @@ func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome Resolve
 	if err := textFields(map[string]string{"result_ref": resultRef, "note": note}); err != nil {
 		return Record{}, err
 	}
-	rec, err := l.writeRow(ctx, resolveSQL, id, tenant, string(outcome), nullable(resultRef), note)
+	rec, err := l.writeRow(ctx, resolveSQL, id, tenant, string(outcome), nullable(resultRef), note, nullable(actor))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
 		if gerr != nil {
 			return Record{}, gerr
+		}
+		if outcome == ResolveFailed && cur.State == StateDeadLettered {
+			return Record{}, &apperr.Error{Code: apperr.InvalidState,
+				Message: "this claim is dead_lettered already; resolve it as completed or retry"}
 		}
 		return Record{}, &apperr.Error{Code: apperr.InvalidState,
 			Message: fmt.Sprintf("only unknown or dead_lettered claims can be resolved; this one is %s", cur.State)}
@@ -638,6 +651,48 @@ func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome Resolve
 		return Record{}, DBError(err)
 	}
 	return rec, nil
+}
+
+// Release moves a stuck processing record to unknown, as a lease expiry
+// under policy review would, at once and whatever its policy or lease end
+// (see releaseSQL): the holder's Complete still lands, its Fail and Extend
+// answer LeaseLost, and claims of the key answer Unknown until an operator
+// resolves it. note (required, at most MaxNoteLen bytes) and actor (the
+// operator's key prefix) go into the delivery log. Errors: Invalid naming
+// note; NotFound, also for another tenant's record; InvalidState (not
+// processing, or left processing just now).
+func (l *Ledger) Release(ctx context.Context, tenant, id, note, actor string) (Record, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
+	}
+	if err := checkNote(note); err != nil {
+		return Record{}, err
+	}
+	rec, err := l.writeRow(ctx, releaseSQL, id, tenant, note, nullable(actor))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := l.get(ctx, tenant, id)
+		if gerr != nil {
+			return Record{}, gerr
+		}
+		return Record{}, &apperr.Error{Code: apperr.InvalidState,
+			Message: fmt.Sprintf("only processing claims can be released to unknown; this one is %s", cur.State)}
+	}
+	if err != nil {
+		return Record{}, DBError(err)
+	}
+	return rec, nil
+}
+
+// checkNote returns an Invalid error naming note unless it is a non-blank
+// text of at most MaxNoteLen bytes.
+func checkNote(note string) error {
+	switch {
+	case strings.TrimSpace(note) == "":
+		return apperr.Field("note", "is required: say why, for the delivery log")
+	case len(note) > MaxNoteLen:
+		return apperr.Field("note", "must be at most %d bytes", MaxNoteLen)
+	}
+	return textFields(map[string]string{"note": note})
 }
 
 // Get returns the record with its delivery log. Errors: NotFound, also for
@@ -683,7 +738,7 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 	}
 	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
-		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail)
+		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail, &d.Actor)
 		return d, err
 	})
 	if err != nil {

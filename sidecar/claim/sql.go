@@ -288,18 +288,26 @@ WITH c AS (
 )
 SELECT ` + recordColumns + ` FROM c`
 
-// resolveSQL is the operator's decision on an unknown or dead-lettered record.
-// retry makes it claimable at once and allows one more attempt.
+// resolveSQL is the operator's decision on an unknown or dead-lettered
+// record: completed (the effect happened; $4 result_ref, NULL keeps the
+// record's), retry (claimable at once, one more attempt allowed) or failed
+// (an unknown record becomes dead_lettered; a dead-lettered one is not
+// matched). The guard is the whole decision: a record in another state
+// (or resolved by a concurrent call) matches no row and nothing is
+// written. $1 id, $2 tenant, $3 outcome, $4 result_ref, $5 note (the
+// delivery-log detail), $6 actor (the operator's key prefix, NULL for
+// none).
 const resolveSQL = `
 WITH c AS (
 	UPDATE claims SET
-		state = CASE WHEN $3 = 'completed' THEN 'completed' ELSE 'retryable_failed' END,
+		state = CASE $3 WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'dead_lettered' ELSE 'retryable_failed' END,
 		result_ref = CASE WHEN $3 = 'completed' THEN COALESCE($4, result_ref) ELSE result_ref END,
 		completed_at = CASE WHEN $3 = 'completed' THEN statement_timestamp() END,
 		next_attempt_at = CASE WHEN $3 = 'retry' THEN statement_timestamp() END,
 		max_attempts = CASE WHEN $3 = 'retry' THEN GREATEST(max_attempts, attempt + 1) ELSE max_attempts END,
 		lease_until = NULL, updated_at = statement_timestamp()
 	WHERE id = $1 AND tenant = $2 AND state IN ('unknown', 'dead_lettered')
+	  AND ($3 <> 'failed' OR state = 'unknown')
 	RETURNING *
 ), v AS (
 	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
@@ -308,8 +316,29 @@ WITH c AS (
 	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
 	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
 ), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-	SELECT id, 'resolved_' || $3, attempt, $5 FROM c
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
+	SELECT id, 'resolved_' || $3, attempt, $5, $6::text FROM c
+)
+SELECT ` + recordColumns + ` FROM c`
+
+// releaseSQL is an operator releasing a stuck processing record to
+// unknown: what a lease expiry under policy review does, at once and
+// whatever the record's policy or lease end. The claim token is kept, so
+// the holder is fenced exactly as after such an expiry: its Complete still
+// lands (the effect did happen; completeSQL takes unknown), its Fail and
+// Extend answer lease_lost, and every claim of the key answers unknown
+// until an operator resolves it. Only a processing record of tenant $2
+// matches; anything else writes nothing. $1 id, $2 tenant, $3 note (the
+// delivery-log detail), $4 actor (the operator's key prefix).
+const releaseSQL = `
+WITH c AS (
+	UPDATE claims SET state = 'unknown', last_outcome = 'unknown', lease_until = NULL,
+		last_error = 'released to unknown by an operator', updated_at = statement_timestamp()
+	WHERE id = $1 AND tenant = $2 AND state = 'processing'
+	RETURNING *
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
+	SELECT id, 'released', attempt, $3, $4::text FROM c
 )
 SELECT ` + recordColumns + ` FROM c`
 
@@ -319,7 +348,7 @@ const findSQL = `SELECT ` + recordColumns + ` FROM claims
 	WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = $4`
 
 const deliveriesSQL = `SELECT at, outcome, attempt, COALESCE(payload_hash, ''),
-	COALESCE(execution_id, ''), COALESCE(detail, '')
+	COALESCE(execution_id, ''), COALESCE(detail, ''), COALESCE(actor, '')
 	FROM claim_deliveries WHERE claim_id = $1 ORDER BY id LIMIT $2`
 
 // The retention purge, per set of sources: the sources named in $1, or,

@@ -81,6 +81,9 @@ type Config struct {
 	// Group is group commit of claims, Completes and Fails
 	// (CLAIMD_GROUP_WORKERS, CLAIMD_GROUP_MAX_CALLS).
 	Group claim.GroupConfig
+	// Console serves the web console under /ui; ConsoleSecureCookie marks
+	// its session cookie Secure (reached over HTTPS through a proxy).
+	Console, ConsoleSecureCookie bool
 }
 
 // Var documents one setting; Vars is the table printed by `claimd settings`
@@ -126,6 +129,8 @@ var Vars = []Var{
 	{"CLAIMD_GROUP_WORKERS", "group-workers", "2", "Group commit: concurrent claims (and, apart, Completes and Fails, and, apart, ingest deliveries) share transactions; a group closes when it is full or nothing else waits. One group of each kind is in flight while the next fills; up to this many, each on a pooled connection, only while the waiting calls fill a group or the one in flight has run over 10 ms (0 = off: every call its own transaction)."},
 	{"CLAIMD_GROUP_MAX_CALLS", "group-max-calls", "64", "Largest group: calls decided in one transaction (rows it locks; for ingest also the events of its deliveries)."},
 	{"CLAIMD_METRICS_ADDR", "metrics-addr", "", "Serve /metrics on this address only (e.g. 127.0.0.1:9090 or :9090 on a private network) instead of CLAIMD_ADDR."},
+	{"CLAIMD_CONSOLE", "console", "true", "Serve the web console at /ui (sign-in with one tenant's API key; see README). false leaves /ui unrouted."},
+	{"CLAIMD_CONSOLE_SECURE_COOKIE", "console-secure-cookie", "false", "Mark the console's session cookie Secure: set it when browsers reach the console over HTTPS through a proxy that terminates TLS (claimd serves plain HTTP and trusts no X-Forwarded-Proto)."},
 	{"CLAIMD_METRICS_TOKEN", "metrics-token", "", "Bearer token GET /metrics requires (Authorization: Bearer TOKEN; Prometheus: authorization.credentials). Empty: /metrics is open to whoever reaches its address."},
 }
 
@@ -186,6 +191,8 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 		Timeout: p.secs("CLAIMD_REQUEST_TIMEOUT_SECONDS")}
 	c.MetricsAddr = get("CLAIMD_METRICS_ADDR")
 	c.MetricsToken = get("CLAIMD_METRICS_TOKEN")
+	c.Console = p.bool("CLAIMD_CONSOLE")
+	c.ConsoleSecureCookie = p.bool("CLAIMD_CONSOLE_SECURE_COOKIE")
 	if p.err != nil {
 		return Config{}, p.err
 	}

@@ -167,6 +167,7 @@ type answer struct {
 		Outcome     string `json:"outcome"`
 		ExecutionID string `json:"execution_id"`
 		Detail      string `json:"detail"`
+		Actor       string `json:"actor"`
 	} `json:"deliveries"`
 	Error *struct {
 		Code    string `json:"code"`

@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
@@ -198,6 +199,7 @@ type deliveryJSON struct {
 	PayloadHash string    `json:"payload_hash,omitempty"`
 	ExecutionID string    `json:"execution_id,omitempty"`
 	Detail      string    `json:"detail,omitempty"`
+	Actor       string    `json:"actor,omitempty"`
 }
 
 func utc(t *time.Time) *time.Time {
@@ -222,7 +224,7 @@ func toRecordJSON(r claim.Record) recordJSON {
 	}
 	for _, d := range r.Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryJSON{At: d.At.UTC(), Outcome: d.Outcome, Attempt: d.Attempt,
-			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail})
+			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail, Actor: d.Actor})
 	}
 	return out
 }
@@ -474,7 +476,7 @@ func (s *Server) extend(c *fiber.Ctx) error {
 }
 
 type resolveBody struct {
-	Outcome   string `json:"outcome" validate:"required,oneof=completed retry"`
+	Outcome   string `json:"outcome" validate:"required,oneof=completed retry failed"`
 	ResultRef string `json:"result_ref" validate:"max=2000"`
 	Note      string `json:"note" validate:"required,max=4000"`
 }
@@ -486,7 +488,8 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	rec, err := s.cfg.Ledger.Resolve(ctx, tenant(c), c.Params("id"), claim.ResolveOutcome(b.Outcome), b.ResultRef, b.Note)
+	p, _ := c.Locals(principalKey).(auth.Principal)
+	rec, err := s.cfg.Ledger.ResolveAs(ctx, p.Tenant, c.Params("id"), claim.ResolveOutcome(b.Outcome), b.ResultRef, b.Note, p.KeyPrefix)
 	if err != nil {
 		return err
 	}

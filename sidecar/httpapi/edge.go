@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/console"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -150,6 +151,10 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 			if !strings.EqualFold(scheme, "Bearer") {
 				verdict = verdictUnread
 			} else if declared > s.cfg.BodyLimit {
+				verdict = verdictTooLarge
+			}
+		case (strings.HasPrefix(lower, console.Prefix+"/") || lower == console.Prefix) && s.cfg.Console != nil:
+			if declared > console.BodyLimit {
 				verdict = verdictTooLarge
 			}
 		case strings.HasPrefix(lower, "/ingest/") && s.cfg.Inbox != nil:

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
@@ -229,7 +230,8 @@ func (s *Server) inboxGet(c *fiber.Ctx) error {
 func (s *Server) inboxReplay(c *fiber.Ctx) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	e, err := s.cfg.Inbox.Replay(ctx, tenant(c), c.Params("id"))
+	p, _ := c.Locals(principalKey).(auth.Principal)
+	e, err := s.cfg.Inbox.ReplayAs(ctx, p.Tenant, c.Params("id"), "operator replay", p.KeyPrefix)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/console"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
@@ -164,6 +165,19 @@ type Config struct {
 	// MetricsElsewhere leaves /metrics off this app: it is served by
 	// MetricsApp on a listener of its own (CLAIMD_METRICS_ADDR).
 	MetricsElsewhere bool
+	// Console, when set, serves the web console under /ui (package
+	// console) over Ledger, Inbox and Keys; nil leaves it off.
+	Console *ConsoleConfig
+}
+
+// ConsoleConfig is what the web console needs beyond the API's own
+// dependencies.
+type ConsoleConfig struct {
+	// Sessions stores the console's sessions (required).
+	Sessions *auth.Sessions
+	// SecureCookie marks the session cookie Secure (the console is
+	// reached over HTTPS through a proxy that terminates TLS).
+	SecureCookie bool
 }
 
 // Edge defaults (see Config).
@@ -277,7 +291,23 @@ func New(cfg Config) *Server {
 		v1.Get("/inbox/:id", s.inboxGet)
 		v1.Post("/inbox/:id/replay", s.inboxReplay)
 	}
+	if cfg.Console != nil {
+		ui := s.app.Group(console.Prefix, s.readConsoleBody)
+		console.New(console.Config{Ledger: cfg.Ledger, Inbox: cfg.Inbox, Keys: cfg.Keys,
+			Sessions: cfg.Console.Sessions, Logger: cfg.Logger, RequestTimeout: cfg.RequestTimeout,
+			SecureCookie: cfg.Console.SecureCookie, Status: func(code apperr.Code) int { return errorStatus[code] }}).Mount(ui)
+	}
 	return s
+}
+
+// readConsoleBody reads a console form body, within console.BodyLimit and
+// the /v1 body budget, before the console checks anything: the sign-in
+// form carries the API key in it.
+func (s *Server) readConsoleBody(c *fiber.Ctx) error {
+	if err := s.readBody(c, console.BodyLimit, s.apiBodies); err != nil {
+		return err
+	}
+	return c.Next()
 }
 
 // App returns the Fiber app (for Listen, Test and Shutdown).
@@ -469,6 +499,7 @@ var errorStatus = map[apperr.Code]int{
 	apperr.Invalid:             fiber.StatusUnprocessableEntity,
 	apperr.Unauthorized:        fiber.StatusUnauthorized,
 	apperr.RateLimited:         fiber.StatusTooManyRequests,
+	apperr.Forbidden:           fiber.StatusForbidden,
 	apperr.NotFound:            fiber.StatusNotFound,
 	apperr.LeaseLost:           fiber.StatusConflict,
 	apperr.InvalidState:        fiber.StatusConflict,

@@ -118,11 +118,15 @@ type receiptRow struct{ d, k int }
 
 // rearmSQL re-arms a dead-lettered dispatch (see rearm; a group queues
 // the dispatch jobs of its re-arms with its new events') and logs it; it
-// returns whether it did. $1 claim id, $2 the delivery-log detail.
+// returns whether it did. $1 claim id, $2 the delivery-log detail, $3 the
+// operator's key prefix (NULL for a provider's redelivery), $4 the tenant
+// an operator acts for (NULL for a redelivery, whose record the group
+// found under its own tenant).
 const rearmSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
-	last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered' RETURNING claim_id),
-log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-	SELECT c.id, 'dispatch_replayed', c.attempt, $2 FROM claims c JOIN e ON c.id = e.claim_id)
+	last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered' AND ($4::text IS NULL OR tenant = $4)
+	RETURNING claim_id),
+log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
+	SELECT c.id, 'dispatch_replayed', c.attempt, $2, $3::text FROM claims c JOIN e ON c.id = e.claim_id)
 SELECT EXISTS (SELECT 1 FROM e)`
 
 // store writes the events of ds in ONE READ COMMITTED transaction, run
@@ -164,7 +168,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 				b.Queue(`INSERT INTO inbox_conflicts (claim_id, body, payload_hash) VALUES ($1, $2, $3)`,
 					rc.ID, d.payloads[k], reqs[i].PayloadHash)
 			default:
-				b.Queue(rearmSQL, rc.ID, "provider redelivery after a dead-lettered dispatch")
+				b.Queue(rearmSQL, rc.ID, "provider redelivery after a dead-lettered dispatch", nil, nil)
 			}
 			out[rows[i].d][k] = rcpt
 		}

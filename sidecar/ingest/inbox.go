@@ -312,9 +312,9 @@ func truncate(s string, n int) string {
 // this call did. A provider's redelivery of an event whose dispatch was
 // dead-lettered re-arms it (the provider says the event still matters);
 // so does an operator's replay.
-func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, id string, src *Source, why string) (bool, error) {
+func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, tenant, id string, src *Source, why string, actor *string) (bool, error) {
 	var rearmed bool
-	if err := tx.QueryRow(ctx, rearmSQL, id, why).Scan(&rearmed); err != nil || !rearmed {
+	if err := tx.QueryRow(ctx, rearmSQL, id, why, actor, tenant).Scan(&rearmed); err != nil || !rearmed {
 		return false, err
 	}
 	if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
@@ -497,14 +497,22 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 	return e, nil
 }
 
-// Replay re-drives a dead-lettered inbox event: its dispatch state returns
+// Replay re-drives a dead-lettered inbox event, as ReplayAs with the
+// delivery-log detail "operator replay" and no actor.
+func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, error) {
+	return in.ReplayAs(ctx, tenant, id, "operator replay", "")
+}
+
+// ReplayAs re-drives a dead-lettered inbox event: its dispatch state returns
 // to pending with a fresh attempt budget and a new dispatch job is queued,
 // in one transaction. The workflow claims by the same key, so a replay
 // after a dispatch that did reach n8n is still one effect. Errors:
 // NotFound, InvalidState (not dead-lettered); a database error as
 // claim.DBError maps it (a lost connection under the commit: retry, and a
 // replay that did commit answers InvalidState, the event being pending).
-func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, error) {
+// note is the detail of its dispatch_replayed delivery-log entry, actor
+// the operator's key prefix ("" for none); the caller bounds note.
+func (in *Inbox) ReplayAs(ctx context.Context, tenant, id, note, actor string) (InboxEvent, error) {
 	cur, err := in.Get(ctx, tenant, id)
 	if err != nil {
 		return InboxEvent{}, err
@@ -514,8 +522,13 @@ func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, err
 		return InboxEvent{}, &apperr.Error{Code: apperr.InvalidState, Message: fmt.Sprintf("source %q is no longer configured", cur.Source)}
 	}
 	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
-		// cur is the caller's tenant's record (Get above), so id is in scope.
-		rearmed, err := in.rearm(ctx, tx, id, src, "operator replay")
+		// cur is the caller's tenant's record (Get above); rearmSQL checks
+		// the tenant again.
+		var by *string
+		if actor != "" {
+			by = &actor
+		}
+		rearmed, err := in.rearm(ctx, tx, tenant, id, src, note, by)
 		if err == nil && !rearmed {
 			err = &apperr.Error{Code: apperr.InvalidState,
 				Message: "only dead-lettered inbox events can be replayed; this one is pending or dispatched (or was replayed just now)"}

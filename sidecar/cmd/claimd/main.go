@@ -269,10 +269,16 @@ func (m *Main) Run(ctx context.Context) error {
 	if first == nil {
 		close(m.starter.done)
 	}
+	keys := auth.New(pool, m.Config.APIKeys, auth.Options{CacheTTL: m.Config.KeyCacheTTL,
+		NegativeTTL: m.Config.KeyNegativeTTL, FailureLimit: m.Config.AuthFailureLimit,
+		FailureWindow: m.Config.AuthFailureWindow, Observer: met})
+	var consoleCfg *httpapi.ConsoleConfig
+	if m.Config.Console {
+		consoleCfg = &httpapi.ConsoleConfig{Sessions: auth.NewSessions(pool, keys, 0, 0),
+			SecureCookie: m.Config.ConsoleSecureCookie}
+	}
 	m.server = httpapi.New(httpapi.Config{
-		Ledger: ledger, Keys: auth.New(pool, m.Config.APIKeys, auth.Options{CacheTTL: m.Config.KeyCacheTTL,
-			NegativeTTL: m.Config.KeyNegativeTTL, FailureLimit: m.Config.AuthFailureLimit,
-			FailureWindow: m.Config.AuthFailureWindow, Observer: met}), Metrics: met,
+		Ledger: ledger, Keys: keys, Metrics: met, Console: consoleCfg,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
 		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter,
 		ReadTimeout: m.Config.ReadTimeout, MaxHeaderBytes: m.Config.MaxHeaderBytes,
