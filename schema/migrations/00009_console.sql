@@ -34,16 +34,7 @@ CREATE INDEX console_sessions_key_idx ON console_sessions (key_id) WHERE key_id 
 -- without a default: adding it rewrites no row.
 ALTER TABLE claim_deliveries ADD COLUMN actor text;
 
--- The console's overview counts, per tenant and source, the records that
--- ever saw a conflicting payload and the inbox events whose dispatch was
--- dead-lettered. Both are rare, so these partial indexes stay small and
--- cost the claim and ingest paths no index entry for an ordinary row.
-CREATE INDEX claims_conflicts_idx ON claims (tenant, source) WHERE conflict_count > 0;
-CREATE INDEX inbox_events_dispatch_dead_idx ON inbox_events (tenant) WHERE dispatch_state = 'dead_lettered';
-
 -- +goose Down
 SET LOCAL lock_timeout = '5s';
-DROP INDEX inbox_events_dispatch_dead_idx;
-DROP INDEX claims_conflicts_idx;
 ALTER TABLE claim_deliveries DROP COLUMN actor;
 DROP TABLE console_sessions;

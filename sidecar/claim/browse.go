@@ -47,7 +47,7 @@ const overviewOpenSQL = `SELECT source, state, count(*),
 
 // overviewConflictsSQL counts tenant $1's records with conflicts, and the
 // conflicts, per source (partial index claims_conflicts_idx, migration
-// 00009).
+// 00010).
 const overviewConflictsSQL = `SELECT source, count(*), sum(conflict_count)::bigint FROM claims
 	WHERE tenant = $1 AND conflict_count > 0 GROUP BY source`
 
