@@ -620,7 +620,7 @@ func (l *Ledger) Resolve(ctx context.Context, tenant, id string, outcome Resolve
 // state, or dead-lettered for ResolveFailed).
 func (l *Ledger) ResolveAs(ctx context.Context, tenant, id string, outcome ResolveOutcome, resultRef, note, actor string) (Record, error) {
 	if _, err := uuid.Parse(id); err != nil {
-		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
+		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
 	if outcome != ResolveCompleted && outcome != ResolveRetry && outcome != ResolveFailed {
 		return Record{}, apperr.Field("outcome", "must be completed, retry or failed")
@@ -663,7 +663,7 @@ func (l *Ledger) ResolveAs(ctx context.Context, tenant, id string, outcome Resol
 // processing, or left processing just now).
 func (l *Ledger) Release(ctx context.Context, tenant, id, note, actor string) (Record, error) {
 	if _, err := uuid.Parse(id); err != nil {
-		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
+		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
 	if err := checkNote(note); err != nil {
 		return Record{}, err
@@ -719,11 +719,11 @@ func (l *Ledger) Find(ctx context.Context, tenant string, k Key) (Record, error)
 
 func (l *Ledger) get(ctx context.Context, tenant, id string) (Record, error) {
 	if _, err := uuid.Parse(id); err != nil {
-		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
+		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
 	rec, err := scanRecord(l.pool.QueryRow(ctx, getSQL, id, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, apperr.New(apperr.NotFound, "no claim %q", id)
+		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
 	if err != nil {
 		return Record{}, DBError(err)
@@ -882,7 +882,7 @@ func (l *Ledger) Stats(ctx context.Context) (Stats, error) {
 
 func checkTokenArgs(id, token string) error {
 	if _, err := uuid.Parse(id); err != nil {
-		return apperr.New(apperr.NotFound, "no claim %q", id)
+		return apperr.New(apperr.NotFound, "no such claim")
 	}
 	if token == "" {
 		return apperr.Field("claim_token", "is required")

@@ -284,7 +284,7 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 			cur, err := scanRecord(br.QueryRow())
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
-				out[i] = Settled{Err: apperr.New(apperr.NotFound, "no claim %q", items[i].id)}
+				out[i] = Settled{Err: apperr.New(apperr.NotFound, "no such claim")}
 			case err != nil:
 				br.Close()
 				return err

@@ -833,3 +833,33 @@ func TestListClaims(t *testing.T) {
 	}
 	b.fails(t, call{method: "GET", path: "/v1/claims/list?state=unknown"}, http.StatusUnauthorized, "unauthorized", "")
 }
+
+// An id the caller sent is never echoed in a not-found answer, on any
+// route that takes one: a well-formed UUID no record has, and a string
+// that is no UUID at all (both 404 with a fixed message).
+func TestUnknownIDsAreNotEchoed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	noRecord := "0b4f2e10-dead-4000-8000-00000000e0e0"
+	notUUID := marker(t, "id")
+	for _, id := range []string{noRecord, notUUID} {
+		path := "/v1/claims/" + id
+		for _, c := range []call{
+			{method: "GET", path: path},
+			{method: "POST", path: path + "/complete", body: map[string]any{"claim_token": noRecord, "result_ref": "r"}},
+			{method: "POST", path: path + "/fail", body: map[string]any{"claim_token": noRecord, "error": "x", "retry": "permanent"}},
+			{method: "POST", path: path + "/extend", body: map[string]any{"claim_token": noRecord, "lease_seconds": 600}},
+			{method: "POST", path: path + "/resolve", body: map[string]any{"outcome": "completed", "note": "n"}},
+			{method: "POST", path: "/v1/claims/complete/batch", body: map[string]any{"items": []any{
+				map[string]any{"claim_id": id, "claim_token": noRecord, "result_ref": "r"}}}},
+			{method: "GET", path: "/v1/inbox/" + id},
+			{method: "POST", path: "/v1/inbox/" + id + "/replay", body: map[string]any{"note": "n"}},
+		} {
+			c.key = keyA
+			r := b.do(t, c)
+			require.Less(t, r.status, 500, "%s %s: %s", c.method, c.path, r)
+			require.GreaterOrEqual(t, r.status, 400, "%s %s: %s", c.method, c.path, r)
+			require.NotContains(t, string(r.body), id, "%s %s echoes the id", c.method, c.path)
+		}
+	}
+}

@@ -484,12 +484,12 @@ const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispa
 func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error) {
 	var e InboxEvent
 	if _, err := uuid.Parse(id); err != nil {
-		return InboxEvent{}, apperr.New(apperr.NotFound, "no inbox event %q", id)
+		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
 	err := in.pool.QueryRow(ctx, inboxEventSQL, id, tenant).Scan(&e.ClaimID, &e.Source, &e.EventID, &e.ClaimState,
 		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return InboxEvent{}, apperr.New(apperr.NotFound, "no inbox event %q", id)
+		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
 	if err != nil {
 		return InboxEvent{}, claim.DBError(err)
