@@ -22,7 +22,9 @@
 //     constant time, and is refused when the browser says it comes from
 //     another site (Sec-Fetch-Site, Origin). Pages are sent with a strict
 //     Content-Security-Policy (no script at all), frame-ancestors 'none',
-//     Referrer-Policy no-referrer and Cache-Control no-store.
+//     Referrer-Policy same-origin (no referrer leaves the console; a
+//     browser sends its real Origin on the console's own forms) and
+//     Cache-Control no-store.
 //   - Actions (resolve, release to unknown, replay a dispatch) need a
 //     confirmation (a checkbox) and a note; each writes a delivery-log
 //     entry with the note and the key's prefix as its actor.
@@ -143,7 +145,7 @@ const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'se
 func (c *Console) headers(ctx *fiber.Ctx) error {
 	ctx.Set("Content-Security-Policy", contentSecurityPolicy)
 	ctx.Set(fiber.HeaderXFrameOptions, "DENY")
-	ctx.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+	ctx.Set(fiber.HeaderReferrerPolicy, "same-origin")
 	ctx.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	ctx.Set(fiber.HeaderCacheControl, "no-store")
 	return ctx.Next()
@@ -297,15 +299,27 @@ func sameToken(got, want string) bool {
 	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// checkOrigin refuses a POST the browser says comes from another site:
-// Sec-Fetch-Site other than same-origin, or an Origin whose host is not
-// the request's Host. Requests without either header (not a browser, or
-// a very old one) are left to the CSRF token.
+// checkOrigin refuses a POST the browser says comes from another site.
+// Sec-Fetch-Site, when the browser sends it (every current one does), is
+// its word: anything but same-origin is refused. Origin, when sent, must
+// name the request's Host; "null" (a browser hides the origin, e.g. under
+// a no-referrer policy from an older page of ours) passes only with
+// Sec-Fetch-Site same-origin. Requests with neither header (not a
+// browser, or a very old one) are left to the CSRF token, which every
+// POST needs anyway.
 func checkOrigin(ctx *fiber.Ctx) error {
-	if site := ctx.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+	site := ctx.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" {
 		return errCSRF
 	}
-	if origin := ctx.Get(fiber.HeaderOrigin); origin != "" {
+	origin := ctx.Get(fiber.HeaderOrigin)
+	switch {
+	case origin == "":
+	case origin == "null":
+		if site != "same-origin" {
+			return errCSRF
+		}
+	default:
 		u, err := url.Parse(origin)
 		if err != nil || u.Host == "" || !strings.EqualFold(u.Host, string(ctx.Request().Host())) {
 			return errCSRF

@@ -63,7 +63,7 @@ func TestSignInSessionCookieAndSignOut(t *testing.T) {
 	require.NotContains(t, home.header.Get("Content-Security-Policy"), "script-src")
 	require.Equal(t, "DENY", home.header.Get("X-Frame-Options"))
 	require.Equal(t, "no-store", home.header.Get("Cache-Control"))
-	require.Equal(t, "no-referrer", home.header.Get("Referrer-Policy"))
+	require.Equal(t, "same-origin", home.header.Get("Referrer-Policy"))
 	css := b.get("/ui/assets/console.css")
 	require.Equal(t, http.StatusOK, css.status)
 	require.Contains(t, css.header.Get("Content-Type"), "text/css")
@@ -157,14 +157,21 @@ func TestSignInFormIsCSRFProtected(t *testing.T) {
 	r := e.browser(t).post("/ui/signin", url.Values{"api_key": {keyA}, "csrf": {tok}})
 	require.Equal(t, http.StatusForbidden, r.status)
 	for _, h := range []map[string]string{{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"},
-		{"Origin": "null"}} {
+		{"Origin": "null"}, {"Origin": "null", "Sec-Fetch-Site": "same-site"}, {"Origin": e.base, "Sec-Fetch-Site": "same-site"}} {
 		b.header = h
 		r := b.post("/ui/signin", url.Values{"api_key": {keyA}, "csrf": {tok}})
 		require.Equal(t, http.StatusForbidden, r.status, h)
 	}
-	// Same origin, as a browser sends it: accepted.
-	b.header = map[string]string{"Origin": e.base, "Sec-Fetch-Site": "same-origin"}
+	// Same origin, as a browser sends it: accepted; also with the origin
+	// hidden ("null", as Chromium sends it under a no-referrer policy) when
+	// Sec-Fetch-Site vouches for it.
+	b.header = map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}
 	r = b.post("/ui/signin", url.Values{"api_key": {keyA}, "csrf": {tok}})
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	b2 := e.browser(t)
+	tok2 := csrf(t, b2.get("/ui/signin").body)
+	b2.header = map[string]string{"Origin": e.base, "Sec-Fetch-Site": "same-origin"}
+	r = b2.post("/ui/signin", url.Values{"api_key": {keyA}, "csrf": {tok2}})
 	require.Equal(t, http.StatusSeeOther, r.status, r.body)
 }
 
