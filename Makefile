@@ -8,7 +8,9 @@
 # Environment: DATABASE_URL (make run), TEST_DATABASE_URL (make test; default:
 # the project-local cluster), BENCH_DATABASE_URL (make bench: a server URL,
 # default: the project-local cluster), IC_E2E=0 (skip the end-to-end
-# tests and the n8n install), IC_CACHE_DIR (n8n/Node cache, default
+# tests and the n8n install), IC_BROWSER=0 (skip the console's browser test
+# and the playwright-core install), CHROMIUM_PATH (default /usr/bin/chromium),
+# IC_CACHE_DIR (n8n/Node/playwright-core cache, default
 # $HOME/.cache/idempotent-claim), IC_REDIS_ADDR (Redis for queue-mode tests),
 # CLAIMD_ADDR (make run's listen address, default 127.0.0.1:8080).
 
@@ -35,14 +37,18 @@ with_node24 = d=$$(ls -d "$(IC_CACHE_DIR)"/node-24.*/node_modules/node-*/bin 2>/
 	if [ -n "$$d" ]; then export PATH="$$d:$$PATH"; fi;
 
 # The end-to-end tests need the cached n8n install; IC_E2E=0 skips both.
+# The console's browser test needs playwright-core (and Chromium); IC_E2E=0
+# or IC_BROWSER=0 skips it and the install.
 ifeq ($(IC_E2E),0)
 E2E_PREREQ :=
-else
+else ifeq ($(IC_BROWSER),0)
 E2E_PREREQ := n8n build-node
+else
+E2E_PREREQ := n8n build-node playwright
 endif
 
 .PHONY: help doctor run compose-env build build-go build-node test test-go test-node test-e2e lint \
-	bench compare overhead screenshot n8n node-deps db-start db-stop db-status db-url db-reset clean
+	bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
 help:
@@ -101,7 +107,7 @@ test-node: node-deps
 	@echo "npm --prefix n8n-node test"; $(with_node24) $(NPM) --prefix n8n-node test
 
 ## test-e2e: the end-to-end tests only, against a real n8n (verbose)
-test-e2e: n8n build-node
+test-e2e: n8n build-node playwright
 	$(TESTENV) $(GO) test -race -count=1 -v ./sidecar/e2e
 
 ## lint: gofmt, go vet, go mod tidy (no diff), shell checks, n8n node lint and scanner
@@ -143,12 +149,20 @@ overhead: n8n build-node
 
 ## screenshot: README screenshot of the inline example (needs Chromium or CHROMIUM_PATH)
 # Writes n8n-node/examples/inline-claim.png; Chromium: apt-get install chromium.
-screenshot: n8n build-node
-	@t="$(IC_CACHE_DIR)/screenshot-tools"; \
-	if [ ! -f "$$t/node_modules/playwright-core/package.json" ]; then \
-		$(with_node24) $(NPM) install --prefix "$$t" --no-audit --no-fund playwright-core@1.65.1; \
-	fi
+screenshot: n8n build-node playwright
 	IC_SCREENSHOT=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestScreenshotExampleWorkflow -count=1 -v
+
+## console-screenshots: README screenshots of the console, by its browser test (needs Chromium)
+# Writes sidecar/console/screenshots/*.png (TestConsoleBrowser with
+# IC_CONSOLE_SCREENSHOTS=1: every check runs, the PNGs replace the committed
+# ones only when all passed).
+console-screenshots: playwright
+	IC_CONSOLE_SCREENSHOTS=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestConsoleBrowser$$' -count=1 -v
+
+## playwright: install the pinned playwright-core into IC_CACHE_DIR (cached; drives the system Chromium)
+# Only stdout (the path) goes to /dev/null.
+playwright:
+	@$(with_node24) n8n-node/scripts/install-playwright.sh >/dev/null
 
 ## n8n: install the pinned Node 24 and n8n into IC_CACHE_DIR (cached; cold: 4-17 min)
 # Only stdout (the paths) goes to /dev/null: progress, heartbeats and errors

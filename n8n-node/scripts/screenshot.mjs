@@ -28,7 +28,7 @@
 //   IC_SCREENSHOT_TOOLS  folder whose node_modules holds playwright-core
 //                        (default $IC_CACHE_DIR/screenshot-tools, IC_CACHE_DIR
 //                        defaulting to $HOME/.cache/idempotent-claim); install
-//                        it with: npm install --prefix <folder> playwright-core
+//                        it with n8n-node/scripts/install-playwright.sh
 //
 // Exit status 0 when the PNG was written, 1 (with the reason on stderr)
 // otherwise.
@@ -104,7 +104,7 @@ function loadPlaywright() {
 	} catch (err) {
 		throw new Error(
 			`playwright-core not found under ${tools}/node_modules (${err.code || err.message}); ` +
-				`install it with: npm install --prefix "${tools}" playwright-core`,
+				'install it with n8n-node/scripts/install-playwright.sh',
 		);
 	}
 }

@@ -9,8 +9,14 @@
 //     create databases; when it is unset, the project-local cluster of
 //     sidecar/scripts/devdb.sh is started for the tests (it needs the
 //     PostgreSQL server programs), never a server nobody named;
-//   - Redis at IC_REDIS_ADDR (default 127.0.0.1:6379) for queue-mode tests.
+//   - Redis at IC_REDIS_ADDR (default 127.0.0.1:6379) for queue-mode tests;
+//   - for the console's browser test (TestConsoleBrowser): Chromium
+//     (CHROMIUM_PATH, default /usr/bin/chromium; Debian: apt-get install
+//     chromium) and playwright-core, installed by
+//     n8n-node/scripts/install-playwright.sh into $IC_CACHE_DIR.
 //
-// Set IC_E2E=0 to skip the tests that need n8n. Without it, a missing n8n
-// install fails the tests instead of skipping them.
+// Set IC_E2E=0 to skip the tests that need n8n (and the browser test);
+// IC_BROWSER=0 skips the browser test alone. Without them, a missing n8n
+// install, Chromium or playwright-core fails the tests instead of skipping
+// them.
 package e2e

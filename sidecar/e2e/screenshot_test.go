@@ -61,7 +61,7 @@ func TestScreenshotExampleWorkflow(t *testing.T) {
 	}
 	tools := screenshotToolsDir(t)
 	if _, err := os.Stat(filepath.Join(tools, "node_modules", "playwright-core", "package.json")); err != nil {
-		t.Fatalf("playwright-core not installed under %s (%v): run npm install --prefix %q playwright-core", tools, err, tools)
+		t.Fatalf("playwright-core not installed under %s (%v): run n8n-node/scripts/install-playwright.sh (make playwright)", tools, err)
 	}
 	script, err := filepath.Abs(screenshotScript)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestScreenshotExampleWorkflow(t *testing.T) {
 // screenshotToolsDir is the folder whose node_modules holds playwright-core:
 // IC_SCREENSHOT_TOOLS, else $IC_CACHE_DIR/screenshot-tools (IC_CACHE_DIR
 // defaulting to $HOME/.cache/idempotent-claim), outside the checkout like the
-// n8n install.
+// n8n install; n8n-node/scripts/install-playwright.sh installs it there.
 func screenshotToolsDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("IC_SCREENSHOT_TOOLS"); d != "" {
