@@ -20,6 +20,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -571,6 +572,14 @@ func TestSourcesExampleParses(t *testing.T) {
 	require.Contains(t, cfg.Policies, "orders", "claim-only sources carry a policy")
 	require.Subset(t, asked, []string{"STRIPE_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET", "N8N_HOOK_TOKEN"})
 	require.Equal(t, "Bearer dummy-n8n_hook_token", cfg.Sources["stripe"].Forward.Headers["Authorization"])
+	// The example a newcomer copies is safe by default: no source or policy
+	// reclaims an expired lease (a second effect when the outcome is
+	// unknown; DESIGN: the lease-expiry default is review). A source's
+	// lease_policy is its scope's claim policy.
+	require.Contains(t, cfg.Policies, "stripe")
+	for name, pol := range cfg.Policies {
+		require.NotEqual(t, claim.LeasePolicy("reclaim"), pol.LeasePolicy, "policy %s", name)
+	}
 
 	_, err = ingest.Parse(b, func(string) string { return "" })
 	require.Error(t, err, "an unset secret must stop claimd")
