@@ -924,8 +924,10 @@ func (l *Ledger) guardMissed(ctx context.Context, tenant, id string) error {
 
 func leaseLost(cur Record) error {
 	return &apperr.Error{Code: apperr.LeaseLost, Message: fmt.Sprintf(
-		"lease lost: this claim token is no longer current; the claim is %s at attempt %d, "+
-			"so another holder may have reclaimed it. Do not report a result for it.", cur.State, cur.Attempt)}
+		"lease lost: this claim token is no longer current; the claim is %s at attempt %d "+
+			"(another holder reclaimed it, or its lease expired or an operator released it to unknown). "+
+			"Do not fail or extend it; if the side effect happened, Complete with this token is still kept "+
+			"while the claim is unknown.", cur.State, cur.Attempt)}
 }
 
 // writeRow runs one write that returns a record (a token-guarded or

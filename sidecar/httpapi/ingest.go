@@ -148,7 +148,7 @@ func (s *Server) rejectDelivery(c *fiber.Ctx, src *ingest.Source, err error) err
 		}
 		return &apperr.Error{Code: apperr.NotStored, Field: verr.Field, Err: err,
 			Message: verr.Reason + " (" + reason + "); the delivery is authentic but was not stored: " +
-				"fix the sender's body or this source's key rule, and the provider's next retry is stored"}
+				"fix the sender's body or this source's key rule: until then every retry of it is refused the same way"}
 	}
 	return s.unauthenticated(c, src.UnauthenticatedStatus)
 }
