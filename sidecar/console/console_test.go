@@ -393,6 +393,12 @@ func TestListFiltersAndPaging(t *testing.T) {
 		r := b.get(next)
 		require.Equal(t, http.StatusOK, r.status)
 		seen = append(seen, rowIDs(r.body)...)
+		// First page: none on the first, then one keeping the filters.
+		if pages == 0 {
+			require.NotContains(t, r.body, `id="first-page"`)
+		} else {
+			require.Contains(t, r.body, `id="first-page" data-testid="first-page" href="/ui/claims?limit=3&amp;source=stripe"`)
+		}
 		next = ""
 		if i := strings.Index(r.body, `id="next-page" data-testid="next-page" href="`); i >= 0 {
 			rest := r.body[i+len(`id="next-page" data-testid="next-page" href="`):]

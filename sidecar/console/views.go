@@ -102,8 +102,9 @@ type listView struct {
 	Filter  listFilter
 	States  []claim.State
 	Records []claim.Record
-	// Next is the URL of the next page, "" on the last.
-	Next string
+	// Next is the URL of the next page, "" on the last; First the URL of
+	// the first page of the same filters, "" on the first.
+	Next, First string
 }
 
 // listFilter is the list's query as the form shows it again: the values
@@ -160,14 +161,17 @@ func (c *Console) list(ctx *fiber.Ctx) error {
 		return err
 	}
 	v := listView{Filter: lf, States: claim.States, Records: recs}
-	if next != "" {
-		args := url.Values{}
-		for k, val := range map[string]string{"state": lf.State, "source": lf.Source, "time_field": lf.TimeField,
-			"from": lf.From, "to": lf.To, "event_id_prefix": lf.EventIDPrefix, "limit": q("limit")} {
-			if val != "" {
-				args.Set(k, val)
-			}
+	args := url.Values{}
+	for k, val := range map[string]string{"state": lf.State, "source": lf.Source, "time_field": lf.TimeField,
+		"from": lf.From, "to": lf.To, "event_id_prefix": lf.EventIDPrefix, "limit": q("limit")} {
+		if val != "" {
+			args.Set(k, val)
 		}
+	}
+	if q("cursor") != "" {
+		v.First = Prefix + "/claims?" + args.Encode()
+	}
+	if next != "" {
 		args.Set("cursor", next)
 		v.Next = Prefix + "/claims?" + args.Encode()
 	}
