@@ -497,6 +497,7 @@ func TestTenantIsolation(t *testing.T) {
 			{method: "POST", path: id + "/fail", body: map[string]any{"claim_token": target.ClaimToken, "error": "x", "retry": "permanent"}},
 			{method: "POST", path: id + "/extend", body: map[string]any{"claim_token": target.ClaimToken, "lease_seconds": 600}},
 			{method: "POST", path: id + "/resolve", body: map[string]any{"outcome": "completed", "note": "mine now"}},
+			{method: "POST", path: id + "/release", body: map[string]any{"note": "mine now"}},
 		} {
 			c.key = keyB
 			r := b.do(t, c)
@@ -850,6 +851,7 @@ func TestUnknownIDsAreNotEchoed(t *testing.T) {
 			{method: "POST", path: path + "/fail", body: map[string]any{"claim_token": noRecord, "error": "x", "retry": "permanent"}},
 			{method: "POST", path: path + "/extend", body: map[string]any{"claim_token": noRecord, "lease_seconds": 600}},
 			{method: "POST", path: path + "/resolve", body: map[string]any{"outcome": "completed", "note": "n"}},
+			{method: "POST", path: path + "/release", body: map[string]any{"note": "n"}},
 			{method: "POST", path: "/v1/claims/complete/batch", body: map[string]any{"items": []any{
 				map[string]any{"claim_id": id, "claim_token": noRecord, "result_ref": "r"}}}},
 			{method: "GET", path: "/v1/inbox/" + id},

@@ -495,3 +495,27 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	}
 	return c.JSON(toRecordJSON(rec))
 }
+
+type releaseBody struct {
+	Note string `json:"note" validate:"required,max=4000"`
+}
+
+// release moves a stuck processing record to unknown (an operator's
+// decision that its holder is gone with the effect's outcome unknown):
+// the holder's token no longer fails or extends it, a late Complete with
+// it is still kept, and claims of the key answer unknown until it is
+// resolved. 409 invalid_state for a record in any other state.
+func (s *Server) release(c *fiber.Ctx) error {
+	var b releaseBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	p, _ := c.Locals(principalKey).(auth.Principal)
+	rec, err := s.cfg.Ledger.Release(ctx, p.Tenant, c.Params("id"), b.Note, p.KeyPrefix)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toRecordJSON(rec))
+}

@@ -259,6 +259,14 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	post(id(u)+"/resolve", map[string]any{"outcome": "retry", "note": "checked: not sent"})
 	require.Equal(t, "won", claims(map[string]any{"source": "stripe", "event_id": "evt_u"}).Outcome)
 
+	// processing, released to unknown by an operator; releasing again is
+	// invalid_state; resolved as completed.
+	rel := claims(map[string]any{"source": "stripe", "event_id": "evt_rel"})
+	post(id(rel)+"/release", map[string]any{"note": "worker gone"})
+	b.fails(t, call{method: "POST", path: id(rel) + "/release", key: keyA,
+		body: map[string]any{"note": "again"}}, http.StatusConflict, "invalid_state", "")
+	post(id(rel)+"/resolve", map[string]any{"outcome": "completed", "note": "checked: sent"})
+
 	// stale: a version not newer than the last completed one.
 	v5 := claims(map[string]any{"source": "crm", "event_id": "evt_v5", "object_id": "cus_1", "object_version": 5})
 	post(id(v5)+"/complete", map[string]any{"claim_token": v5.ClaimToken})

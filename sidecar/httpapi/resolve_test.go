@@ -33,3 +33,48 @@ func TestResolveFailedRecordsTheKeyPrefix(t *testing.T) {
 		require.Empty(t, d.Actor, d.Outcome)
 	}
 }
+
+// Release (processing → unknown) through the API: the holder's token no
+// longer fails or extends the record, its late Complete is kept, claims
+// of the key answer unknown meanwhile, and the entry names the key by its
+// prefix with the note. Only processing records are released; the note is
+// required and bounded; another tenant's record is not found.
+func TestReleaseThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.won(t, keyA, map[string]any{"source": "stripe", "event_id": "evt_release"})
+	path := "/v1/claims/" + w.ClaimID
+
+	b.fails(t, call{method: "POST", path: path + "/release", key: keyA, body: map[string]any{}}, 422, "invalid", "note")
+	b.fails(t, call{method: "POST", path: path + "/release", key: keyA,
+		body: map[string]any{"note": string(make([]byte, 4001))}}, 422, "invalid", "note")
+	b.fails(t, call{method: "POST", path: path + "/release", key: keyB,
+		body: map[string]any{"note": "not yours"}}, 404, "not_found", "")
+
+	rec := b.ok(t, call{method: "POST", path: path + "/release", key: keyA, body: map[string]any{"note": "worker gone"}})
+	require.Equal(t, "unknown", rec.State)
+	b.fails(t, call{method: "POST", path: path + "/release", key: keyA,
+		body: map[string]any{"note": "again"}}, 409, "invalid_state", "")
+	b.fails(t, call{method: "POST", path: path + "/fail", key: keyA,
+		body: map[string]any{"claim_token": w.ClaimToken, "error": "x", "retry": "retryable"}}, 409, "lease_lost", "")
+	b.fails(t, call{method: "POST", path: path + "/extend", key: keyA,
+		body: map[string]any{"claim_token": w.ClaimToken, "lease_seconds": 600}}, 409, "lease_lost", "")
+	again := b.claim(t, keyA, map[string]any{"source": "stripe", "event_id": "evt_release"})
+	require.Equal(t, "unknown", again.Outcome)
+
+	done := b.ok(t, call{method: "POST", path: path + "/complete", key: keyA,
+		body: map[string]any{"claim_token": w.ClaimToken, "result_ref": "inv_late"}})
+	require.Equal(t, "completed", done.State)
+	require.Equal(t, "inv_late", done.ResultRef)
+
+	got := b.ok(t, call{method: "GET", path: path, key: keyA})
+	var released []string
+	for _, d := range got.Deliveries {
+		if d.Outcome == "released" {
+			released = append(released, d.Detail)
+			h := sha256.Sum256([]byte(keyA))
+			require.Equal(t, "static:"+hex.EncodeToString(h[:4]), d.Actor)
+		}
+	}
+	require.Equal(t, []string{"worker gone"}, released)
+}

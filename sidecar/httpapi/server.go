@@ -286,6 +286,7 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/:id/fail", s.fail)
 	v1.Post("/claims/:id/extend", s.extend)
 	v1.Post("/claims/:id/resolve", s.resolve)
+	v1.Post("/claims/:id/release", s.release)
 	if cfg.Inbox != nil {
 		s.app.Post("/ingest/:source", s.ingestDelivery)
 		v1.Get("/inbox/:id", s.inboxGet)
