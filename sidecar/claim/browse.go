@@ -213,38 +213,18 @@ func (l *Ledger) Browse(ctx context.Context, tenant string, f BrowseFilter) ([]R
 	default:
 		return nil, "", apperr.Field("time_field", "must be updated or created")
 	}
-	limit := f.Limit
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
-	var after *time.Time
-	var afterID *string
-	if f.Cursor != "" {
-		at, id, ok := decodeCursor(f.Cursor)
-		if !ok {
-			return nil, "", apperr.Field("cursor", "is not a next cursor of this list")
-		}
-		after, afterID = &at, &id
+	limit, after, afterID, err := pageStart(f.Limit, f.Cursor, "is not a next cursor of this list")
+	if err != nil {
+		return nil, "", err
 	}
 	rows, err := l.pool.Query(ctx, sql, tenant, nullable(string(f.State)), nullable(f.Source),
 		nullable(f.EventIDPrefix), timeOrNil(f.From), timeOrNil(f.To), after, afterID, limit+1)
-	if err != nil {
-		return nil, "", DBError(err)
-	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
-	if err != nil {
-		return nil, "", DBError(err)
-	}
-	if len(recs) <= limit {
-		return recs, "", nil
-	}
-	recs = recs[:limit]
-	last := recs[limit-1]
-	at := last.UpdatedAt
-	if f.Field == ByCreated {
-		at = last.CreatedAt
-	}
-	return recs, encodeCursor(at, last.ID), nil
+	return collectPage(rows, err, limit, func(r Record) time.Time {
+		if f.Field == ByCreated {
+			return r.CreatedAt
+		}
+		return r.UpdatedAt
+	})
 }
 
 func containsState(states []State, s State) bool {

@@ -1110,18 +1110,9 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 	if err := checkListFilter(f); err != nil {
 		return nil, "", err
 	}
-	limit := f.Limit
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
-	var after *time.Time
-	var afterID *string
-	if f.Cursor != "" {
-		at, id, ok := decodeCursor(f.Cursor)
-		if !ok {
-			return nil, "", apperr.Field("cursor", "is not a next_cursor of this list")
-		}
-		after, afterID = &at, &id
+	limit, after, afterID, err := pageStart(f.Limit, f.Cursor, "is not a next_cursor of this list")
+	if err != nil {
+		return nil, "", err
 	}
 	sql, args := listSQL, []any{tenant, string(f.State), nullable(f.Source), after, afterID, limit + 1}
 	if f.ExecutionID != "" {
@@ -1129,6 +1120,30 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 			after, afterID, limit + 1}
 	}
 	rows, err := l.pool.Query(ctx, sql, args...)
+	return collectPage(rows, err, limit, func(r Record) time.Time { return r.UpdatedAt })
+}
+
+// pageStart reads a keyset page's limit (0: DefaultListLimit) and cursor
+// (""; else the position after which the page starts, or an Invalid error
+// naming cursor with badCursor).
+func pageStart(limit int, cursor, badCursor string) (int, *time.Time, *string, error) {
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if cursor == "" {
+		return limit, nil, nil, nil
+	}
+	at, id, ok := decodeCursor(cursor)
+	if !ok {
+		return 0, nil, nil, apperr.Field("cursor", "%s", badCursor)
+	}
+	return limit, &at, &id, nil
+}
+
+// collectPage scans a keyset page queried with limit+1 rows: at most limit
+// records, and the cursor of the next page ("" on the last), positioned at
+// the last record's at and id.
+func collectPage(rows pgx.Rows, err error, limit int, at func(Record) time.Time) ([]Record, string, error) {
 	if err != nil {
 		return nil, "", DBError(err)
 	}
@@ -1141,7 +1156,7 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 	}
 	recs = recs[:limit]
 	last := recs[limit-1]
-	return recs, encodeCursor(last.UpdatedAt, last.ID), nil
+	return recs, encodeCursor(at(last), last.ID), nil
 }
 
 // checkListFilter returns an Invalid error naming the first bad field of f.

@@ -265,15 +265,9 @@ func (c *Console) session(h fiber.Handler) fiber.Handler {
 		}
 		ctx.Locals(sessionKey, &sess)
 		if ctx.Method() == fiber.MethodPost {
-			form, err := readForm(ctx)
+			form, err := checkPost(ctx, sess.CSRF)
 			if err != nil {
 				return err
-			}
-			if err := checkOrigin(ctx); err != nil {
-				return err
-			}
-			if !sameToken(form.Get("csrf"), sess.CSRF) {
-				return errCSRF
 			}
 			ctx.Locals(formKey, form)
 		}
@@ -326,6 +320,23 @@ func checkOrigin(ctx *fiber.Ctx) error {
 		}
 	}
 	return nil
+}
+
+// checkPost reads a signed-in POST's form and refuses it unless it comes
+// from the console's own page (checkOrigin) and carries the session's
+// CSRF token (csrf).
+func checkPost(ctx *fiber.Ctx, csrf string) (url.Values, error) {
+	form, err := readForm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOrigin(ctx); err != nil {
+		return nil, err
+	}
+	if !sameToken(form.Get("csrf"), csrf) {
+		return nil, errCSRF
+	}
+	return form, nil
 }
 
 // readForm parses an application/x-www-form-urlencoded body (read by the
@@ -417,15 +428,8 @@ func (c *Console) signout(ctx *fiber.Ctx) error {
 		return err
 	}
 	ctx.Locals(sessionKey, &sess)
-	form, err := readForm(ctx)
-	if err != nil {
+	if _, err := checkPost(ctx, sess.CSRF); err != nil {
 		return err
-	}
-	if err := checkOrigin(ctx); err != nil {
-		return err
-	}
-	if !sameToken(form.Get("csrf"), sess.CSRF) {
-		return errCSRF
 	}
 	if err := c.cfg.Sessions.End(dctx, token); err != nil {
 		return err

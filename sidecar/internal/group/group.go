@@ -127,9 +127,7 @@ func (g *Grouper[T, R]) DoWeighted(ctx context.Context, item T, weight int) (R, 
 	} else if g.running < g.cfg.Workers && !g.spareArmed {
 		// Behind a group in flight: if that group is still the one in
 		// flight SpareAfter from now and calls still wait, start a spare.
-		g.spareArmed = true
-		taken := g.taken
-		time.AfterFunc(g.cfg.SpareAfter, func() { g.spareCheck(taken) })
+		g.armSpare()
 	}
 	g.mu.Unlock()
 	if start {
@@ -169,6 +167,14 @@ func (g *Grouper[T, R]) stalled(now time.Time) bool {
 	return false
 }
 
+// armSpare sets the SpareAfter timer for the groups taken so far; g.mu
+// held.
+func (g *Grouper[T, R]) armSpare() {
+	g.spareArmed = true
+	taken := g.taken
+	time.AfterFunc(g.cfg.SpareAfter, func() { g.spareCheck(taken) })
+}
+
 // spareCheck runs SpareAfter after a call queued behind a group in flight:
 // if no group has been taken since (taken unchanged), calls still wait and
 // a slot is free, it starts a spare worker.
@@ -179,10 +185,7 @@ func (g *Grouper[T, R]) spareCheck(taken uint64) {
 	if start {
 		g.running++
 	} else if len(g.queue) > 0 && g.running > 0 && g.running < g.cfg.Workers {
-		// Groups moved on meanwhile; watch the new head.
-		g.spareArmed = true
-		next := g.taken
-		time.AfterFunc(g.cfg.SpareAfter, func() { g.spareCheck(next) })
+		g.armSpare() // groups moved on meanwhile; watch the new head
 	}
 	g.mu.Unlock()
 	if start {
