@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,14 +69,28 @@ func TestHarnessRegularMode(t *testing.T) {
 }
 
 // TestHarnessQueueMode proves the harness with n8n in queue mode (main plus
-// two workers on Redis): N webhook calls give exactly N effects, with the
-// Respond to Webhook answer relayed from the worker.
+// two workers on Redis, and one webhook process serving the production
+// webhooks): N webhook calls to the webhook process give exactly N effects,
+// with the Respond to Webhook answer relayed from the worker, and the main
+// process no longer serves production webhooks.
 func TestHarnessQueueMode(t *testing.T) {
 	t.Parallel()
 	counter := NewCounter(t)
 	wf := WriteWorkflow(t, "testdata/core-counter.json", map[string]string{"COUNTER_URL": counter.URL})
-	n := StartN8N(t, N8NConfig{Workflows: []string{wf}, Queue: true, Workers: 2, WorkerConcurrency: 5})
+	n := StartN8N(t, N8NConfig{Workflows: []string{wf}, Queue: true, Workers: 2, WorkerConcurrency: 5, WebhookProcesses: 1})
+	if len(n.WebhookBaseURLs) != 1 || n.WebhookBaseURLs[0] == n.URL {
+		t.Fatalf("webhook URLs %v, want one webhook process other than main (%s)", n.WebhookBaseURLs, n.URL)
+	}
 	driveCoreCounter(t, n, counter, 10, 3)
+	resp, err := http.Post(n.URL+"/webhook/core-effect", "application/json", strings.NewReader(`{"key":"main"}`))
+	if err != nil {
+		t.Fatalf("POST to the main process: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || counter.Count("main") != 0 {
+		t.Errorf("production webhook on the main process: %s (effects %d), want 404 and none (N8N_DISABLE_PRODUCTION_MAIN_PROCESS)",
+			resp.Status, counter.Count("main"))
+	}
 }
 
 // TestHarnessClaimd proves the sidecar part of the harness: two replicas on

@@ -63,6 +63,25 @@ type N8NConfig struct {
 	Workers int
 	// WorkerConcurrency is each worker's --concurrency (default 10).
 	WorkerConcurrency int
+	// WebhookProcesses is the number of `n8n webhook` processes in queue
+	// mode (same database, encryption key, Redis and node files, each on
+	// its own port) that serve the production webhooks: they run a trigger
+	// node's webhook method and enqueue the execution. As n8n's queue-mode
+	// documentation lays it out (webhook processors behind a load balancer
+	// for /webhook/*, the main process left out of that pool), the main
+	// process then gets N8N_DISABLE_PRODUCTION_MAIN_PROCESS=true and answers
+	// production webhook URLs 404; WebhookBaseURLs are the processes'
+	// URLs, and N8N_WEBHOOK_URL points at the first. 0 (the default): the
+	// main process serves the production webhooks.
+	WebhookProcesses int
+	// HookFiles are external hook files (n8n's EXTERNAL_HOOK_FILES), as
+	// paths relative to NodePackage ("hooks/settle.js"). Every process
+	// (main, workers, webhook processes, and the import/publish commands)
+	// loads them from its own installed copy of the package, as an
+	// operator would point EXTERNAL_HOOK_FILES into the installed package.
+	// A file outside dist/ is copied with the top-level folder holding it.
+	// The hooks' own settings go in Env.
+	HookFiles []string
 	// Env adds or overrides environment variables of every n8n process
 	// (and the import/publish commands); "" removes a variable.
 	Env map[string]string
@@ -81,9 +100,15 @@ type N8N struct {
 	URL string
 	// DatabaseURL is n8n's own PostgreSQL database.
 	DatabaseURL string
-	// Main is the main process; Workers are the queue-mode workers.
-	Main    *Proc
-	Workers []*Proc
+	// Main is the main process; Workers are the queue-mode workers and
+	// WebhookProcs the queue-mode webhook processes (N8NConfig.WebhookProcesses).
+	Main         *Proc
+	Workers      []*Proc
+	WebhookProcs []*Proc
+	// WebhookBaseURLs are where providers post production webhooks
+	// (http://127.0.0.1:PORT): the webhook processes' URLs when there are
+	// any, else the main process's URL alone.
+	WebhookBaseURLs []string
 	// WorkflowIDs are the ids of the imported workflows, in Workflows order.
 	WorkflowIDs []string
 	// Dir is the deployment's folder (user folders and logs).
@@ -110,6 +135,12 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 	if cfg.Queue && cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
+	if !cfg.Queue && cfg.WebhookProcesses > 0 {
+		t.Fatalf("N8NConfig.WebhookProcesses needs Queue: true (n8n webhook runs in queue mode only)")
+	}
+	if len(cfg.HookFiles) > 0 && cfg.NodePackage == "" {
+		t.Fatalf("N8NConfig.HookFiles are paths inside NodePackage; set NodePackage")
+	}
 	if cfg.WorkerConcurrency <= 0 {
 		cfg.WorkerConcurrency = 10
 	}
@@ -124,6 +155,14 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 		port = FreePort(t)
 	}
 	n.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	webhookPorts := make([]int, cfg.WebhookProcesses)
+	for i := range webhookPorts {
+		webhookPorts[i] = FreePort(t)
+		n.WebhookBaseURLs = append(n.WebhookBaseURLs, fmt.Sprintf("http://127.0.0.1:%d", webhookPorts[i]))
+	}
+	if len(n.WebhookBaseURLs) == 0 {
+		n.WebhookBaseURLs = []string{n.URL}
+	}
 
 	pg := parsePG(t, n.DatabaseURL)
 	common := map[string]string{
@@ -141,7 +180,7 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 		"N8N_HOST":                              "127.0.0.1",
 		"N8N_PROTOCOL":                          "http",
 		"N8N_PORT":                              strconv.Itoa(port),
-		"N8N_WEBHOOK_URL":                       n.URL + "/",
+		"N8N_WEBHOOK_URL":                       n.WebhookBaseURLs[0] + "/",
 		"N8N_DIAGNOSTICS_ENABLED":               "false",
 		"N8N_VERSION_NOTIFICATIONS_ENABLED":     "false",
 		"N8N_PERSONALIZATION_ENABLED":           "false",
@@ -165,6 +204,9 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 		// out of each other's queues.
 		prefix := "ic-e2e-" + RandomHex(t, 6)
 		common["QUEUE_BULL_PREFIX"] = prefix
+		if cfg.WebhookProcesses > 0 {
+			common["N8N_DISABLE_PRODUCTION_MAIN_PROCESS"] = "true"
+		}
 		// Registered before any process starts, so it runs after they stop.
 		t.Cleanup(func() {
 			if _, err := redisDeletePrefix(net.JoinHostPort(redisHost, redisPort), prefix+":"); err != nil {
@@ -193,14 +235,18 @@ func StartN8N(t testing.TB, cfg N8NConfig) *N8N {
 
 	started := time.Now()
 	n.Main = StartProc(t, "n8n-main", n.Dir, mainLog, n.mainEnv, in.NodeBin, in.N8NBin, "start")
-	// Workers start once main is ready: main and workers booting together
-	// against one fresh database have made main exit now and then.
-	if cfg.Workers > 0 {
+	// Workers and webhook processes start once main is ready: main and
+	// workers booting together against one fresh database have made main
+	// exit now and then.
+	if cfg.Workers > 0 || cfg.WebhookProcesses > 0 {
 		WaitHTTP(t, n.URL+"/healthz/readiness", http.StatusOK, "", n8nReadyTimeout, n.Main)
 	}
 	var health []string
 	for i := 0; i < cfg.Workers; i++ {
 		health = append(health, n.startWorker(t))
+	}
+	for _, p := range webhookPorts {
+		n.startWebhookProcess(t, p)
 	}
 	for _, url := range health {
 		WaitHTTP(t, url, http.StatusOK, "", n8nReadyTimeout, n.procs()...)
@@ -222,13 +268,33 @@ func (n *N8N) procEnv(t testing.TB, name string) []string {
 		t.Fatalf("creating %s: %v", userDir, err)
 	}
 	if n.cfg.NodePackage != "" {
-		installNodePackage(t, n.cfg.NodePackage, filepath.Join(userDir, ".n8n", "nodes", "node_modules", NodePackageName))
+		installNodePackage(t, n.cfg.NodePackage, filepath.Join(userDir, ".n8n", "nodes", "node_modules", NodePackageName), n.cfg.HookFiles)
 	}
 	own := map[string]string{
 		"N8N_USER_FOLDER":         userDir,
 		"N8N_RUNNERS_BROKER_PORT": strconv.Itoa(FreePort(t)),
 	}
+	if len(n.cfg.HookFiles) > 0 {
+		pkg := filepath.Join(userDir, ".n8n", "nodes", "node_modules", NodePackageName)
+		files := make([]string, len(n.cfg.HookFiles))
+		for i, f := range n.cfg.HookFiles {
+			files[i] = filepath.Join(pkg, filepath.FromSlash(f))
+		}
+		own["EXTERNAL_HOOK_FILES"] = strings.Join(files, ":")
+	}
 	return EnvWithout(n8nEnvPrefixes, n.common, own, n.cfg.Env)
+}
+
+// startWebhookProcess starts one `n8n webhook` process on port (named
+// webhook<N>, log webhook<N>.log). The harness waits for it through the
+// workflows' GET probes.
+func (n *N8N) startWebhookProcess(t testing.TB, port int) {
+	t.Helper()
+	name := fmt.Sprintf("webhook%d", len(n.WebhookProcs))
+	env := append(n.procEnv(t, name), "N8N_PORT="+strconv.Itoa(port))
+	p := StartProc(t, "n8n-"+name, n.Dir, filepath.Join(n.Dir, name+".log"), env,
+		n.install.NodeBin, n.install.N8NBin, "webhook")
+	n.WebhookProcs = append(n.WebhookProcs, p)
 }
 
 // startWorker starts one more queue-mode worker and returns the URL of its
@@ -249,24 +315,28 @@ func (n *N8N) startWorker(t testing.TB) string {
 	return fmt.Sprintf("http://127.0.0.1:%d/healthz/readiness", hcPort)
 }
 
-// procs lists the main process and the workers that have not exited.
+// procs lists the main process and the workers and webhook processes that
+// have not exited.
 func (n *N8N) procs() []*Proc {
 	out := []*Proc{n.Main}
-	for _, w := range n.Workers {
-		if exited, _ := w.Exited(); !exited {
-			out = append(out, w)
+	for _, p := range append(append([]*Proc{}, n.Workers...), n.WebhookProcs...) {
+		if exited, _ := p.Exited(); !exited {
+			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// waitWebhooks polls every workflow's GET probe webhooks until each answers
-// 200 with its expected body.
+// waitWebhooks polls every workflow's GET probe webhooks, on every process
+// that serves production webhooks, until each answers 200 with its
+// expected body.
 func (n *N8N) waitWebhooks(t testing.TB) {
 	t.Helper()
 	for _, wf := range n.cfg.Workflows {
 		for _, pr := range probes(t, wf) {
-			WaitHTTP(t, n.WebhookURL(pr.path), http.StatusOK, pr.body, n8nReadyTimeout, n.procs()...)
+			for i := range n.WebhookBaseURLs {
+				WaitHTTP(t, n.WebhookURLAt(i, pr.path), http.StatusOK, pr.body, n8nReadyTimeout, n.procs()...)
+			}
 		}
 	}
 }
@@ -297,9 +367,17 @@ func (n *N8N) RestartMain(t testing.TB, crash bool) {
 	n.waitWebhooks(t)
 }
 
-// WebhookURL is the production URL of the webhook with the given path.
+// WebhookURL is the production URL of the webhook with the given path, on
+// the first process serving production webhooks (WebhookBaseURLs[0]).
 func (n *N8N) WebhookURL(path string) string {
-	return n.URL + "/webhook/" + strings.TrimPrefix(path, "/")
+	return n.WebhookURLAt(0, path)
+}
+
+// WebhookURLAt is the production URL of the webhook with the given path on
+// WebhookBaseURLs[i % len(WebhookBaseURLs)], for spreading deliveries over
+// several webhook processes.
+func (n *N8N) WebhookURLAt(i int, path string) string {
+	return n.WebhookBaseURLs[i%len(n.WebhookBaseURLs)] + "/webhook/" + strings.TrimPrefix(path, "/")
 }
 
 // PostWebhook POSTs body (JSON-encoded unless it is []byte) to the production
@@ -337,8 +415,9 @@ func (n *N8N) PostWebhook(t testing.TB, path string, body any, headers map[strin
 }
 
 // installNodePackage copies package.json and dist/ of the built node package
-// at src to dst.
-func installNodePackage(t testing.TB, src, dst string) {
+// at src to dst, and for each of hookFiles outside dist/ the top-level
+// folder holding it (hooks/settle.js: hooks/).
+func installNodePackage(t testing.TB, src, dst string, hookFiles []string) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(src, "dist")); err != nil {
 		t.Fatalf("node package %s is not built (no dist/): %v", src, err)
@@ -355,6 +434,30 @@ func installNodePackage(t testing.TB, src, dst string) {
 	}
 	if err := os.CopyFS(filepath.Join(dst, "dist"), os.DirFS(filepath.Join(src, "dist"))); err != nil {
 		t.Fatalf("copying dist/: %v", err)
+	}
+	copied := map[string]bool{"dist": true}
+	for _, f := range hookFiles {
+		top, _, _ := strings.Cut(filepath.ToSlash(filepath.Clean(f)), "/")
+		if top == ".." || filepath.IsAbs(f) {
+			t.Fatalf("hook file %q is not inside the node package", f)
+		}
+		if !copied[top] {
+			if st, err := os.Stat(filepath.Join(src, top)); err == nil && !st.IsDir() {
+				raw, err := os.ReadFile(filepath.Join(src, top))
+				if err == nil {
+					err = os.WriteFile(filepath.Join(dst, top), raw, 0o644)
+				}
+				if err != nil {
+					t.Fatalf("copying the hook file %s: %v", top, err)
+				}
+			} else if err := os.CopyFS(filepath.Join(dst, top), os.DirFS(filepath.Join(src, top))); err != nil {
+				t.Fatalf("copying the hook files' folder %s/: %v", top, err)
+			}
+			copied[top] = true
+		}
+		if _, err := os.Stat(filepath.Join(dst, filepath.FromSlash(f))); err != nil {
+			t.Fatalf("hook file %s is not in the node package: %v", f, err)
+		}
 	}
 }
 
