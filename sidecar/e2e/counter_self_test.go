@@ -8,7 +8,7 @@ import (
 )
 
 // TestCounter checks the counting server on its own: effects per key,
-// injected failures and held requests.
+// injected failures, held requests and held answers.
 func TestCounter(t *testing.T) {
 	t.Parallel()
 	c := NewCounter(t)
@@ -45,5 +45,18 @@ func TestCounter(t *testing.T) {
 	c.Release()
 	if got := <-done; got != http.StatusOK || c.Count("b") != 1 {
 		t.Errorf("released request: status %d, count %d; want 200, 1", got, c.Count("b"))
+	}
+
+	c.HoldAnswers()
+	go func() { done <- post(`{"key":"c"}`) }()
+	c.WaitEffects(t, "c", 1, 30*time.Second)
+	select {
+	case got := <-done:
+		t.Errorf("held answer sent before Release (status %d)", got)
+	default:
+	}
+	c.Release()
+	if got := <-done; got != http.StatusOK || c.Count("c") != 1 {
+		t.Errorf("released answer: status %d, count %d; want 200, 1", got, c.Count("c"))
 	}
 }

@@ -29,6 +29,8 @@ type Counter struct {
 	failLeft map[string]int
 	total    int
 	hold     chan struct{}
+	// holdAnswer, when set, holds the answers of effects already performed.
+	holdAnswer chan struct{}
 }
 
 // NewCounter starts a Counter, closed in t.Cleanup.
@@ -89,7 +91,15 @@ func (c *Counter) serveEffect(w http.ResponseWriter, r *http.Request) {
 	c.effects[key]++
 	c.total++
 	resp := map[string]any{"key": key, "count": c.effects[key], "effect_id": fmt.Sprintf("eff-%d", c.total)}
+	holdAnswer := c.holdAnswer
 	c.mu.Unlock()
+	if holdAnswer != nil {
+		select {
+		case <-holdAnswer:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
 }
@@ -157,13 +167,42 @@ func (c *Counter) Hold() {
 	}
 }
 
-// Release lets held requests proceed and stops holding new ones.
+// HoldAnswers makes effects that arrive from now on happen at once (Count
+// includes them) while their answers wait until Release (or until the
+// client gives up): the caller is stopped between the effect and its end.
+func (c *Counter) HoldAnswers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holdAnswer == nil {
+		c.holdAnswer = make(chan struct{})
+	}
+}
+
+// Release lets held requests and held answers proceed and stops holding
+// new ones.
 func (c *Counter) Release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hold != nil {
 		close(c.hold)
 		c.hold = nil
+	}
+	if c.holdAnswer != nil {
+		close(c.holdAnswer)
+		c.holdAnswer = nil
+	}
+}
+
+// WaitEffects polls until at least n effects for key have been performed
+// and fails the test after deadline.
+func (c *Counter) WaitEffects(t testing.TB, key string, n int, deadline time.Duration) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for c.Count(key) < n {
+		if time.Now().After(end) {
+			t.Fatalf("counter: %d of %d effects for %q within %s", c.Count(key), n, key, deadline)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
