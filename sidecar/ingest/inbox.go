@@ -80,7 +80,9 @@ type Inbox struct {
 	marks *group.Grouper[mark, bool]
 }
 
-// Source returns the configured ingest source name, or nil.
+// Source returns the configured ingest source name (an ingest door, with
+// a forward target), or nil: also for a trigger source, which is no
+// ingest door.
 func (in *Inbox) Source(name string) *Source {
 	c := in.cfg.Load()
 	if c == nil {
@@ -89,13 +91,29 @@ func (in *Inbox) Source(name string) *Source {
 	return c.Sources[name]
 }
 
-// MaxBodyBytes is the largest body limit of any source, in bytes.
+// TriggerSource returns the source name that POST /v1/trigger/{source}
+// decides deliveries for: an ingest door or a trigger source, as loaded
+// now; nil when the sources file configures no verified source of that
+// name. The caller checks the source's Tenant.
+func (in *Inbox) TriggerSource(name string) *Source {
+	c := in.cfg.Load()
+	if c == nil {
+		return nil
+	}
+	if s := c.Sources[name]; s != nil {
+		return s
+	}
+	return c.Triggers[name]
+}
+
+// MaxBodyBytes is the largest body limit of any source, ingest door or
+// trigger source, in bytes (0 without sources).
 func (in *Inbox) MaxBodyBytes() int {
 	n := 0
 	if c := in.cfg.Load(); c != nil {
-		for _, s := range c.Sources {
-			if s.MaxBodyBytes > n {
-				n = s.MaxBodyBytes
+		for _, m := range []map[string]*Source{c.Sources, c.Triggers} {
+			for _, s := range m {
+				n = max(n, s.MaxBodyBytes)
 			}
 		}
 	}
@@ -105,21 +123,35 @@ func (in *Inbox) MaxBodyBytes() int {
 // Observe reports a rejected delivery (bad signature, too large…) to metrics.
 func (in *Inbox) Observe(source, reason string) { in.obs.Rejected(source, reason) }
 
-// Receive stores the events of one verified delivery in ONE transaction:
-// per event an inbox record (claim ledger, state received) and, when the
-// key is new, its dispatch job (River, the transactional outbox).
-// Redeliveries are logged; conflicting payloads are kept in
-// inbox_conflicts and never dispatched. The caller answers 2xx only after
-// Receive returns nil. body is the whole raw body; an event's own Payload,
-// when set, is stored instead. headers are the forwardable request headers.
+// Receive keys and hashes the events of one verified delivery as Verify
+// does (Source.Prepare) and stores them (Store). body is the whole raw
+// body; an event's own Payload, when set, is stored instead. headers are
+// the forwardable request headers. Errors: as Store, and an authenticated
+// *verify.Error for a body that cannot be hashed strictly (nothing is
+// written then).
+func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event, body []byte, contentType string, headers map[string]string) ([]Receipt, error) {
+	prepared, err := src.Prepare(events, body, contentType)
+	if err != nil {
+		return nil, err
+	}
+	return in.Store(ctx, src, prepared, headers)
+}
+
+// Store stores the prepared events of one verified delivery (Source.Verify
+// or Source.Prepare made them) in ONE transaction: per event an inbox
+// record (claim ledger, state received) and, when the key is new, its
+// dispatch job (River, the transactional outbox). Redeliveries are logged;
+// conflicting payloads are kept in inbox_conflicts and never dispatched.
+// The caller answers 2xx only after Store returns nil. headers are the
+// forwardable request headers.
 //
 // Concurrent deliveries share transactions (group commit, see group.go):
 // each still gets exactly the receipts it would get alone, only after the
-// commit. Errors: Invalid, an authenticated *verify.Error for a body that
-// cannot be hashed strictly, and Unavailable for any database error
-// (storeError), also when ctx ends first (the delivery may then still be
-// stored: its redelivery is a duplicate).
-func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event, body []byte, contentType string, headers map[string]string) ([]Receipt, error) {
+// commit. Errors: Invalid (no event, or a request the ledger refuses), and
+// Unavailable for any database error (storeError), also when ctx ends
+// first (the delivery may then still be stored: its redelivery is a
+// duplicate).
+func (in *Inbox) Store(ctx context.Context, src *Source, events []Event, headers map[string]string) ([]Receipt, error) {
 	if len(events) == 0 {
 		return nil, apperr.New(apperr.Invalid, "the delivery carries no event")
 	}
@@ -127,29 +159,14 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 	if err != nil {
 		return nil, err
 	}
-	// Every hash first: a body that cannot be hashed strictly is refused
-	// (an authenticated *verify.Error) before anything is written; every
-	// request validated, so that none fails a group it joins.
+	// Every request validated, so that none fails a group it joins.
 	d := &delivery{src: src, hdrJSON: hdrJSON, reqs: make([]claim.Request, len(events)),
 		payloads: make([][]byte, len(events)), cts: make([]string, len(events))}
 	for i, ev := range events {
-		payload, ct := body, contentType
-		if ev.Payload != nil {
-			payload, ct = ev.Payload, itemContentType(contentType)
-		}
-		h, err := src.receiptHash(ct, payload)
-		if err != nil {
+		if err := in.ledger.Validate(ev.Request); err != nil {
 			return nil, err
 		}
-		r := claim.Request{Tenant: src.Tenant, Key: claim.Key{Source: src.Scope, EventID: eventID(ev)},
-			EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: h}
-		if ev.ObjectID != "" && ev.ObjectVersion != nil {
-			r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
-		}
-		if err := in.ledger.Validate(r); err != nil {
-			return nil, err
-		}
-		d.reqs[i], d.payloads[i], d.cts[i] = r, payload, ct
+		d.reqs[i], d.payloads[i], d.cts[i] = ev.Request, ev.Payload, ev.ContentType
 	}
 	var receipts []Receipt
 	if in.receipts == nil {

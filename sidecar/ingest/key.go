@@ -194,14 +194,23 @@ func (s *Source) Identify(h verify.Header, events []verify.Event, body []byte) (
 // policy would depend on the door it came through. The scope's policy is
 // its members' policy.
 func checkScopes(cfg Config, specs map[string]SourceSpec) error {
+	// Ingest and trigger sources alike: a trigger source may share a
+	// scope with an ingest door, and then claims its events by the same keys.
+	all := make(map[string]*Source, len(cfg.Sources)+len(cfg.Triggers))
+	for n, s := range cfg.Sources {
+		all[n] = s
+	}
+	for n, s := range cfg.Triggers {
+		all[n] = s
+	}
 	first := map[string]*Source{}
-	names := make([]string, 0, len(cfg.Sources))
-	for n := range cfg.Sources {
+	names := make([]string, 0, len(all))
+	for n := range all {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		src := cfg.Sources[name]
+		src := all[name]
 		if src.Scope == name {
 			continue
 		}
@@ -210,7 +219,7 @@ func checkScopes(cfg Config, specs map[string]SourceSpec) error {
 		}
 		f, seen := first[src.Scope]
 		if !seen {
-			if own, ok := cfg.Sources[src.Scope]; ok && own.Scope == src.Scope {
+			if own, ok := all[src.Scope]; ok && own.Scope == src.Scope {
 				f, seen = own, true
 			}
 		}

@@ -42,7 +42,7 @@ import (
 //	    dedupe_scope: stripe-acme    # sources sharing a scope share one key space (default: the source name)
 //	    key: {fields: ["/id"], headers: []}  # replaces the provider's event id (see KeySpec)
 //	    options: {}                  # provider-specific verify.*Config fields, snake_case
-//	    forward:
+//	    forward:                     # optional: without forward.url the source is a trigger source
 //	      url: http://n8n:5678/webhook/stripe
 //	      headers: {Authorization: "Bearer ${N8N_HOOK_TOKEN}"}
 //	      timeout_seconds: 30         # per attempt; at most 240
@@ -57,6 +57,12 @@ import (
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
 //
 // A source without provider is a claim-only source (policies, no ingest).
+// A source with provider but without forward (no forward.url) is a trigger
+// source: the n8n trigger node ("Idempotent Claim Trigger") asks
+// POST /v1/trigger/{source} to decide the deliveries n8n receives with its
+// rules (verification, key, hash) and claims them; it is not an ingest
+// door, so POST /ingest/{source} answers for it exactly as for a source
+// that does not exist. A source with forward.url serves both routes.
 type File struct {
 	Sources map[string]SourceSpec `yaml:"sources" json:"sources"`
 }
@@ -78,9 +84,12 @@ type SourceSpec struct {
 	// name one scope share its keys, so copies of one event arriving through
 	// both are duplicates. They must agree on tenant, provider, key and
 	// volatile_fields, and on the claim policy.
-	DedupeScope string      `yaml:"dedupe_scope"`
-	Key         *KeySpec    `yaml:"key"`
-	Forward     ForwardSpec `yaml:"forward"`
+	DedupeScope string   `yaml:"dedupe_scope"`
+	Key         *KeySpec `yaml:"key"`
+	// Forward is the dispatch target of stored events. Optional: a source
+	// without forward.url is a trigger source (see File); one that sets
+	// other forward settings without forward.url is refused.
+	Forward ForwardSpec `yaml:"forward"`
 
 	LeasePolicy        string `yaml:"lease_policy"`
 	LeaseSeconds       int    `yaml:"lease_seconds"`
@@ -155,8 +164,16 @@ type Source struct {
 	// this source's signature or shared token (a configured generic header
 	// such as X-Api-Key included). They are never stored or forwarded.
 	CredentialHeaders []string
-	Forward           Forward
+	// Forward is the dispatch target; its zero value (no URL) for a
+	// trigger source (TriggerOnly).
+	Forward Forward
 }
+
+// TriggerOnly reports whether s has no forward target: it serves only
+// POST /v1/trigger/{source}, and POST /ingest/{source} answers for it
+// exactly as for an unknown source (it is in Config.Triggers, never in
+// Config.Sources).
+func (s *Source) TriggerOnly() bool { return s.Forward.URL == "" }
 
 // Forward is a source's dispatch target.
 type Forward struct {
@@ -174,9 +191,15 @@ type Forward struct {
 	RetryStatuses Statuses
 }
 
-// Config is a parsed sources file: ingest sources and claim policies.
+// Config is a parsed sources file: ingest sources, trigger sources and
+// claim policies.
 type Config struct {
-	Sources  map[string]*Source
+	// Sources are the ingest doors: sources with a forward target, served
+	// by POST /ingest/{source} (and by POST /v1/trigger/{source}).
+	Sources map[string]*Source
+	// Triggers are the trigger sources: verified sources without a forward
+	// target, served only by POST /v1/trigger/{source}.
+	Triggers map[string]*Source
 	Policies map[string]claim.Policy
 	// Digest is the hex SHA-256 of the file's bytes as parsed: a reload
 	// compares it to tell a changed file from a rewrite of the same bytes.
@@ -233,7 +256,8 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	sum := sha256.Sum256(b)
-	cfg := Config{Sources: map[string]*Source{}, Policies: map[string]claim.Policy{}, Digest: hex.EncodeToString(sum[:])}
+	cfg := Config{Sources: map[string]*Source{}, Triggers: map[string]*Source{}, Policies: map[string]claim.Policy{},
+		Digest: hex.EncodeToString(sum[:])}
 	names := make([]string, 0, len(f.Sources))
 	for n := range f.Sources {
 		names = append(names, n)
@@ -257,6 +281,10 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 		src, err := spec.build(name, getenv)
 		if err != nil {
 			return Config{}, fmt.Errorf("source %q: %w", name, err)
+		}
+		if src.TriggerOnly() {
+			cfg.Triggers[name] = src // no dispatch queue: nothing is stored or forwarded
+			continue
 		}
 		q := queueName(name)
 		if other, dup := queues[q]; dup {
@@ -397,6 +425,14 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		return nil, errors.New("unauthenticated_status must be 400, 401, 403 or a 2xx")
 	}
 	f := s.Forward
+	if f.URL == "" {
+		// A trigger source: no forward target, so no forward settings.
+		if !reflect.ValueOf(f).IsZero() {
+			return nil, errors.New("forward.url is required when forward sets anything else " +
+				"(a source without forward.url is a trigger source, served only by POST /v1/trigger/{source})")
+		}
+		return src, nil
+	}
 	src.Forward = Forward{
 		Timeout: time.Duration(f.TimeoutSeconds) * time.Second, Concurrency: f.Concurrency,
 		MaxAttempts: f.MaxAttempts, BackoffBase: time.Duration(f.BackoffBaseSeconds) * time.Second,

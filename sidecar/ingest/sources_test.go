@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -99,7 +100,8 @@ sources:
 	for _, tc := range []struct{ spec, want string }{
 		{`{provider: github, secrets: [s], ` + fwd + `}`, "tenant is required"},
 		{`{tenant: acme, provider: github, ` + fwd + `}`, "at least one secret"},
-		{`{tenant: acme, provider: github, secrets: [s]}`, "forward.url must be an absolute http(s) URL"},
+		{`{tenant: acme, provider: github, secrets: [s], forward: {concurrency: 4}}`, "forward.url is required when forward sets anything else"},
+		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "n8n/x"}}`, "forward.url must be an absolute http(s) URL"},
 		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "ftp://x/y"}}`, "forward.url"},
 		{`{tenant: acme, provider: github, secrets: [s], max_body_bytes: 99999999999, ` + fwd + `}`, "max_body_bytes"},
 		{`{tenant: acme, provider: github, secrets: [s], unauthenticated_status: 302, ` + fwd + `}`, "unauthenticated_status"},
@@ -145,6 +147,57 @@ sources:
 	require.Equal(t, 3, cfg.Sources["gh"].Forward.MaxAttempts)
 	_, err = ingest.ReadFile(filepath.Join(t.TempDir(), "missing.yaml"), envOf(nil))
 	require.ErrorContains(t, err, "sources file")
+}
+
+// TestSourcesFileTriggerSources: a source without forward is a trigger
+// source: kept apart from the ingest doors (no dispatch queue; /ingest
+// does not know it), found by TriggerSource, and held to the scope rules
+// like any source.
+func TestSourcesFileTriggerSources(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  gh: {tenant: acme, provider: github, secrets: [s], `+fwd+`}
+  gh-trigger: {tenant: acme, provider: github, secrets: [t], dedupe_scope: gh, max_body_bytes: 2097152}
+  stripe-trigger: {tenant: acme, provider: stripe, secrets: [s], lease_policy: reclaim}
+`), envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"gh"}, mapKeys(cfg.Sources), "ingest doors")
+	require.Equal(t, []string{"gh-trigger", "stripe-trigger"}, mapKeys(cfg.Triggers), "trigger sources")
+	tr := cfg.Triggers["gh-trigger"]
+	require.True(t, tr.TriggerOnly())
+	require.False(t, cfg.Sources["gh"].TriggerOnly())
+	require.Equal(t, "gh", tr.Scope)
+	require.Equal(t, ingest.Forward{}, tr.Forward)
+	require.Equal(t, claim.LeasePolicy("reclaim"), cfg.Policies["stripe-trigger"].LeasePolicy)
+
+	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 2 })
+	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
+	require.NoError(t, err)
+	in, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: zerolog.Nop(), Dispatch: true})
+	require.NoError(t, err, "a trigger source needs no dispatch queue")
+	require.Nil(t, in.Source("gh-trigger"), "not an ingest door")
+	require.Same(t, tr, in.TriggerSource("gh-trigger"))
+	require.Same(t, cfg.Sources["gh"], in.TriggerSource("gh"), "an ingest door serves the trigger too")
+	require.Nil(t, in.TriggerSource("nope"))
+	require.Equal(t, 2097152, in.MaxBodyBytes(), "the largest limit of any source, trigger sources included")
+
+	// A trigger source sharing an ingest door's scope must agree with it.
+	_, err = ingest.Parse([]byte(`
+sources:
+  gh: {tenant: acme, provider: github, secrets: [s], `+fwd+`}
+  gh-trigger: {tenant: other, provider: github, secrets: [t], dedupe_scope: gh}
+`), envOf(nil))
+	require.ErrorContains(t, err, "tenant")
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TestSourceCredentialHeaders: the headers that carry a source's signature
