@@ -56,6 +56,11 @@ func (s *Server) decodeBodyDoc(c *fiber.Ctx, dst any) (*strictjson.Doc, error) {
 // as if it were the body). Errors: Malformed for an unsupported or corrupt
 // encoding, TooLarge past the limit.
 func (s *Server) body(c *fiber.Ctx) ([]byte, error) {
+	return s.bodyWithin(c, s.cfg.BodyLimit)
+}
+
+// bodyWithin is body with limit, in bytes, in place of BodyLimit.
+func (s *Server) bodyWithin(c *fiber.Ctx, limit int) ([]byte, error) {
 	raw := c.Request().Body()
 	var zr io.Reader
 	var err error
@@ -76,13 +81,13 @@ func (s *Server) body(c *fiber.Ctx) ([]byte, error) {
 		return nil, &apperr.Error{Code: apperr.Malformed, Field: fiber.HeaderContentEncoding,
 			Message: "the body does not match its content encoding", Err: err}
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(s.cfg.BodyLimit)+1))
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
 		return nil, &apperr.Error{Code: apperr.Malformed, Field: fiber.HeaderContentEncoding,
 			Message: "the body does not match its content encoding", Err: err}
 	}
-	if len(out) > s.cfg.BodyLimit {
-		return nil, apperr.New(apperr.TooLarge, "the decoded request body exceeds %d bytes", s.cfg.BodyLimit)
+	if len(out) > limit {
+		return nil, apperr.New(apperr.TooLarge, "the decoded request body exceeds %d bytes", limit)
 	}
 	return out, nil
 }

@@ -16,8 +16,10 @@ package httpapi
 //   - Bodies are streamed (fiber.Config.StreamRequestBody): fasthttp reads
 //     the headers and at most 8 KiB of the body before the router runs.
 //     Each route reads the rest itself (readBody), within its own limit
-//     (/v1: CLAIMD_BODY_LIMIT_BYTES; /ingest/{source}: that source's
-//     max_body_bytes, as reloaded), after what it can check without the
+//     (/v1: CLAIMD_BODY_LIMIT_BYTES, POST /v1/trigger/{source} at least
+//     the base64 of the largest max_body_bytes plus its envelope, see
+//     apiBodyLimit; /ingest/{source}: that source's max_body_bytes, as
+//     reloaded), after what it can check without the
 //     body: the API key on /v1, the source's existence on /ingest. A
 //     declared length past the limit is refused before a byte is read.
 //   - Bodies held at once are bounded per route class by a byte budget
@@ -150,7 +152,7 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 			scheme, _, _ := strings.Cut(string(h.Peek(fiber.HeaderAuthorization)), " ")
 			if !strings.EqualFold(scheme, "Bearer") {
 				verdict = verdictUnread
-			} else if declared > s.cfg.BodyLimit {
+			} else if declared > s.apiBodyLimit(path) {
 				verdict = verdictTooLarge
 			}
 		case (strings.HasPrefix(lower, console.Prefix+"/") || lower == console.Prefix) && s.cfg.Console != nil:

@@ -79,6 +79,9 @@ type ingestOptions struct {
 	pool func(*pgxpool.Config)
 	// server, when set, adjusts the server's configuration (edge limits).
 	server func(*httpapi.Config)
+	// waiter wires a claim.Waiter (wait_seconds waits), its listener
+	// connected when setupIngest returns.
+	waiter bool
 }
 
 func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
@@ -108,6 +111,19 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 	scfg := httpapi.Config{
 		Ledger: ledger, Logger: log, Inbox: inbox, Metrics: metrics.New(ledger.Stats),
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute),
+	}
+	if o.waiter {
+		w := claim.NewWaiter(ledger, claim.WaiterConfig{ConnConfig: pool.Config().ConnConfig, StepTimeout: 5 * time.Second,
+			Logger: log})
+		wctx, stop := context.WithCancel(context.Background())
+		waiterDone := make(chan struct{})
+		go func() { defer close(waiterDone); _ = w.Run(wctx) }()
+		t.Cleanup(func() {
+			stop()
+			<-waiterDone
+		})
+		require.Eventually(t, w.Listening, 10*time.Second, 5*time.Millisecond, "the waiter's listener never connected")
+		scfg.Waiter = w
 	}
 	if o.server != nil {
 		o.server(&scfg)

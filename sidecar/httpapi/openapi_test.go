@@ -376,6 +376,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 
 	// Ingest: provider deliveries, handshakes, rejections and the inbox.
 	conformIngest(t, b)
+	// The trigger's deliveries.
+	conformTrigger(t, b)
 
 	// 500: the delivery log table is gone. 503: the database is closed, so a
 	// database API key cannot be checked, and readiness fails.
@@ -480,7 +482,8 @@ const (
 // (Microsoft Graph; 202 and the validationToken handshake), slack
 // (url_verification; bad signatures 400) and zoom (url_validation; bad
 // signatures answered silently with 200) and tok (a shared token, the event
-// id read from the body's /id, so a body without it is not stored).
+// id read from the body's /id, so a body without it is not stored), and
+// trig, a trigger source (no forward) for POST /v1/trigger/{source}.
 // Nothing is dispatched: the forward URLs are never contacted.
 var conformanceSources = strings.NewReplacer("TENANT", tenantA, "HOOKS", hooksSecret).Replace(`
 sources:
@@ -520,6 +523,11 @@ sources:
     secrets: ["` + tokSecret + `"]
     options: {header: X-Api-Key, key: {id_pointers: ["/id"], type_pointer: "/type"}}
     forward: {url: "http://n8n.invalid/webhook/tok"}
+  trig:
+    tenant: TENANT
+    provider: standard-webhooks
+    secrets: ["HOOKS"]
+    max_body_bytes: 4096
 `)
 
 // setupWithInbox is setup with the ingest routes: an inbox over
@@ -789,4 +797,69 @@ func conformIngest(t *testing.T, b *bundle) {
 // tokDelivery is a delivery to source tok (shared token, keyed by /id).
 func tokDelivery(body string) call {
 	return call{method: "POST", path: "/ingest/tok", body: body, header: map[string]string{"X-Api-Key": tokSecret}}
+}
+
+// conformTrigger drives the answers of POST /v1/trigger/{source} through
+// b; do validates each against openapi.yaml.
+func conformTrigger(t *testing.T, b *bundle) {
+	t.Helper()
+	now := time.Now().Unix()
+	type reply struct {
+		Decision string            `json:"decision"`
+		Events   []json.RawMessage `json:"events"`
+		Response struct {
+			Status int `json:"status"`
+		} `json:"response"`
+	}
+	trig := func(source string, d call, extra map[string]any) call {
+		hs := [][]string{}
+		for k, v := range d.header {
+			hs = append(hs, []string{k, v})
+		}
+		sort.Slice(hs, func(i, j int) bool { return hs[i][0] < hs[j][0] })
+		body := map[string]any{"method": "POST", "headers": hs, "body": base64.StdEncoding.EncodeToString(encode(t, d.body))}
+		if _, q, ok := strings.Cut(d.path, "?"); ok {
+			body["query"] = q
+		}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return call{method: "POST", path: "/v1/trigger/" + source, key: keyA, body: body}
+	}
+	decided := func(c call, want string, status int) reply {
+		t.Helper()
+		r := decodeAs[reply](t, b.do(t, c))
+		require.Equal(t, want, r.Decision, "%+v", r)
+		require.Equal(t, status, r.Response.Status, "%+v", r)
+		return r
+	}
+	paid := `{"type":"invoice.paid","data":{"id":"in_t1"}}`
+	won := decided(trig("trig", hookDelivery(t, "msg_t1", now, paid, hooksSecret), map[string]any{"request_id": "r-1"}), "won", http.StatusOK)
+	require.Len(t, won.Events, 1)
+	decided(trig("trig", hookDelivery(t, "msg_t1", now, paid, hooksSecret), map[string]any{"request_id": "r-2", "wait_seconds": 0}),
+		"in_progress", http.StatusServiceUnavailable)
+	test := decided(trig("trig", hookDelivery(t, "msg_t2", now, paid, hooksSecret), map[string]any{"test": true}), "test", http.StatusOK)
+	require.Len(t, test.Events, 1)
+	decided(trig("trig", hookDelivery(t, "msg_t3", now, paid, otherSecret), nil), "unauthenticated", http.StatusUnauthorized)
+	decided(trig("hooks", hookDelivery(t, "msg_t4", now, `{"type":"customer.created"}`, hooksSecret), nil), "filtered", http.StatusOK)
+	decided(trig("graph", call{path: "/ingest/graph?validationToken=t1"}, nil), "handshake", http.StatusOK)
+	graph := decided(trig("graph", call{body: map[string]any{"value": []any{
+		map[string]any{"subscriptionId": "sub_t", "id": "n_t1", "clientState": graphState, "changeType": "created",
+			"resource": "users/u_t1", "tenantId": "t_1"},
+		map[string]any{"subscriptionId": "sub_t", "id": "n_t2", "clientState": graphState, "changeType": "created",
+			"resource": "users/u_t2", "tenantId": "t_1"},
+	}}}, nil), "won", http.StatusAccepted)
+	require.Len(t, graph.Events, 2)
+
+	b.fails(t, call{method: "POST", path: "/v1/trigger/nope", key: keyA, body: map[string]any{"method": "POST"}},
+		http.StatusNotFound, "not_found", "")
+	b.fails(t, call{method: "POST", path: "/v1/trigger/trig", key: keyB, body: map[string]any{"method": "POST"}},
+		http.StatusNotFound, "not_found", "")
+	b.fails(t, call{method: "POST", path: "/v1/trigger/trig", key: keyA, body: map[string]any{"method": "POST", "body": "%%"}},
+		http.StatusUnprocessableEntity, "invalid", "body")
+	b.fails(t, call{method: "POST", path: "/v1/trigger/trig", key: keyA, body: map[string]any{"method": "POST",
+		"body": base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", 4097)))}},
+		http.StatusRequestEntityTooLarge, "body_too_large", "body")
+	b.fails(t, call{method: "POST", path: "/v1/trigger/trig", key: keyA, body: map[string]any{"method": "POST", "extra": 1}},
+		http.StatusBadRequest, "malformed", "extra")
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"runtime"
 	"strconv"
@@ -127,13 +128,16 @@ type Config struct {
 	// its facts are shown under "database".
 	ReadyDatabase DatabaseReadiness
 	Logger        zerolog.Logger
-	// BodyLimit is the largest accepted request body in bytes; default 4 MiB.
+	// BodyLimit is the largest accepted /v1 request body in bytes; default
+	// 4 MiB. POST /v1/trigger/{source} takes more when a source's
+	// max_body_bytes needs it (see apiBodyLimit).
 	BodyLimit int
 	// MaxBatch is the largest accepted claim batch (items); default 1000.
 	MaxBatch int
 	// RequestTimeout bounds the database work of one request; default 10s.
 	RequestTimeout time.Duration
-	// Inbox enables POST /ingest/{source} and /v1/inbox; nil disables them.
+	// Inbox enables POST /ingest/{source}, POST /v1/trigger/{source} and
+	// /v1/inbox; nil disables them.
 	Inbox *ingest.Inbox
 	// Waiter lets claims with wait_seconds wait for a concurrent holder;
 	// nil: wait_seconds is accepted and claims are answered at once.
@@ -236,7 +240,7 @@ func New(cfg Config) *Server {
 	// limit (readBody), so BodyLimit here only shapes that first read.
 	s.app = fiber.New(fiber.Config{
 		AppName:                      "claimd",
-		BodyLimit:                    max(cfg.BodyLimit, ingest.MaxBodyBytesLimit),
+		BodyLimit:                    max(cfg.BodyLimit, base64.StdEncoding.EncodedLen(ingest.MaxBodyBytesLimit)+triggerEnvelope),
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
 		DisableStartupMessage:        true,
@@ -289,6 +293,7 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/:id/release", s.release)
 	if cfg.Inbox != nil {
 		s.app.Post("/ingest/:source", s.ingestDelivery)
+		v1.Post("/trigger/:source", s.trigger)
 		v1.Get("/inbox/:id", s.inboxGet)
 		v1.Post("/inbox/:id/replay", s.inboxReplay)
 	}
@@ -378,12 +383,27 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 }
 
 // readAPIBody reads a /v1 body (after authenticate: a caller without a
-// valid key never gets a byte of its body read).
+// valid key never gets a byte of its body read), within its route's
+// limit (apiBodyLimit).
 func (s *Server) readAPIBody(c *fiber.Ctx) error {
-	if err := s.readBody(c, s.cfg.BodyLimit, s.apiBodies); err != nil {
+	if err := s.readBody(c, s.apiBodyLimit(c.Path()), s.apiBodies); err != nil {
 		return err
 	}
 	return c.Next()
+}
+
+// apiBodyLimit is the body limit of the /v1 route at path, in bytes:
+// BodyLimit, except POST /v1/trigger/{source}, whose body carries a
+// provider's body in base64: it takes at least the base64 of the largest
+// max_body_bytes of any source (the same for every source name, so that
+// the limit tells nothing about which exist) plus room for the headers,
+// query and other members. Only callers with a valid API key get their
+// body read.
+func (s *Server) apiBodyLimit(path string) int {
+	if s.cfg.Inbox != nil && strings.HasPrefix(strings.ToLower(path), "/v1/trigger/") {
+		return max(s.cfg.BodyLimit, base64.StdEncoding.EncodedLen(s.cfg.Inbox.MaxBodyBytes())+triggerEnvelope)
+	}
+	return s.cfg.BodyLimit
 }
 
 // Drain makes every request from now on answered 503 unavailable with
