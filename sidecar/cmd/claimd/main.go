@@ -322,7 +322,8 @@ func (m *Main) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- app.Listener(ln) }()
 	m.Log.Info().Str("addr", m.Addr).Str("metrics_addr", m.MetricsAddr).Int("static_keys", len(m.Config.APIKeys)).
-		Int("ingest_sources", len(m.Config.Ingest.Sources)).Bool("dispatch", m.Config.Dispatch).
+		Int("ingest_sources", len(m.Config.Ingest.Sources)).Int("trigger_sources", len(m.Config.Ingest.Triggers)).
+		Bool("dispatch", m.Config.Dispatch).
 		Bool("started", first == nil).Msg("claimd listening")
 	close(m.Ready)
 
@@ -608,7 +609,9 @@ func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.
 //     way when its writer finishes within one interval. A change that
 //     removes a source waits longer: removalPolls consecutive polls (30 s
 //     at the default interval), since a file cut short where the part
-//     written is itself valid looks exactly like a removal.
+//     written is itself valid looks exactly like a removal; so does one
+//     that takes an ingest source's forward away (it becomes a trigger
+//     source and its ingest door closes).
 //   - A file that cannot be read, is empty, has no `sources:` mapping, does
 //     not parse or does not validate (sources, claim policies, dispatch
 //     queues) is refused: logged once per content as an error, counted in
@@ -675,7 +678,7 @@ func (w *sourcesWatcher) poll(ctx context.Context) {
 	w.polls++
 	cfg, err := w.parse(b, err)
 	if err == nil {
-		if removed := w.removed(cfg); len(removed) > 0 && w.polls < removalPolls {
+		if removed := append(w.removed(cfg), w.closed(cfg)...); len(removed) > 0 && w.polls < removalPolls {
 			if w.polls == 2 {
 				w.log.Warn().Strs("removed_sources", removed).Int("after_polls", removalPolls).
 					Msg("sources file removes sources: applied once it has read the same on consecutive polls (or at once on SIGHUP)")
@@ -712,6 +715,21 @@ func (w *sourcesWatcher) removed(cfg ingest.Config) []string {
 	return out
 }
 
+// closed lists the ingest sources of the running configuration that cfg
+// keeps only as trigger sources (their forward is gone), sorted: their
+// ingest door closes, as if they were removed, and a file cut short
+// before a source's forward looks exactly like that.
+func (w *sourcesWatcher) closed(cfg ingest.Config) []string {
+	var out []string
+	for name := range w.running.Sources {
+		if _, trigger := cfg.Triggers[name]; trigger {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // apply installs cfg, or refuses it when err (reading or parsing) is set
 // or it does not install.
 func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest string, err error, trigger string) {
@@ -730,9 +748,14 @@ func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest st
 		w.log.Warn().Str("source", name).Str("default_lease_policy", string(defaults.LeasePolicy)).
 			Msg("source removed from the sources file: its new claims take the default policy (a running lease keeps the policy it was won under, a record its attempt cap and backoff), its pending dispatches wait until it is configured again")
 	}
+	for _, name := range w.closed(cfg) {
+		w.log.Warn().Str("source", name).
+			Msg("source has no forward any more: it is a trigger source now, POST /ingest/{source} answers for it as for an unknown source, and its pending dispatches wait until forward is configured again")
+	}
 	w.running, w.refused, w.seen, w.polls = cfg, "", "", 0
 	w.met.SourcesReloaded(true)
-	w.log.Info().Str("trigger", trigger).Int("ingest_sources", len(cfg.Sources)).Int("sources", len(cfg.Policies)).
+	w.log.Info().Str("trigger", trigger).Int("ingest_sources", len(cfg.Sources)).Int("trigger_sources", len(cfg.Triggers)).
+		Int("sources", len(cfg.Policies)).
 		Msg("sources file reloaded")
 }
 

@@ -331,3 +331,27 @@ func TestSourcesFileRemovalAppliesOnceTheFileIsStable(t *testing.T) {
 	require.Equal(t, "reclaim", b.leasePolicy("pay-3"), "applied: a removed source's new claims take the default, and the log said so")
 	require.Len(t, b.messages(msgRemoved), 1)
 }
+
+// TestSourcesFileCutBeforeForwardWaitsLikeARemoval: a file whose ingest
+// source lost its forward (as a file cut short just before it reads)
+// parses (the source is then a trigger source), so it closes that ingest
+// door only once the file is stable, as a removal does, and says so.
+func TestSourcesFileCutBeforeForwardWaitsLikeARemoval(t *testing.T) {
+	t.Parallel()
+	b := setupReload(t, "1", false)
+	full := reloadSources(b.target.URL, true, true)
+	head, rest, found := strings.Cut(full, "    forward:")
+	require.True(t, found)
+	_, tail, _ := strings.Cut(rest, "\n")
+	b.write(head + tail) // orders without its forward line; payments kept
+	pending := b.waitMessages("sources file removes sources: applied once it has read the same on consecutive polls (or at once on SIGHUP)", 1)
+	require.Equal(t, []any{"orders"}, pending["removed_sources"])
+	status, id := b.ingest("ord-cut-1")
+	require.Equal(t, http.StatusOK, status, "not applied yet: the door is open")
+	require.NotEmpty(t, id)
+	b.waitMessages(msgReloaded, 1)
+	require.Len(t, b.messages("source has no forward any more: it is a trigger source now, POST /ingest/{source} answers for it "+
+		"as for an unknown source, and its pending dispatches wait until forward is configured again"), 1)
+	status, _ = b.ingest("ord-cut-2")
+	require.Equal(t, http.StatusUnauthorized, status, "applied: a trigger source is no ingest door")
+}
