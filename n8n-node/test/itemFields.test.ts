@@ -399,8 +399,10 @@ describe("Complete and Fail read Lease Until only when a send fails (n8n's vm en
 			},
 		},
 	];
-	// Not the default (no spaces): n8n evaluates it.
+	// Not the default (no spaces), but a plain path: read from the item too.
 	const mapped = '={{$json.idempotency.lease_until}}';
+	// Not a plain path: n8n evaluates it.
+	const evaluated = '={{ $json.idempotency.lease_until || "" }}';
 
 	beforeEach(() => {
 		vi.useFakeTimers({ toFake: ['Date'] });
@@ -412,7 +414,7 @@ describe("Complete and Fail read Lease Until only when a send fails (n8n's vm en
 	});
 
 	it('a report that lands at once does not evaluate a mapped Lease Until', async () => {
-		const n8n = await n8nContext({ operation: 'complete', leaseUntil: mapped }, items(), 'vm');
+		const n8n = await n8nContext({ operation: 'complete', leaseUntil: evaluated }, items(), 'vm');
 		try {
 			await runOnce(n8n.ctx);
 			expect(n8n.reads.map((read) => read.name)).not.toContain('leaseUntil');
@@ -421,7 +423,7 @@ describe("Complete and Fail read Lease Until only when a send fails (n8n's vm en
 		}
 	});
 
-	for (const leaseUntil of [mapped, LEASE_UNTIL_DEFAULT.expression]) {
+	for (const leaseUntil of [evaluated, mapped, LEASE_UNTIL_DEFAULT.expression]) {
 		it(`a failing report reads it once per item and keeps trying until the latest lease end (${leaseUntil})`, async () => {
 			const n8n = await n8nContext(
 				{ operation: 'fail', errorMessage: 'x', leaseUntil },
@@ -436,12 +438,12 @@ describe("Complete and Fail read Lease Until only when a send fails (n8n's vm en
 				const outputs = await run(n8n.ctx);
 				expect(vi.mocked(sleep).mock.calls.map((call) => call[0])).toEqual([1000, 2000]);
 				expect(Date.now()).toBe(START + 3000);
+				// A plain path is read from each item without asking n8n; any
+				// other expression n8n evaluates once per item.
 				const reads = n8n.reads.filter((read) => read.name === 'leaseUntil');
-				expect(reads.map((read) => read.itemIndex)).toEqual(
-					leaseUntil === mapped ? [0, 0, 1, 1] : [0, 1],
-				);
+				expect(reads.map((read) => read.itemIndex)).toEqual(leaseUntil === evaluated ? [0, 1] : []);
 				expect(n8n.evaluated().filter((name) => name === 'leaseUntil')).toHaveLength(
-					leaseUntil === mapped ? 2 : 0,
+					leaseUntil === evaluated ? 2 : 0,
 				);
 				const error = outputs[0][0].error as NodeApiError;
 				expect(error.description).toContain('until 2030-01-01T00:00:03.000Z (the lease end)');

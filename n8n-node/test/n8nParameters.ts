@@ -84,9 +84,10 @@ export async function n8nContext(
 	options: {
 		continueOnFail?: boolean;
 		/**
-		 * Answers raw reads with a value that is no parameter's default, so
-		 * the node evaluates every parameter, as it did before it read
-		 * defaults from the item: the reference to compare with.
+		 * Answers raw reads with a value that is no parameter's default, and
+		 * hides the stored parameters from getNode(), so the node evaluates
+		 * every parameter, as it did before it read any without n8n: the
+		 * reference to compare with.
 		 */
 		evaluateAll?: boolean;
 	} = {},
@@ -120,7 +121,9 @@ export async function n8nContext(
 		);
 	};
 	const ctx = createContext({ items, params: {}, continueOnFail: options.continueOnFail });
-	ctx.getNode.mockReturnValue(node);
+	// With evaluateAll the node sees no stored parameters either (what it
+	// reads without n8n's evaluation), so it asks getNodeParameter for each.
+	ctx.getNode.mockReturnValue(options.evaluateAll === true ? { ...node, parameters: {} } : node);
 	(
 		ctx.getNodeParameter as unknown as { mockImplementation: (fn: unknown) => void }
 	).mockImplementation(

@@ -9,13 +9,7 @@ import type {
 import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 
 import { FieldError } from '../helpers/fields';
-import {
-	CLAIM_ID_DEFAULT,
-	CLAIM_TOKEN_DEFAULT,
-	EXECUTION_ID_DEFAULT,
-	LEASE_UNTIL_DEFAULT,
-	itemFieldParameter,
-} from '../helpers/itemFields';
+import { nodeParameter } from '../helpers/parameters';
 import { MAX_TRIES, MAX_WAIT_MS, NO_RETRY, type RetryPolicy } from '../transport';
 import type { ItemResult } from './types';
 
@@ -167,30 +161,21 @@ export function executionIdProperty(show: ShowWhen, what: string): INodeProperti
 
 /**
  * Reads Claim ID of one item: left at its default, from the item's
- * idempotency.claim_id (see itemFieldParameter).
+ * idempotency.claim_id (a plain path: see nodeParameter).
  */
-export function claimIdOf(
-	this: IExecuteFunctions,
-	itemIndex: number,
-	item: INodeExecutionData | undefined,
-): string {
-	return requiredText(
-		itemFieldParameter.call(this, 'claimId', itemIndex, item, CLAIM_ID_DEFAULT),
-		'Claim ID',
-		CLAIM_ID_HINT,
-	);
+export function claimIdOf(this: IExecuteFunctions, itemIndex: number): string {
+	return requiredText(nodeParameter.call(this, 'claimId', itemIndex), 'Claim ID', CLAIM_ID_HINT);
 }
 
 /** Reads Claim ID and Claim Token of one item (defaults: from the item's idempotency). */
 export function claimIdAndToken(
 	this: IExecuteFunctions,
 	itemIndex: number,
-	item: INodeExecutionData | undefined,
 ): { claimId: string; claimToken: string } {
 	return {
-		claimId: claimIdOf.call(this, itemIndex, item),
+		claimId: claimIdOf.call(this, itemIndex),
 		claimToken: requiredText(
-			itemFieldParameter.call(this, 'claimToken', itemIndex, item, CLAIM_TOKEN_DEFAULT),
+			nodeParameter.call(this, 'claimToken', itemIndex),
 			'Claim Token',
 			'Only the execution that won the claim holds its token. ' + CLAIM_ID_HINT,
 		),
@@ -198,14 +183,9 @@ export function claimIdAndToken(
 }
 
 /** Reads Execution ID of one item (default: the Error Trigger's execution.id), trimmed. */
-export function executionIdOf(
-	this: IExecuteFunctions,
-	itemIndex: number,
-	item: INodeExecutionData | undefined,
-	hint: string,
-): string {
+export function executionIdOf(this: IExecuteFunctions, itemIndex: number, hint: string): string {
 	return requiredText(
-		itemFieldParameter.call(this, 'executionId', itemIndex, item, EXECUTION_ID_DEFAULT),
+		nodeParameter.call(this, 'executionId', itemIndex),
 		'Execution ID',
 		hint,
 	).trim();
@@ -339,16 +319,16 @@ function boundedInteger(value: unknown, min: number, max: number, fallback: numb
 
 /** The retry policy of one item's sidecar call, from the retry settings (Claim). */
 export function sidecarRetry(this: IExecuteFunctions, itemIndex: number): RetryPolicy {
-	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) return NO_RETRY;
+	if (nodeParameter.call(this, 'retrySidecarCalls', itemIndex, true) !== true) return NO_RETRY;
 	return {
 		tries: boundedInteger(
-			this.getNodeParameter('sidecarMaxTries', itemIndex, DEFAULT_TRIES),
+			nodeParameter.call(this, 'sidecarMaxTries', itemIndex, DEFAULT_TRIES),
 			1,
 			MAX_TRIES,
 			DEFAULT_TRIES,
 		),
 		waitMs: boundedInteger(
-			this.getNodeParameter('sidecarWaitBetweenTries', itemIndex, DEFAULT_WAIT_MS),
+			nodeParameter.call(this, 'sidecarWaitBetweenTries', itemIndex, DEFAULT_WAIT_MS),
 			0,
 			MAX_WAIT_MS,
 			DEFAULT_WAIT_MS,
@@ -370,12 +350,12 @@ export type SettleRetry =
 
 /** The retry settings of one item's Complete or Fail (see SettleRetry). */
 export function settleRetry(this: IExecuteFunctions, itemIndex: number): SettleRetry {
-	if (this.getNodeParameter('retrySidecarCalls', itemIndex, true) !== true) {
+	if (nodeParameter.call(this, 'retrySidecarCalls', itemIndex, true) !== true) {
 		return { until: 'off' };
 	}
-	if (this.getNodeParameter('keepTryingUntil', itemIndex, 'leaseEnd') === 'timeLimit') {
+	if (nodeParameter.call(this, 'keepTryingUntil', itemIndex, 'leaseEnd') === 'timeLimit') {
 		const seconds = boundedInteger(
-			this.getNodeParameter('keepTryingSeconds', itemIndex, DEFAULT_KEEP_TRYING_SECONDS),
+			nodeParameter.call(this, 'keepTryingSeconds', itemIndex, DEFAULT_KEEP_TRYING_SECONDS),
 			1,
 			Number.MAX_SAFE_INTEGER / 1000,
 			DEFAULT_KEEP_TRYING_SECONDS,
@@ -411,7 +391,6 @@ function parseTime(value: unknown): number | undefined {
 export function settleDeadline(
 	this: IExecuteFunctions,
 	itemIndex: number,
-	item: INodeExecutionData | undefined,
 	retry: SettleRetry,
 	now: number,
 ): SettleDeadline {
@@ -420,11 +399,8 @@ export function settleDeadline(
 	if (retry.until === 'timeLimit') return limit(retry.seconds, 'the time limit');
 	let leaseEnd: unknown;
 	try {
-		leaseEnd = itemFieldParameter.call(this, 'leaseUntil', itemIndex, item, LEASE_UNTIL_DEFAULT, {
-			fallback: '',
-			// Undefined and null alike fall back below, without an error.
-			absentIsUndefined: true,
-		});
+		// Undefined and null alike fall back below, without an error.
+		leaseEnd = nodeParameter.call(this, 'leaseUntil', itemIndex, '');
 	} catch {
 		// An expression that cannot be resolved for this item (e.g. the Claim
 		// node it names did not run): the fallback below applies.

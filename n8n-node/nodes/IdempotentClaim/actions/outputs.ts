@@ -1,4 +1,6 @@
-import type { ExpressionString, NodeHint } from 'n8n-workflow';
+import type { ExpressionString, IExecuteFunctions, NodeHint } from 'n8n-workflow';
+
+import { nodeParameter } from '../helpers/parameters';
 
 /**
  * Claim's outputs in node version 1 while "Separate Conflict and
@@ -36,6 +38,18 @@ export const ERROR = 4;
  */
 export function separatesOutcomes(nodeVersion: number, toggle: unknown): boolean {
 	return nodeVersion >= 2 || toggle === true;
+}
+
+/**
+ * Whether this Claim node's conflict and in-progress outcomes leave by
+ * their own outputs (separatesOutcomes); the version 1 toggle is read only
+ * for a version 1 node (a version 2 node does not store it).
+ */
+export function claimSeparatesOutcomes(this: IExecuteFunctions, nodeVersion: number): boolean {
+	return separatesOutcomes(
+		nodeVersion,
+		nodeVersion >= 2 ? undefined : nodeParameter.call(this, 'separateConflictOutputs', 0, false),
+	);
 }
 
 /**

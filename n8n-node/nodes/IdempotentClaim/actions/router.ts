@@ -7,9 +7,10 @@ import type {
 } from 'n8n-workflow';
 import { NodeOperationError as OperationError } from 'n8n-workflow';
 
+import { nodeParameter } from '../helpers/parameters';
 import { operations } from './claim';
 import { toNodeError } from './common';
-import { outputLayout, separatesOutcomes, type OutputLayout } from './outputs';
+import { claimSeparatesOutcomes, outputLayout, type OutputLayout } from './outputs';
 import type { ItemResult } from './types';
 
 /**
@@ -65,12 +66,10 @@ function namingItem<E extends NodeApiError | NodeOperationError>(error: E): E {
 export async function router(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const items = this.getInputData();
 	const node = this.getNode();
-	const operationName = this.getNodeParameter('operation', 0) as string;
+	const operationName = nodeParameter.call(this, 'operation', 0) as string;
 	const operation = operations[operationName];
 	const asTool = runsAsTool(node);
-	const separate =
-		operationName === 'claim' &&
-		separatesOutcomes(node.typeVersion, this.getNodeParameter('separateConflictOutputs', 0, false));
+	const separate = operationName === 'claim' && claimSeparatesOutcomes.call(this, node.typeVersion);
 	const layout: OutputLayout = asTool
 		? { count: 1, errorOutput: 0 }
 		: outputLayout(operationName, separate, node.typeVersion);

@@ -56,8 +56,8 @@ export async function settle(
 	const plan = planBatch<IDataObject>(
 		node,
 		items,
-		(itemIndex, item) => {
-			const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex, item);
+		(itemIndex) => {
+			const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
 			const fields = op.fields.call(this, itemIndex);
 			retries.set(itemIndex, settleRetry.call(this, itemIndex));
 			return { claim_id: claimId, claim_token: claimToken, ...fields };
@@ -76,7 +76,7 @@ export async function settle(
 		known = true;
 		for (const itemIndex of plan.places) {
 			const retry = retries.get(itemIndex) ?? { until: 'off' };
-			const own = settleDeadline.call(this, itemIndex, items[itemIndex], retry, started);
+			const own = settleDeadline.call(this, itemIndex, retry, started);
 			if (own.until !== undefined && (until === undefined || own.until > until)) {
 				until = own.until;
 				untilWhat = own.what;

@@ -83,6 +83,11 @@ export interface ItemFieldOptions {
 }
 
 /**
+ * The node's operations read every parameter with nodeParameter
+ * (parameters.ts), which reads these defaults, and any other plain path
+ * expression, from the item in the same way (and null as null); this
+ * narrower reader is kept for code outside the node that calls it.
+ *
  * The value of parameter `name` for one item, as
  * `this.getNodeParameter(name, itemIndex, fallback)` gives it. When the
  * parameter holds its default `field.expression` (n8n's raw value, read

@@ -8,6 +8,7 @@ import type {
 import { FieldError, parseFieldList, pickFields } from '../../helpers/fields';
 import { claimSidecar, withIdempotency } from '../../helpers/idempotency';
 import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity';
+import { nodeParameter } from '../../helpers/parameters';
 import { sidecarRequest } from '../../transport';
 import type { ClaimRequest, ClaimResult } from '../../transport/types';
 import { batchResults, planBatch } from '../batch';
@@ -22,7 +23,7 @@ import {
 	toNodeError,
 	type ShowWhen,
 } from '../common';
-import { claimOutputIndex, separatesOutcomes } from '../outputs';
+import { claimOutputIndex, claimSeparatesOutcomes } from '../outputs';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['claim'] };
@@ -323,37 +324,37 @@ function buildClaim(
 	requestIdBase: string | undefined,
 ): ClaimRequest {
 	const claim: ClaimRequest = {
-		source: requiredText(this.getNodeParameter('source', itemIndex), 'Source').trim(),
+		source: requiredText(nodeParameter.call(this, 'source', itemIndex), 'Source').trim(),
 	};
 
-	const keyMode = this.getNodeParameter('keyMode', itemIndex) as string;
+	const keyMode = nodeParameter.call(this, 'keyMode', itemIndex) as string;
 	if (keyMode === 'eventId') {
-		claim.event_id = eventIdText(this.getNodeParameter('eventId', itemIndex), itemIndex);
+		claim.event_id = eventIdText(nodeParameter.call(this, 'eventId', itemIndex), itemIndex);
 	} else if (keyMode === 'composite') {
-		const keyParts = this.getNodeParameter('keyParts', itemIndex, {}) as {
+		const keyParts = nodeParameter.call(this, 'keyParts', itemIndex, {}) as {
 			parts?: Array<{ value?: unknown }>;
 		};
 		const parts = keyParts.parts ?? [];
 		if (parts.length === 0) throw new FieldError('Key Parts has no part');
 		claim.key_parts = parts.map((part, index) => keyPartText(part.value, index + 1, itemIndex));
 	} else if (keyMode === 'hash') {
-		const fields = parseFieldList(this.getNodeParameter('keyFields', itemIndex) as string);
+		const fields = parseFieldList(nodeParameter.call(this, 'keyFields', itemIndex) as string);
 		if (fields.length === 0) throw new FieldError('Fields to Hash is empty');
 		claim.key_fields = keyFieldValues(item.json, fields, itemIndex);
 	} else {
 		throw new FieldError(`Unknown Key Mode "${String(keyMode)}"`);
 	}
 
-	const eventType = optionalText(this.getNodeParameter('eventType', itemIndex, ''));
+	const eventType = optionalText(nodeParameter.call(this, 'eventType', itemIndex, ''));
 	if (eventType !== undefined) claim.event_type = eventType;
-	const action = optionalText(this.getNodeParameter('actionName', itemIndex, ''));
+	const action = optionalText(nodeParameter.call(this, 'actionName', itemIndex, ''));
 	if (action !== undefined) claim.action = action.trim();
 
-	const payloadMode = this.getNodeParameter('payloadMode', itemIndex) as string;
+	const payloadMode = nodeParameter.call(this, 'payloadMode', itemIndex) as string;
 	if (payloadMode === 'item') {
 		claim.payload = wholeItemPayload(item.json);
 	} else if (payloadMode === 'fields') {
-		const fields = parseFieldList(this.getNodeParameter('payloadFields', itemIndex) as string);
+		const fields = parseFieldList(nodeParameter.call(this, 'payloadFields', itemIndex) as string);
 		if (fields.length === 0) throw new FieldError('Payload Fields is empty');
 		claim.payload = pickFields(item.json, fields, 'Payload Fields');
 	} else if (payloadMode !== 'none') {
@@ -361,11 +362,11 @@ function buildClaim(
 	}
 
 	claim.lease_seconds = positiveSeconds(
-		this.getNodeParameter('leaseSeconds', itemIndex),
+		nodeParameter.call(this, 'leaseSeconds', itemIndex),
 		TIME_LIMIT_LABEL,
 	);
 
-	const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
+	const options = nodeParameter.call(this, 'options', itemIndex, {}) as IDataObject;
 	const objectId = optionalText(options.objectId);
 	if (objectId !== undefined) claim.object_id = objectId;
 	if (options.objectVersion !== undefined && options.objectVersion !== '') {
@@ -415,10 +416,7 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	const node = this.getNode();
-	const separate = separatesOutcomes(
-		node.typeVersion,
-		this.getNodeParameter('separateConflictOutputs', 0, false),
-	);
+	const separate = claimSeparatesOutcomes.call(this, node.typeVersion);
 	const executionId = optionalText(this.getExecutionId());
 	const requestIdBase = requestIdPrefix.call(this, executionId);
 

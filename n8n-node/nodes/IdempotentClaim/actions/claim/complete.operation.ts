@@ -5,6 +5,7 @@ import type {
 	INodeProperties,
 } from 'n8n-workflow';
 
+import { nodeParameter } from '../../helpers/parameters';
 import {
 	claimIdProperty,
 	claimTokenProperty,
@@ -49,7 +50,7 @@ export async function execute(
 			path: '/v1/claims/complete/batch',
 			fields(itemIndex) {
 				const fields: IDataObject = {};
-				const resultRef = optionalText(this.getNodeParameter('resultRef', itemIndex, ''));
+				const resultRef = optionalText(nodeParameter.call(this, 'resultRef', itemIndex, ''));
 				if (resultRef !== undefined) fields.result_ref = resultRef;
 				return fields;
 			},

@@ -1,6 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
+import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest } from '../../transport';
 import type { ClaimRecord } from '../../transport/types';
 import {
@@ -38,9 +39,9 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex, item);
+		const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
 		const leaseSeconds = positiveSeconds(
-			this.getNodeParameter('leaseSeconds', itemIndex),
+			nodeParameter.call(this, 'leaseSeconds', itemIndex),
 			'New Time Limit From Now',
 		);
 		const record = (await sidecarRequest.call(this, {

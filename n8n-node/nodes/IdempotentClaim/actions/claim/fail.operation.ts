@@ -7,7 +7,7 @@ import type {
 
 import { FieldError } from '../../helpers/fields';
 import { recordSidecar } from '../../helpers/idempotency';
-import { EXECUTION_ERROR_DEFAULT, itemFieldParameter } from '../../helpers/itemFields';
+import { nodeParameter } from '../../helpers/parameters';
 import type { ClaimRecord } from '../../transport/types';
 import {
 	EXECUTION_ID_NOTE,
@@ -150,7 +150,7 @@ export const description: INodeProperties[] = [
 ];
 
 function retryKind(this: IExecuteFunctions, itemIndex: number): string {
-	const retry = this.getNodeParameter('retryKind', itemIndex) as string;
+	const retry = nodeParameter.call(this, 'retryKind', itemIndex) as string;
 	if (!RETRY_KINDS.includes(retry)) {
 		throw new FieldError(`Retry Kind must be one of ${RETRY_KINDS.join(', ')}`);
 	}
@@ -162,20 +162,13 @@ function retryKind(this: IExecuteFunctions, itemIndex: number): string {
  * POST /v1/claims/fail/execution, again while the sidecar says more are
  * left (at most MAX_FAIL_ROUNDS rounds). Returns the failed records.
  */
-async function failExecution(
-	this: IExecuteFunctions,
-	itemIndex: number,
-	item: INodeExecutionData,
-): Promise<ClaimRecord[]> {
+async function failExecution(this: IExecuteFunctions, itemIndex: number): Promise<ClaimRecord[]> {
 	const body: IDataObject = {
-		execution_id: executionIdOf.call(this, itemIndex, item, EXECUTION_ID_NOTE),
+		execution_id: executionIdOf.call(this, itemIndex, EXECUTION_ID_NOTE),
 		retry: retryKind.call(this, itemIndex),
-		error: requiredText(
-			itemFieldParameter.call(this, 'errorMessage', itemIndex, item, EXECUTION_ERROR_DEFAULT),
-			'Error Message',
-		),
+		error: requiredText(nodeParameter.call(this, 'errorMessage', itemIndex), 'Error Message'),
 	};
-	const filters = this.getNodeParameter('filters', itemIndex, {}) as IDataObject;
+	const filters = nodeParameter.call(this, 'filters', itemIndex, {}) as IDataObject;
 	const source = optionalText(filters.source);
 	if (source !== undefined) body.source = source.trim();
 
@@ -215,10 +208,10 @@ export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	if (this.getNodeParameter('claimsToFail', 0, 'token') === 'execution') {
-		return await eachItem.call(this, items, async (itemIndex, item) => ({
+	if (nodeParameter.call(this, 'claimsToFail', 0, 'token') === 'execution') {
+		return await eachItem.call(this, items, async (itemIndex) => ({
 			output: 0,
-			many: (await failExecution.call(this, itemIndex, item)).map((record) => ({
+			many: (await failExecution.call(this, itemIndex)).map((record) => ({
 				idempotency: recordSidecar(undefined, record),
 			})),
 		}));
@@ -230,7 +223,7 @@ export async function execute(
 			path: '/v1/claims/fail/batch',
 			fields(itemIndex) {
 				const error = requiredText(
-					this.getNodeParameter('errorMessage', itemIndex),
+					nodeParameter.call(this, 'errorMessage', itemIndex),
 					'Error Message',
 				);
 				return { error, retry: retryKind.call(this, itemIndex) };

@@ -7,6 +7,7 @@ import type {
 
 import { FieldError } from '../../helpers/fields';
 import { recordSidecar, simplifiedSidecar } from '../../helpers/idempotency';
+import { nodeParameter } from '../../helpers/parameters';
 import type { RetryPolicy } from '../../transport';
 import type { ClaimRecord } from '../../transport/types';
 import {
@@ -153,21 +154,16 @@ export const description: INodeProperties[] = [
 ];
 
 /** The query of one item's list, without page size and cursor. */
-function listQuery(
-	this: IExecuteFunctions,
-	itemIndex: number,
-	item: INodeExecutionData,
-): IDataObject {
-	const filters = this.getNodeParameter('filters', itemIndex, {}) as IDataObject;
+function listQuery(this: IExecuteFunctions, itemIndex: number): IDataObject {
+	const filters = nodeParameter.call(this, 'filters', itemIndex, {}) as IDataObject;
 	const qs: IDataObject = {};
-	const by = this.getNodeParameter('getManyBy', itemIndex, 'state') as string;
+	const by = nodeParameter.call(this, 'getManyBy', itemIndex, 'state') as string;
 	if (by === 'state') {
-		qs.state = requiredText(this.getNodeParameter('state', itemIndex), 'State');
+		qs.state = requiredText(nodeParameter.call(this, 'state', itemIndex), 'State');
 	} else if (by === 'execution') {
 		qs.execution_id = executionIdOf.call(
 			this,
 			itemIndex,
-			item,
 			'In an Error Trigger workflow it is {{ $json.execution.id }}.',
 		);
 		const state = optionalText(filters.state);
@@ -182,10 +178,10 @@ function listQuery(
 
 /** How many records one item wants: Limit, or unbounded with Return All. */
 function wanted(this: IExecuteFunctions, itemIndex: number): number {
-	if (this.getNodeParameter('returnAll', itemIndex, false) === true) {
+	if (nodeParameter.call(this, 'returnAll', itemIndex, false) === true) {
 		return Number.POSITIVE_INFINITY;
 	}
-	const limit = Number(this.getNodeParameter('limit', itemIndex, 50));
+	const limit = Number(nodeParameter.call(this, 'limit', itemIndex, 50));
 	if (!Number.isSafeInteger(limit) || limit < 1) {
 		throw new FieldError('Limit must be a whole number, at least 1');
 	}
@@ -198,12 +194,8 @@ function wanted(this: IExecuteFunctions, itemIndex: number): number {
  * Return All, the end. A record seen on an earlier page (it changed while
  * the list was read) is kept once; more than MAX_PAGES pages is an error.
  */
-async function listClaims(
-	this: IExecuteFunctions,
-	itemIndex: number,
-	item: INodeExecutionData,
-): Promise<ClaimRecord[]> {
-	const qs = listQuery.call(this, itemIndex, item);
+async function listClaims(this: IExecuteFunctions, itemIndex: number): Promise<ClaimRecord[]> {
+	const qs = listQuery.call(this, itemIndex);
 	const want = wanted.call(this, itemIndex);
 	const records: ClaimRecord[] = [];
 	const seen = new Set<unknown>();
@@ -252,9 +244,9 @@ export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	return await eachItem.call(this, items, async (itemIndex, item) => {
-		const simplify = this.getNodeParameter('simplify', itemIndex, true) === true;
-		const records = await listClaims.call(this, itemIndex, item);
+	return await eachItem.call(this, items, async (itemIndex) => {
+		const simplify = nodeParameter.call(this, 'simplify', itemIndex, true) === true;
+		const records = await listClaims.call(this, itemIndex);
 		return {
 			output: 0,
 			many: records.map((record) => {

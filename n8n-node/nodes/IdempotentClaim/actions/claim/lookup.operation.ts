@@ -12,6 +12,7 @@ import {
 	simplifiedSidecar,
 	withIdempotency,
 } from '../../helpers/idempotency';
+import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest, type SidecarRequest } from '../../transport';
 import { sidecarErrorCode } from '../../transport/errors';
 import type { ClaimRecord } from '../../transport/types';
@@ -97,11 +98,10 @@ export const description: INodeProperties[] = [
 function lookupRequest(
 	this: IExecuteFunctions,
 	itemIndex: number,
-	item: INodeExecutionData,
 ): { request: SidecarRequest; lookedUp: IDataObject } {
-	const lookupBy = this.getNodeParameter('lookupBy', itemIndex) as string;
+	const lookupBy = nodeParameter.call(this, 'lookupBy', itemIndex) as string;
 	if (lookupBy === 'claimId') {
-		const claimId = claimIdOf.call(this, itemIndex, item);
+		const claimId = claimIdOf.call(this, itemIndex);
 		return {
 			request: { method: 'GET', path: claimPath(claimId), itemIndex },
 			lookedUp: { claim_id: claimId },
@@ -109,10 +109,10 @@ function lookupRequest(
 	}
 	if (lookupBy === 'eventKey') {
 		const qs: IDataObject = {
-			source: requiredText(this.getNodeParameter('source', itemIndex), 'Source').trim(),
-			event_id: requiredText(this.getNodeParameter('eventId', itemIndex), 'Event ID'),
+			source: requiredText(nodeParameter.call(this, 'source', itemIndex), 'Source').trim(),
+			event_id: requiredText(nodeParameter.call(this, 'eventId', itemIndex), 'Event ID'),
 		};
-		const action = optionalText(this.getNodeParameter('actionName', itemIndex, ''));
+		const action = optionalText(nodeParameter.call(this, 'actionName', itemIndex, ''));
 		if (action !== undefined) qs.action = action.trim();
 		return {
 			request: { method: 'GET', path: '/v1/claims', qs, itemIndex },
@@ -133,8 +133,8 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const { request, lookedUp } = lookupRequest.call(this, itemIndex, item);
-		const simplify = this.getNodeParameter('simplify', itemIndex, false) === true;
+		const { request, lookedUp } = lookupRequest.call(this, itemIndex);
+		const simplify = nodeParameter.call(this, 'simplify', itemIndex, false) === true;
 		let sidecar: IDataObject;
 		try {
 			const record = (await sidecarRequest.call(this, request)) as ClaimRecord;
@@ -142,7 +142,7 @@ export async function execute(
 		} catch (error) {
 			if (
 				sidecarErrorCode(error) !== 'not_found' ||
-				this.getNodeParameter('notFoundAsItem', itemIndex, true) !== true
+				nodeParameter.call(this, 'notFoundAsItem', itemIndex, true) !== true
 			) {
 				throw toNodeError(this.getNode(), error, itemIndex);
 			}

@@ -7,6 +7,7 @@ import type {
 
 import { FieldError } from '../../helpers/fields';
 import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
+import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest } from '../../transport';
 import type { ClaimRecord } from '../../transport/types';
 import {
@@ -72,16 +73,16 @@ export async function execute(
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
-		const claimId = claimIdOf.call(this, itemIndex, item);
-		const outcome = this.getNodeParameter('resolveOutcome', itemIndex) as string;
+		const claimId = claimIdOf.call(this, itemIndex);
+		const outcome = nodeParameter.call(this, 'resolveOutcome', itemIndex) as string;
 		if (!OUTCOMES.includes(outcome)) {
 			throw new FieldError(`Resolution must be one of ${OUTCOMES.join(', ')}`);
 		}
 		const body: IDataObject = {
 			outcome,
-			note: requiredText(this.getNodeParameter('note', itemIndex), 'Note'),
+			note: requiredText(nodeParameter.call(this, 'note', itemIndex), 'Note'),
 		};
-		const resultRef = optionalText(this.getNodeParameter('resultRef', itemIndex, ''));
+		const resultRef = optionalText(nodeParameter.call(this, 'resultRef', itemIndex, ''));
 		if (resultRef !== undefined) body.result_ref = resultRef;
 		const record = (await sidecarRequest.call(this, {
 			method: 'POST',
