@@ -275,6 +275,14 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		}
 		return err
 	}
+	if b.Method == fiber.MethodHead {
+		// A reachability check some providers send when a webhook URL is
+		// registered (Trello's HEAD, uptime probes): answered 200 with no
+		// body, nothing verified, nothing written. It names no event.
+		s.cfg.Inbox.Observe(src.Name, "handshake")
+		return c.JSON(triggerReply{Decision: decisionHandshake, Events: []triggerEvent{},
+			Response: toTriggerResponse(providerAnswer{status: fiber.StatusOK})})
+	}
 	if b.Method != fiber.MethodPost {
 		// The ingest door takes POST only (the router answers 405).
 		return c.JSON(triggerReply{Decision: decisionMethodNotAllowed, Events: []triggerEvent{},

@@ -323,6 +323,16 @@ func TestTriggerDecisionsBeforeClaims(t *testing.T) {
 	require.Equal(t, "method_not_allowed", m.Decision)
 	require.Equal(t, http.StatusMethodNotAllowed, m.Response.Status)
 
+	// HEAD: a reachability check (Trello's on registration), answered 200
+	// with no body, even unsigned; nothing verified or written.
+	head := trigCall(ingestDelivery{header: jsonHeaders()}, "")
+	head["method"] = "HEAD"
+	hd := e.decided(t, "t-stripe", head)
+	require.Equal(t, "handshake", hd.Decision)
+	require.Equal(t, http.StatusOK, hd.Response.Status)
+	require.Empty(t, hd.Events)
+	require.Empty(t, *hd.Response.Body)
+
 	// n8n's test URL: verified and keyed, nothing claimed.
 	test := trigCall(trigStripe(signNow(), stripeEvent("evt_test", 100)), "")
 	test["test"] = true
