@@ -286,7 +286,7 @@ describe('credential', () => {
 });
 
 describe('package', () => {
-	it('registers built files whose sources export the node and the credential', async () => {
+	it('registers built files whose sources export the nodes and the credential', async () => {
 		expect(pkg.n8n.strict).toBe(true);
 		const registered: string[] = [];
 		for (const built of [...pkg.n8n.nodes, ...pkg.n8n.credentials]) {
@@ -297,7 +297,11 @@ describe('package', () => {
 				registered.push(instance.description?.name ?? instance.name ?? '');
 			}
 		}
-		expect(registered.sort()).toEqual(['idempotentClaim', 'idempotentClaimApi']);
+		expect(registered.sort()).toEqual([
+			'idempotentClaim',
+			'idempotentClaimApi',
+			'idempotentClaimTrigger',
+		]);
 	});
 
 	it('is a community node package with n8n-workflow as its only peer and no runtime dependency', () => {

@@ -1,0 +1,337 @@
+import type { INodeProperties, IWebhookDescription } from 'n8n-workflow';
+
+/** The sidecar's limit for wait_seconds (claim.MaxWait). */
+export const MAX_WAIT_SECONDS = 25;
+
+/** Wait for the Holder's default, in seconds. */
+export const DEFAULT_WAIT_SECONDS = 5;
+
+/**
+ * The node's webhooks. "default" takes the deliveries (POST unless HTTP
+ * Method says otherwise). "setup" takes GET and HEAD on the same path
+ * (n8n routes a method only to a webhook that declares it, HEAD included),
+ * so a provider's handshake or URL check reaches claimd instead of n8n's
+ * 404; it never starts an execution, and its URL is not shown twice in the
+ * editor. Both use the path as it is (isFullPath), like n8n's Webhook node:
+ * an empty Path is the node's own webhook ID.
+ *
+ * Response mode, code and data are read by n8n only for a won delivery
+ * (every other answer is sent by the node itself): Response Code and Data
+ * apply to "When Last Node Finishes"; for "Immediately" n8n answers 200 with
+ * the node's answer as the body (the node answers a non-200 itself).
+ */
+export const webhooks: IWebhookDescription[] = [
+	{
+		name: 'default',
+		httpMethod: '={{$parameter["httpMethod"] || "POST"}}',
+		isFullPath: true,
+		path: '={{$parameter["path"]}}',
+		responseMode: '={{$parameter["responseMode"] || "onReceived"}}',
+		responseCode:
+			'={{$parameter["responseMode"] === "lastNode" ? ($parameter["responseCode"] || 200) : 200}}',
+		responseData:
+			'={{$parameter["responseMode"] === "lastNode" ? ($parameter["responseData"] || "firstEntryJson") : ""}}',
+		responseBinaryPropertyName: '={{$parameter["responseBinaryPropertyName"] || "data"}}',
+	},
+	{
+		name: 'setup',
+		httpMethod: 'GET,HEAD',
+		isFullPath: true,
+		path: '={{$parameter["path"]}}',
+		responseMode: 'onReceived',
+		responseData: '',
+		ndvHideUrl: true,
+		ndvHideMethod: true,
+	},
+];
+
+/** One answer of the Answers option: a status code and an optional body. */
+function answerValues(
+	codeDescription: string,
+	code: INodeProperties,
+	bodyDescription = "Empty: claimd's body",
+): INodeProperties[] {
+	return [
+		{ ...code, displayName: 'Status Code', name: 'statusCode', description: codeDescription },
+		{
+			displayName: 'Body',
+			name: 'body',
+			type: 'string',
+			default: '',
+			description: `${bodyDescription}. Sent with a JSON content type when it parses as JSON, else as plain text.`,
+		},
+	];
+}
+
+function statusCode(min: number, max: number, fallback: number): INodeProperties {
+	return {
+		displayName: 'Status Code',
+		name: 'statusCode',
+		type: 'number',
+		typeOptions: { minValue: min, maxValue: max },
+		default: fallback,
+	};
+}
+
+const answersOption: INodeProperties = {
+	displayName: 'Answers',
+	name: 'answers',
+	type: 'fixedCollection',
+	placeholder: 'Add Answer',
+	default: {},
+	description:
+		"What the provider is answered, per decision, instead of claimd's answer (the answer claimd's own ingest door would give)",
+	options: [
+		{
+			name: 'won',
+			displayName: 'Won (Respond Immediately)',
+			values: answerValues(
+				'2xx only; used when Respond is Immediately. n8n sends a 200 once it has stored the execution; another code is sent by this node just before.',
+				statusCode(200, 299, 200),
+			),
+		},
+		{
+			name: 'duplicate',
+			displayName: 'Duplicate',
+			values: answerValues(
+				'Already done (also stale, dead-lettered and unknown events): a 2xx stops the provider. Starts no execution.',
+				statusCode(200, 599, 200),
+			),
+		},
+		{
+			name: 'conflict',
+			displayName: 'Conflict',
+			values: answerValues(
+				'The same event ID with a different payload: a 2xx stops the provider; claimd reports it. Starts no execution.',
+				statusCode(200, 599, 200),
+			),
+		},
+		{
+			name: 'inProgress',
+			displayName: 'In Progress',
+			values: answerValues(
+				'Another delivery holds the event, or its retry is not due yet: 409 or 503, never 2xx (the provider must deliver it again). Retry-After is kept.',
+				{
+					displayName: 'Status Code',
+					name: 'statusCode',
+					type: 'options',
+					options: [
+						{ name: '409 Conflict', value: 409 },
+						{ name: '503 Service Unavailable', value: 503 },
+					],
+					default: 503,
+				},
+			),
+		},
+		{
+			name: 'refused',
+			displayName: 'Refused',
+			values: answerValues(
+				'A delivery claimd could not authenticate (no or a wrong signature, a stale timestamp): 400–599, never 2xx. A 2xx is set in the source itself (unauthenticated_status).',
+				statusCode(400, 599, 401),
+				"Empty: claimd's body, which says nothing about why. Never put a reason here",
+			),
+		},
+	],
+};
+
+export const properties: INodeProperties[] = [
+	{
+		displayName:
+			'Put this trigger where the Webhook node was. claimd decides each delivery with the source\'s rules before any execution exists: only a <b>won</b> event starts an execution. A duplicate, a conflict, an event in progress or a refused delivery is answered here and starts none. The <b>Test URL</b> claims nothing: its items have <code>idempotency.outcome</code> "test" and no claim token.',
+		name: 'triggerNotice',
+		type: 'notice',
+		default: '',
+	},
+	{
+		displayName: 'HTTP Method',
+		name: 'httpMethod',
+		type: 'options',
+		noDataExpression: true,
+		options: [
+			{ name: 'PATCH', value: 'PATCH' },
+			{ name: 'POST', value: 'POST' },
+			{ name: 'PUT', value: 'PUT' },
+		],
+		default: 'POST',
+		description:
+			'The method the provider delivers events with. claimd decides POST deliveries only and answers another method 405. GET and HEAD on the same path always reach claimd (handshakes, URL checks) and start no execution.',
+	},
+	{
+		displayName: 'Path',
+		name: 'path',
+		type: 'string',
+		default: '',
+		placeholder: 'e.g. stripe-events',
+		description:
+			"The path to listen to, as in n8n's Webhook node. Empty: the node's own webhook ID, unique to this node.",
+	},
+	{
+		displayName: 'Source',
+		name: 'source',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'e.g. stripe',
+		description:
+			"The source in claimd's sources file (CLAIMD_SOURCES_FILE) whose rules decide the deliveries: signature, event ID, allowed event types. It must belong to the tenant of the credential's API key.",
+	},
+	{
+		displayName: 'Respond',
+		name: 'responseMode',
+		type: 'options',
+		noDataExpression: true,
+		options: [
+			{
+				name: 'Immediately',
+				value: 'onReceived',
+				description:
+					"With claimd's answer (or Options → Answers → Won) once the execution is started",
+			},
+			{
+				name: 'When Last Node Finishes',
+				value: 'lastNode',
+				description: 'Returns data of the last-executed node',
+			},
+			{
+				name: "Using 'Respond to Webhook' Node",
+				value: 'responseNode',
+				description: 'Response defined in that node',
+			},
+		],
+		default: 'onReceived',
+		description:
+			'When and how a delivery that won is answered. Every other decision is answered at once by this node, whatever this says.',
+	},
+	{
+		displayName:
+			'Only version 1 of the \'Respond to Webhook\' node answers after this trigger: later versions stop with "No Webhook node found in the workflow". Every delivery that did not win is answered by this node.',
+		name: 'respondNotice',
+		type: 'notice',
+		default: '',
+		displayOptions: { show: { responseMode: ['responseNode'] } },
+	},
+	{
+		displayName: 'Response Code',
+		name: 'responseCode',
+		type: 'number',
+		typeOptions: { minValue: 100, maxValue: 599 },
+		default: 200,
+		description: 'The HTTP response code n8n returns once the last node has finished',
+		displayOptions: { show: { responseMode: ['lastNode'] } },
+	},
+	{
+		displayName: 'Response Data',
+		name: 'responseData',
+		type: 'options',
+		options: [
+			{
+				name: 'All Entries',
+				value: 'allEntries',
+				description: 'Returns all the entries of the last node. Always returns an array.',
+			},
+			{
+				name: 'First Entry JSON',
+				value: 'firstEntryJson',
+				description: 'Returns the JSON data of the first entry of the last node',
+			},
+			{
+				name: 'First Entry Binary',
+				value: 'firstEntryBinary',
+				description: 'Returns the binary data of the first entry of the last node',
+			},
+			{
+				name: 'No Response Body',
+				value: 'noData',
+				description: 'Returns without a body',
+			},
+		],
+		default: 'firstEntryJson',
+		description: 'What the answer holds once the last node has finished',
+		displayOptions: { show: { responseMode: ['lastNode'] } },
+	},
+	{
+		displayName: 'Property Name',
+		name: 'responseBinaryPropertyName',
+		type: 'string',
+		required: true,
+		default: 'data',
+		description: 'Name of the binary property to return',
+		displayOptions: { show: { responseMode: ['lastNode'], responseData: ['firstEntryBinary'] } },
+	},
+	{
+		displayName: 'Options',
+		name: 'options',
+		type: 'collection',
+		placeholder: 'Add option',
+		default: {},
+		options: [
+			answersOption,
+			{
+				displayName: 'In Progress',
+				name: 'inProgress',
+				type: 'options',
+				options: [
+					{
+						name: 'Answer Retry Later',
+						value: 'answer',
+						description:
+							'Answer at once (503 with Retry-After, or Answers → In Progress): the provider delivers again later',
+					},
+					{
+						name: 'Wait for the Holder',
+						value: 'wait',
+						description:
+							'Let claimd wait for the delivery that holds the event, then answer as it ended (e.g. duplicate once it completed)',
+					},
+				],
+				default: 'answer',
+				description: 'What happens when another delivery of the event holds it right now',
+			},
+			{
+				displayName: 'Wait Seconds',
+				name: 'waitSeconds',
+				type: 'number',
+				typeOptions: { minValue: 1, maxValue: MAX_WAIT_SECONDS },
+				default: DEFAULT_WAIT_SECONDS,
+				description: `How long claimd waits for the holder, 1 to ${MAX_WAIT_SECONDS} seconds; keep it below the provider's timeout`,
+				displayOptions: { show: { inProgress: ['wait'] } },
+			},
+			{
+				displayName: 'On Execution Error',
+				name: 'onExecutionError',
+				type: 'options',
+				options: [
+					{
+						name: 'Mark for Review (Unknown Outcome)',
+						value: 'unknown',
+						description:
+							'The protected node may have run before the error: nothing runs again until a person resolves the claim',
+					},
+					{
+						name: 'Let the Next Delivery Run It Again (Retryable)',
+						value: 'retryable',
+						description:
+							'Only when the protected node honours the idempotency key: the next delivery wins and runs it again',
+					},
+					{
+						name: 'Give Up (Permanent)',
+						value: 'permanent',
+						description: 'The claim is dead-lettered: no delivery runs it again',
+					},
+				],
+				default: 'unknown',
+				description:
+					'How the claim is settled when the execution ends in an error (read by the Idempotent Claim hook as idempotency.on_error); a successful execution completes it',
+			},
+			{
+				displayName: 'Raw Body',
+				name: 'rawBody',
+				type: 'boolean',
+				default: false,
+				description:
+					'Whether to add the request body as received, byte for byte, as binary property "data"',
+			},
+		],
+	},
+];

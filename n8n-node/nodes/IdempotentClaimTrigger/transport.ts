@@ -1,0 +1,232 @@
+import type {
+	GenericValue,
+	ICredentialDataDecryptedObject,
+	IDataObject,
+	IHttpRequestOptions,
+	IWebhookFunctions,
+	NodeApiError,
+	NodeOperationError,
+} from 'n8n-workflow';
+import { sleep } from 'n8n-workflow';
+
+import { CREDENTIAL_TYPE } from '../IdempotentClaim/transport';
+import {
+	credentialError,
+	isN8nDatabaseError,
+	isRetryable,
+	mapSidecarError,
+	notSidecarError,
+	sidecarErrorCode,
+	type ErrorContext,
+} from '../IdempotentClaim/transport/errors';
+import type { ClaimResult } from '../IdempotentClaim/transport/types';
+
+/**
+ * How claimd decided a delivery (POST /v1/trigger/{source}): a claim
+ * outcome of its events (won first, then in_progress, retry_later,
+ * conflict, unknown, dead_lettered, stale, duplicate), or a decision taken
+ * before any event was claimed.
+ */
+export type TriggerDecision =
+	| 'won'
+	| 'duplicate'
+	| 'conflict'
+	| 'in_progress'
+	| 'retry_later'
+	| 'stale'
+	| 'dead_lettered'
+	| 'unknown'
+	/** A provider handshake (Slack url_verification, Graph validationToken…): answered as claimd says. */
+	| 'handshake'
+	/** Not authenticated: the source's unauthenticated_status, saying nothing of why. */
+	| 'unauthenticated'
+	/** Authentic, but its body cannot be keyed as sent (422): the provider must retry, never 2xx. */
+	| 'not_stored'
+	/** Authentic, of an event type the source leaves out: 200, nothing claimed. */
+	| 'filtered'
+	/** Sent with a Content-Encoding (415): signatures cover the bytes as sent. */
+	| 'unsupported_encoding'
+	/** Not POST (405): only POST is a delivery. */
+	| 'method_not_allowed'
+	/** The Test URL: verified and keyed, nothing claimed. */
+	| 'test';
+
+/** The body of POST /v1/trigger/{source}: the provider's request as n8n received it. */
+export interface TriggerRequest {
+	method: string;
+	/** req.rawHeaders in pairs: names as sent, in order, repeats kept. */
+	headers: Array<[string, string]>;
+	/** The raw query string, without '?'. */
+	query: string;
+	/** Standard padded base64 of the raw body bytes. */
+	body: string;
+	/** Random per incoming request; the same when this call is sent again. */
+	request_id: string;
+	/** n8n's Test URL: verify and key, claim nothing. */
+	test: boolean;
+	/** How long an in_progress event waits for its holder, 0 to 25. */
+	wait_seconds: number;
+}
+
+/** One event of a decided delivery: its claim result (identity only for a test). */
+export interface TriggerEvent extends Partial<ClaimResult> {
+	event_type?: string;
+	/** The item's own JSON, for an item of a batch body. */
+	payload?: IDataObject | IDataObject[] | GenericValue | GenericValue[];
+}
+
+/** What claimd's ingest door would answer the provider. */
+export interface ProviderResponse {
+	status: number;
+	headers: Record<string, string>;
+	/** The body as text; absent when it is not UTF-8 (then body_base64). */
+	body?: string;
+	body_base64?: string;
+}
+
+/** The answer of POST /v1/trigger/{source}. */
+export interface TriggerReply {
+	decision: TriggerDecision | string;
+	events: TriggerEvent[];
+	response: ProviderResponse;
+}
+
+/** A call that ended: claimd's reply, or the error that ended it (never thrown). */
+export type TriggerCall =
+	| { ok: true; reply: TriggerReply; tries: number }
+	| { ok: false; error: NodeApiError | NodeOperationError; tries: number };
+
+/**
+ * The call is sent again (same body, so the same request_id) after a
+ * failure that may be retried (claimd unreachable, the connection broken,
+ * a 5xx, n8n's own database failing while the credential is read), at most
+ * MAX_TRIES times, and no send starts later than RETRY_WINDOW_MS after the
+ * first one: a provider waits for its answer, and times out in seconds.
+ */
+export const MAX_TRIES = 4;
+export const RETRY_WINDOW_MS = 2_000;
+/** Wait before the second send; doubled before each further one. */
+export const FIRST_WAIT_MS = 200;
+/** Each send's own limit, beyond the wait it asks claimd for. */
+export const REQUEST_TIMEOUT_MS = 5_000;
+
+function isObject(value: unknown): value is IDataObject {
+	return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Whether value is claimd's reply: a decision, events and a provider response with a status. */
+function isTriggerReply(value: unknown): value is TriggerReply {
+	if (!isObject(value) || typeof value.decision !== 'string' || value.decision === '') return false;
+	if (value.events !== undefined && value.events !== null && !Array.isArray(value.events)) {
+		return false;
+	}
+	const response = value.response;
+	return (
+		isObject(response) &&
+		typeof response.status === 'number' &&
+		Number.isInteger(response.status) &&
+		response.status >= 100 &&
+		response.status <= 599 &&
+		(response.headers === undefined || response.headers === null || isObject(response.headers))
+	);
+}
+
+/**
+ * Sends one provider request to claimd (POST {baseUrl}/v1/trigger/{source})
+ * through the Idempotent Claim API credential, retried as MAX_TRIES and
+ * RETRY_WINDOW_MS allow. Never throws: a call that did not end in claimd's
+ * reply ends in an error from the Claim node's own mapping (unreachable,
+ * API key rejected, no such source, not claimd at the Base URL…), which
+ * never holds the body, a header or the API key.
+ */
+export async function callTrigger(
+	this: IWebhookFunctions,
+	source: string,
+	request: TriggerRequest,
+): Promise<TriggerCall> {
+	const path = `/v1/trigger/${encodeURIComponent(source)}`;
+	const started = Date.now();
+	const deadline = started + RETRY_WINDOW_MS;
+	let data: ICredentialDataDecryptedObject | undefined;
+	let baseUrl: string | undefined;
+	for (let sent = 1; ; sent++) {
+		let loading = data === undefined;
+		try {
+			if (data === undefined) {
+				data = await this.getCredentials<ICredentialDataDecryptedObject>(CREDENTIAL_TYPE);
+			}
+			const credentials = data;
+			loading = false;
+			baseUrl = String(credentials.baseUrl ?? '').replace(/\/+$/, '');
+			const ref = this.getNode().credentials?.[CREDENTIAL_TYPE];
+			const options: IHttpRequestOptions = {
+				method: 'POST',
+				url: `${baseUrl}${path}`,
+				headers: { Accept: 'application/json' },
+				body: request as unknown as IDataObject,
+				json: true,
+				timeout: REQUEST_TIMEOUT_MS + request.wait_seconds * 1000,
+			};
+			const answer: unknown = await this.helpers.httpRequestWithAuthentication.call(
+				this,
+				CREDENTIAL_TYPE,
+				options,
+				{
+					credentialsDecrypted: {
+						id: ref?.id ?? '',
+						name: ref?.name ?? '',
+						type: CREDENTIAL_TYPE,
+						data: credentials,
+					},
+				},
+			);
+			if (isTriggerReply(answer)) {
+				return {
+					ok: true,
+					reply: {
+						...answer,
+						events: answer.events ?? [],
+						response: { ...answer.response, headers: answer.response.headers ?? {} },
+					},
+					tries: sent,
+				};
+			}
+			return {
+				ok: false,
+				error: notSidecarError(
+					this.getNode(),
+					'answered without a decision and a response for the provider',
+					{ baseUrl, request: `POST ${path}` },
+				),
+				tries: sent,
+			};
+		} catch (error) {
+			const ctx: ErrorContext = {
+				baseUrl,
+				tries: sent,
+				request: `POST ${path}`,
+				notFound: {
+					message: `claimd has no source "${source}" for this API key`,
+					description:
+						"Source must name a source in claimd's sources file (CLAIMD_SOURCES_FILE) that belongs to the tenant of the credential's API key.",
+				},
+			};
+			if (!loading && sidecarErrorCode(error) === 'not_sidecar') {
+				return { ok: false, error: mapSidecarError(this.getNode(), error, ctx), tries: sent };
+			}
+			const retryable = loading ? isN8nDatabaseError(error) : isRetryable(error);
+			const now = Date.now();
+			if (!retryable || sent >= MAX_TRIES || now >= deadline) {
+				return {
+					ok: false,
+					error: loading
+						? credentialError(this.getNode(), error, ctx)
+						: mapSidecarError(this.getNode(), error, ctx),
+					tries: sent,
+				};
+			}
+			const wait = Math.min(FIRST_WAIT_MS * 2 ** (sent - 1), deadline - now);
+			if (wait > 0) await sleep(wait);
+		}
+	}
+}
