@@ -343,6 +343,14 @@ export function isRetryable(error: unknown): boolean {
 	);
 }
 
+/**
+ * The HTTP status of the answer an error of httpRequestWithAuthentication
+ * carries; undefined when no answer came (the connection failed or broke).
+ */
+export function answerStatus(error: unknown): number | undefined {
+	return extract(error).status;
+}
+
 function n8nDatabaseMessage(found: Extracted): string | undefined {
 	return found.messages.find((message) =>
 		N8N_DATABASE_MESSAGES.some((pattern) => pattern.test(message)),

@@ -11,6 +11,7 @@ import type {
 import { sleep } from 'n8n-workflow';
 
 import {
+	answerStatus,
 	credentialError,
 	isN8nDatabaseError,
 	isRetryable,
@@ -25,6 +26,21 @@ export const CREDENTIAL_TYPE = 'idempotentClaimApi';
 
 /** Upper bound for one sidecar request; a claim answers in milliseconds. */
 const REQUEST_TIMEOUT_MS = 30_000;
+
+/*
+ * Every request opens a new connection to the sidecar, and a node cannot
+ * change that in n8n 2.41: its httpRequest helpers (n8n-core's
+ * httpRequestWithAuthentication → @n8n/backend-network OutboundHttp
+ * requests().request → httpRequest → convertN8nRequestToAxios →
+ * setAxiosAgents → buildNodeAgents) build new HTTP agents for every request,
+ * and IHttpRequestOptions has no field for an agent of the node's own.
+ * `agentOptions: { keepAlive: true }` reaches only that new agent: the
+ * request says Connection: keep-alive, the next request still opens its own
+ * connection, and each request leaves one idle socket open until the
+ * server closes it (measured: 50 requests, 50 connections, 50 left open).
+ * n8n has no setting for it either. So the node sets no agent options; an
+ * agent of its own would also leave n8n's proxy and SSRF handling.
+ */
 
 /**
  * How a request is sent again after a failure that may be retried (the
@@ -75,6 +91,11 @@ export interface SidecarRequest {
 interface Connection {
 	baseUrl: string;
 	credentials: ICredentialsDecrypted;
+	/**
+	 * Where an earlier node run of the same execution read it (the
+	 * execution's share); unset when this node run read it itself.
+	 */
+	sharedAs?: string;
 }
 
 /**
@@ -85,15 +106,133 @@ interface Connection {
  */
 const connections = new WeakMap<object, Connection>();
 
+/** How long a credential read by one node run serves the later node runs of its execution. */
+export const SHARED_CREDENTIAL_MAX_AGE_MS = 60_000;
+/** How many executions' credentials are kept at most; the oldest goes first. */
+export const SHARED_CREDENTIAL_MAX_ENTRIES = 100;
+
+/** One execution's credential in the share, and when it was read. */
+interface SharedConnection {
+	connection: Connection;
+	readAt: number;
+}
+
 /**
- * Reads the credential once per node run and hands it to every request of
- * the run: httpRequestWithAuthentication applies the credential type's own
- * `authenticate` (the Bearer header) to the credential it is given, instead
- * of reading the credential again.
+ * The credential each running execution read, keyed by execution ID and
+ * credential ID (sharedCredentialKey), in the order they were read.
+ *
+ * n8n reads a credential from its database and decrypts it on every
+ * getCredentials (about 1.8 ms measured), and a workflow Webhook → Claim →
+ * protected node → Complete reads the same credential twice in one
+ * execution. So the first read of an execution serves the later node runs
+ * of that execution in the same process (an execution runs in one process,
+ * a worker in queue mode) that use the same credential, for at most
+ * SHARED_CREDENTIAL_MAX_AGE_MS after the read; at most
+ * SHARED_CREDENTIAL_MAX_ENTRIES executions are kept, expired ones are
+ * dropped whenever one is added, so the share stays small and a credential
+ * is never kept long after its execution. The credential's own change time
+ * would be the better key, but n8n hands a node only the credential's ID,
+ * name and decrypted data, not when it changed.
+ *
+ * A credential edited while an execution runs (a new API key, a new Base
+ * URL): without the share each node run reads the edited one; with it,
+ * the node runs that follow within SHARED_CREDENTIAL_MAX_AGE_MS still use
+ * what the first read of the execution saw, so Complete reaches the
+ * sidecar and tenant its Claim reached. If that no longer works (the old
+ * key was revoked, answered 401; or the old Base URL cannot be reached),
+ * the node forgets the shared credential at that failure and reads the
+ * credential itself: after a 401 it sends the request again at once with
+ * what it read (not counted as a try, since the sidecar refused it
+ * unprocessed); after a connection failure, the next try of its retry
+ * settings uses it. Node runs after the share expires read the edited
+ * credential, as without the share.
+ *
+ * Not shared: an execution without an ID, a node without a credential ID,
+ * and an execution that resolves credentials per user (n8n's dynamic
+ * credentials: its execution context carries credentials), whose reads n8n
+ * records per node.
+ */
+const shared = new Map<string, SharedConnection>();
+
+/** The share key of this node run's credential, or undefined when it is not shared. */
+function sharedCredentialKey(context: IExecuteFunctions): string | undefined {
+	const executionId: unknown =
+		typeof context.getExecutionId === 'function' ? context.getExecutionId() : undefined;
+	if (typeof executionId !== 'string' || executionId === '') return undefined;
+	if (typeof context.getExecutionContext === 'function') {
+		const executionContext: unknown = context.getExecutionContext();
+		if (
+			typeof executionContext === 'object' &&
+			executionContext !== null &&
+			(executionContext as { credentials?: unknown }).credentials !== undefined
+		) {
+			return undefined;
+		}
+	}
+	const credentialId = context.getNode().credentials?.[CREDENTIAL_TYPE]?.id;
+	if (typeof credentialId !== 'string' || credentialId === '') return undefined;
+	return JSON.stringify([executionId, credentialId]);
+}
+
+/** The shared connection under `key`, if it is still young enough. */
+function sharedConnection(key: string, now: number): Connection | undefined {
+	const entry = shared.get(key);
+	if (entry === undefined) return undefined;
+	const age = now - entry.readAt;
+	if (age >= 0 && age < SHARED_CREDENTIAL_MAX_AGE_MS) return entry.connection;
+	shared.delete(key);
+	return undefined;
+}
+
+/** Adds a connection to the share, after dropping expired and, past the bound, the oldest ones. */
+function share(key: string, connection: Connection, now: number): void {
+	shared.delete(key);
+	for (const [other, entry] of shared) {
+		const age = now - entry.readAt;
+		if (age < 0 || age >= SHARED_CREDENTIAL_MAX_AGE_MS) shared.delete(other);
+	}
+	while (shared.size >= SHARED_CREDENTIAL_MAX_ENTRIES) {
+		const oldest = shared.keys().next();
+		if (oldest.done === true) break;
+		shared.delete(oldest.value);
+	}
+	shared.set(key, { connection, readAt: now });
+}
+
+/** Forgets a connection this node run took from the share, here and in the share. */
+function forgetShared(context: IExecuteFunctions, connection: Connection): void {
+	if (connection.sharedAs === undefined) return;
+	if (connections.get(context) === connection) connections.delete(context);
+	const entry = shared.get(connection.sharedAs);
+	if (entry !== undefined && entry.connection.credentials === connection.credentials) {
+		shared.delete(connection.sharedAs);
+	}
+}
+
+/** How many executions' credentials the share holds (for tests). */
+export function sharedCredentialCount(): number {
+	return shared.size;
+}
+
+/**
+ * Reads the credential once per node run, or takes the one an earlier node
+ * run of the same execution read (see `shared`), and hands it to every
+ * request of the run: httpRequestWithAuthentication applies the credential
+ * type's own `authenticate` (the Bearer header) to the credential it is
+ * given, instead of reading the credential again.
  */
 async function connection(this: IExecuteFunctions): Promise<Connection> {
 	const known = connections.get(this);
 	if (known !== undefined) return known;
+	const key = sharedCredentialKey(this);
+	if (key !== undefined) {
+		const found = sharedConnection(key, Date.now());
+		if (found !== undefined) {
+			const taken: Connection = { ...found, sharedAs: key };
+			connections.set(this, taken);
+			return taken;
+		}
+	}
 	const data: ICredentialDataDecryptedObject = await this.getCredentials(CREDENTIAL_TYPE);
 	const ref = this.getNode().credentials?.[CREDENTIAL_TYPE];
 	const loaded: Connection = {
@@ -101,6 +240,7 @@ async function connection(this: IExecuteFunctions): Promise<Connection> {
 		credentials: { id: ref?.id ?? '', name: ref?.name ?? '', type: CREDENTIAL_TYPE, data },
 	};
 	connections.set(this, loaded);
+	if (key !== undefined) share(key, loaded, Date.now());
 	return loaded;
 }
 
@@ -150,10 +290,12 @@ export async function sidecarRequest<T>(
 		return deadline !== undefined && now >= deadline;
 	};
 	let baseUrl: string | undefined;
+	let conn: Connection | undefined;
 	for (let sent = 1; ; sent++) {
 		let loading = true;
+		conn = undefined;
 		try {
-			const conn = await connection.call(this);
+			conn = await connection.call(this);
 			loading = false;
 			baseUrl = conn.baseUrl;
 			const options: IHttpRequestOptions = {
@@ -186,6 +328,19 @@ export async function sidecarRequest<T>(
 				throw mapSidecarError(this.getNode(), error, { itemIndex: request.itemIndex });
 			}
 			const retryable = loading ? isN8nDatabaseError(error) : isRetryable(error);
+			if (conn?.sharedAs !== undefined) {
+				// The credential an earlier node run of this execution read may
+				// be out of date (see `shared`): a refused key, or no answer at
+				// its Base URL. Read it again.
+				const status = answerStatus(error);
+				if (status === 401) {
+					forgetShared(this, conn);
+					// Refused unprocessed: send again at once, not counted as a try.
+					sent--;
+					continue;
+				}
+				if (status === undefined && retryable) forgetShared(this, conn);
+			}
 			const now = Date.now();
 			if (sent >= tries || !retryable || pastDeadline(now)) {
 				const ctx: ErrorContext = {
