@@ -91,7 +91,6 @@ describe('trigger description', () => {
 	it('has the parameters and defaults of a Webhook node replacement', () => {
 		expect(resolved({})).toEqual({
 			triggerNotice: '',
-			httpMethod: 'POST',
 			path: '',
 			source: '',
 			responseMode: 'onReceived',
@@ -105,10 +104,8 @@ describe('trigger description', () => {
 			responseBinaryPropertyName: 'data',
 		});
 		expect(resolved({ responseMode: 'responseNode' })).toHaveProperty('respondNotice');
-		const methods = (byName(properties, 'httpMethod').options ?? []).map(
-			(o) => (o as { value: string }).value,
-		);
-		expect(methods.sort()).toEqual(['PATCH', 'POST', 'PUT']);
+		// POST only: claimd's ingest door decides POST deliveries alone.
+		expect(properties.some((p) => p.name === 'httpMethod')).toBe(false);
 		expect(byName(properties, 'source').required).toBe(true);
 	});
 
@@ -160,8 +157,7 @@ describe('trigger description', () => {
 		expect(setup.path).toBe(deliveries.path);
 		expect(setup.httpMethod).toBe('GET,HEAD');
 		expect(setup.ndvHideUrl).toBe(true);
-		expect(evaluate(deliveries, 'httpMethod', {})).toBe('POST');
-		expect(evaluate(deliveries, 'httpMethod', { httpMethod: 'PUT' })).toBe('PUT');
+		expect(deliveries.httpMethod).toBe('POST');
 		expect(evaluate(deliveries, 'path', { path: 'stripe-events' })).toBe('stripe-events');
 	});
 

@@ -23,7 +23,9 @@ export const DEFAULT_WAIT_SECONDS = 5;
 export const webhooks: IWebhookDescription[] = [
 	{
 		name: 'default',
-		httpMethod: '={{$parameter["httpMethod"] || "POST"}}',
+		// Every provider claimd verifies delivers events with POST, and its
+		// ingest door takes POST only: no other method is offered.
+		httpMethod: 'POST',
 		isFullPath: true,
 		path: '={{$parameter["path"]}}',
 		responseMode: '={{$parameter["responseMode"] || "onReceived"}}',
@@ -142,20 +144,6 @@ export const properties: INodeProperties[] = [
 		name: 'triggerNotice',
 		type: 'notice',
 		default: '',
-	},
-	{
-		displayName: 'HTTP Method',
-		name: 'httpMethod',
-		type: 'options',
-		noDataExpression: true,
-		options: [
-			{ name: 'PATCH', value: 'PATCH' },
-			{ name: 'POST', value: 'POST' },
-			{ name: 'PUT', value: 'PUT' },
-		],
-		default: 'POST',
-		description:
-			'The method the provider delivers events with. claimd decides POST deliveries only and answers another method 405. GET and HEAD on the same path always reach claimd (handshakes, URL checks) and start no execution.',
 	},
 	{
 		displayName: 'Path',
