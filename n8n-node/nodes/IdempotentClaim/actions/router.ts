@@ -7,7 +7,7 @@ import type {
 } from 'n8n-workflow';
 import { NodeOperationError as OperationError } from 'n8n-workflow';
 
-import { nodeParameter } from '../helpers/parameters';
+import { nodeParameter, runNode } from '../helpers/parameters';
 import { operations } from './claim';
 import { toNodeError } from './common';
 import { claimSeparatesOutcomes, outputLayout, type OutputLayout } from './outputs';
@@ -65,7 +65,7 @@ function namingItem<E extends NodeApiError | NodeOperationError>(error: E): E {
  */
 export async function router(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const items = this.getInputData();
-	const node = this.getNode();
+	const node = runNode.call(this);
 	const operationName = nodeParameter.call(this, 'operation', 0) as string;
 	const operation = operations[operationName];
 	const asTool = runsAsTool(node);

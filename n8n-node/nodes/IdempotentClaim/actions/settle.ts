@@ -1,6 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { recordSidecar, withIdempotency } from '../helpers/idempotency';
+import { runNode } from '../helpers/parameters';
 import { NO_RETRY, retriesExhausted, sidecarRequest } from '../transport';
 import { unrecordedOutcomeError } from '../transport/errors';
 import type { ClaimRecord } from '../transport/types';
@@ -49,7 +50,7 @@ export async function settle(
 	op: SettleOperation,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	const node = this.getNode();
+	const node = runNode.call(this);
 	const started = Date.now();
 	const retries = new Map<number, SettleRetry>();
 

@@ -1,4 +1,4 @@
-import type { IExecuteFunctions, INodeExecutionData, INodeParameters } from 'n8n-workflow';
+import type { IExecuteFunctions, INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
 import { plainPathOf, readPlainPath, type PlainPath } from './plainPath';
 
@@ -108,7 +108,9 @@ function valueOf(plan: Plan, item: INodeExecutionData | undefined): { value: unk
 
 /** What one node run knows about its parameters. */
 interface RunParameters {
-	/** The node's stored parameters (this.getNode().parameters), read once per run. */
+	/** this.getNode(), once per run (n8n hands out a deep copy on each call). */
+	node: INode;
+	/** The node's stored parameters (this.getNode().parameters). */
 	stored: INodeParameters;
 	items: INodeExecutionData[];
 	/** The plan of each parameter read so far; null: n8n resolves it. */
@@ -121,14 +123,24 @@ const runs = new WeakMap<object, RunParameters>();
 function runOf(context: IExecuteFunctions): RunParameters {
 	let run = runs.get(context);
 	if (run === undefined) {
+		const node = context.getNode();
 		run = {
-			stored: context.getNode().parameters ?? {},
+			node,
+			stored: node.parameters ?? {},
 			items: context.getInputData(),
 			plans: new Map(),
 		};
 		runs.set(context, run);
 	}
 	return run;
+}
+
+/**
+ * The node of this node run, as this.getNode() gives it (a deep copy of
+ * n8n's), read once per run: not to be changed.
+ */
+export function runNode(this: IExecuteFunctions): INode {
+	return runOf(this).node;
 }
 
 /**

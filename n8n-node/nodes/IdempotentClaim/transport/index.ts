@@ -5,6 +5,7 @@ import type {
 	IExecuteFunctions,
 	IHttpRequestMethods,
 	IHttpRequestOptions,
+	INode,
 	NodeApiError,
 	NodeOperationError,
 } from 'n8n-workflow';
@@ -155,7 +156,7 @@ interface SharedConnection {
 const shared = new Map<string, SharedConnection>();
 
 /** The share key of this node run's credential, or undefined when it is not shared. */
-function sharedCredentialKey(context: IExecuteFunctions): string | undefined {
+function sharedCredentialKey(context: IExecuteFunctions, node: INode): string | undefined {
 	const executionId: unknown =
 		typeof context.getExecutionId === 'function' ? context.getExecutionId() : undefined;
 	if (typeof executionId !== 'string' || executionId === '') return undefined;
@@ -169,7 +170,7 @@ function sharedCredentialKey(context: IExecuteFunctions): string | undefined {
 			return undefined;
 		}
 	}
-	const credentialId = context.getNode().credentials?.[CREDENTIAL_TYPE]?.id;
+	const credentialId = node.credentials?.[CREDENTIAL_TYPE]?.id;
 	if (typeof credentialId !== 'string' || credentialId === '') return undefined;
 	return JSON.stringify([executionId, credentialId]);
 }
@@ -224,7 +225,8 @@ export function sharedCredentialCount(): number {
 async function connection(this: IExecuteFunctions): Promise<Connection> {
 	const known = connections.get(this);
 	if (known !== undefined) return known;
-	const key = sharedCredentialKey(this);
+	const node = this.getNode();
+	const key = sharedCredentialKey(this, node);
 	if (key !== undefined) {
 		const found = sharedConnection(key, Date.now());
 		if (found !== undefined) {
@@ -234,7 +236,7 @@ async function connection(this: IExecuteFunctions): Promise<Connection> {
 		}
 	}
 	const data: ICredentialDataDecryptedObject = await this.getCredentials(CREDENTIAL_TYPE);
-	const ref = this.getNode().credentials?.[CREDENTIAL_TYPE];
+	const ref = node.credentials?.[CREDENTIAL_TYPE];
 	const loaded: Connection = {
 		baseUrl: String(data.baseUrl ?? '').replace(/\/+$/, ''),
 		credentials: { id: ref?.id ?? '', name: ref?.name ?? '', type: CREDENTIAL_TYPE, data },

@@ -8,7 +8,7 @@ import type {
 import { FieldError, parseFieldList, pickFields } from '../../helpers/fields';
 import { claimSidecar, withIdempotency } from '../../helpers/idempotency';
 import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity';
-import { nodeParameter } from '../../helpers/parameters';
+import { nodeParameter, runNode } from '../../helpers/parameters';
 import { sidecarRequest } from '../../transport';
 import type { ClaimRequest, ClaimResult } from '../../transport/types';
 import { batchResults, planBatch } from '../batch';
@@ -298,7 +298,7 @@ function requestIdPrefix(
 	if (typeof runIndex !== 'number' || !Number.isSafeInteger(runIndex) || runIndex < 0) {
 		return undefined;
 	}
-	const node = this.getNode();
+	const node = runNode.call(this);
 	for (const name of [node.name, node.id]) {
 		if (!name) continue;
 		const prefix = `${executionId}:${name}:${runIndex}`;
@@ -415,7 +415,7 @@ export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	const node = this.getNode();
+	const node = runNode.call(this);
 	const separate = claimSeparatesOutcomes.call(this, node.typeVersion);
 	const executionId = optionalText(this.getExecutionId());
 	const requestIdBase = requestIdPrefix.call(this, executionId);
