@@ -49,8 +49,8 @@ type exampleVars map[string]string
 // WriteExample writes example workflow file with its placeholders replaced
 // by vars. A non-empty tag makes a separate copy that can be imported next to
 // the original: the workflow id ends in tag, the name carries it, and every
-// webhook path gets the suffix "-"+tag (with a fresh webhookId). It returns
-// the written file's path.
+// webhook path (Webhook and Idempotent Claim Trigger nodes) gets the suffix
+// "-"+tag (with a fresh webhookId). It returns the written file's path.
 func WriteExample(t testing.TB, file string, vars exampleVars, tag string) string {
 	t.Helper()
 	path := WriteWorkflow(t, filepath.Join(examplesDir, file), vars)
@@ -74,7 +74,7 @@ func WriteExample(t testing.TB, file string, vars exampleVars, tag string) strin
 	nodes, _ := wf["nodes"].([]any)
 	for _, nd := range nodes {
 		node, _ := nd.(map[string]any)
-		if node["type"] != "n8n-nodes-base.webhook" {
+		if node["type"] != "n8n-nodes-base.webhook" && node["type"] != triggerNodeType {
 			continue
 		}
 		params, _ := node["parameters"].(map[string]any)
@@ -307,6 +307,10 @@ type claimRecord struct {
 	State     string `json:"state"`
 	Attempt   int    `json:"attempt"`
 	ResultRef string `json:"result_ref"`
+	// ConflictCount counts deliveries of the key with a different payload.
+	ConflictCount int `json:"conflict_count"`
+	// LastError is the last failure's message.
+	LastError string `json:"last_error"`
 }
 
 // lookupClaim reads the claim record of (source, eventID) through replica 0.
