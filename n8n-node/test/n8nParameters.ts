@@ -10,23 +10,35 @@ import { Expression, Workflow } from 'n8n-workflow';
 import { IdempotentClaim } from '../nodes/IdempotentClaim/IdempotentClaim.node';
 import { NODE, createContext, type Context } from './helpers';
 
-/** n8n's expression engines: legacy (in process) and vm (an isolate; n8n 2.x's default). */
-export type Engine = 'legacy' | 'vm';
+/**
+ * n8n's expression engines: legacy (in process), vm (an isolate; n8n 2.x's
+ * default) and quickjs (N8N_EXPRESSION_ENGINE=quickjs).
+ */
+export type Engine = 'legacy' | 'vm' | 'quickjs';
+/** The engines most tests compare on; quickjs has a test file of its own (one isolated engine per process). */
 export const ENGINES: Engine[] = ['legacy', 'vm'];
 
-let vmStarted = false;
+let started: Engine | undefined;
 
-/** Selects n8n's expression engine for this test file (vm: started once, as n8n does at startup). */
+/**
+ * Selects n8n's expression engine for this test file (vm or quickjs:
+ * started once, as n8n does at startup; n8n starts one of them per
+ * process, so a test file uses at most one).
+ */
 export async function useEngine(engine: Engine): Promise<void> {
-	if (engine === 'vm' && !vmStarted) {
+	if (engine !== 'legacy' && started === undefined) {
 		await Expression.initExpressionEngine({
-			engine: 'vm',
+			engine,
 			bridgeTimeout: 5000,
 			bridgeMemoryLimit: 128,
 			poolSize: 1,
 			maxCodeCacheSize: 100,
 		});
-		vmStarted = true;
+		started = engine;
+	} else if (engine !== 'legacy' && started !== engine) {
+		throw new Error(
+			`n8n's ${String(started)} engine runs already: ${engine} needs a test file of its own`,
+		);
 	}
 	Expression.setExpressionEngine(engine);
 	if (Expression.getActiveImplementation() !== engine) {
@@ -34,11 +46,11 @@ export async function useEngine(engine: Engine): Promise<void> {
 	}
 }
 
-/** Stops the vm engine, if started, and goes back to legacy. */
+/** Stops the vm or quickjs engine, if started, and goes back to legacy. */
 export async function stopEngines(): Promise<void> {
 	Expression.setExpressionEngine('legacy');
-	if (vmStarted) await Expression.disposeExpressionEngine();
-	vmStarted = false;
+	if (started !== undefined) await Expression.disposeExpressionEngine();
+	started = undefined;
 }
 
 const nodeType = new IdempotentClaim();
@@ -101,7 +113,7 @@ export async function n8nContext(
 		settings: { executionOrder: 'v1' },
 	});
 	const node = workflow.getNode(NODE.name) as INode;
-	const acquired = engine === 'vm' ? await workflow.expression.acquireIsolate() : false;
+	const acquired = engine !== 'legacy' ? await workflow.expression.acquireIsolate() : false;
 	const reads: ParameterRead[] = [];
 	const evaluate = (name: string, itemIndex: number, fallback?: unknown): unknown => {
 		const value = node.parameters[name] ?? fallback;

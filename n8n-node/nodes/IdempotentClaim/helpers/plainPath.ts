@@ -8,9 +8,9 @@ import { isSafeObjectProperty } from 'n8n-workflow';
  * path the value is the field of the item's JSON (`$json` is the JSON of
  * the node's input item of the same index). The node reads such a field
  * itself (parameters.ts), and only where the result is certainly the one
- * n8n's evaluation gives, on its legacy and vm engines alike (read from
- * n8n-workflow 2.41's Expression and WorkflowDataProxy, and compared with
- * both engines in test/plainPath.test.ts):
+ * n8n's evaluation gives, on its legacy, vm and quickjs engines alike (read
+ * from n8n-workflow 2.41's Expression and WorkflowDataProxy, and compared on
+ * its three engines in test/plainPath*.test.ts):
  *
  * - the parameter value is `={{`, optional whitespace, `$json`, then one or
  *   more steps `.name` (an ASCII identifier) or `[0]` (a whole number) or
@@ -26,7 +26,8 @@ import { isSafeObjectProperty } from 'n8n-workflow';
  * - the value found is a string, a number (NaN, Infinity and -0 included:
  *   n8n returns them as they are), a boolean, null, or undefined: n8n
  *   returns these unchanged, never converted to text, for a parameter of
- *   type string as for any other;
+ *   type string as for any other (a string with a lone surrogate excepted:
+ *   n8n's quickjs engine returns it with U+FFFD in its place);
  * - a step that meets undefined or null gives undefined, as n8n does (its
  *   evaluation turns the TypeError into undefined); a key the object does
  *   not have gives undefined;
@@ -50,6 +51,8 @@ const CONSTRUCTOR = /\.\s*constructor/;
 /** Spaces, tabs and line breaks at either end of the text between the braces. */
 const EDGE_SPACE = /^[ \t\r\n]+|[ \t\r\n]+$/g;
 const ARRAY_INDEX = /^(0|[1-9][0-9]*)$/;
+/** A high surrogate not followed by a low one, or a low one not after a high one. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
  * The keys n8n 2.41 refuses to read in an expression (n8n-workflow's
@@ -163,6 +166,7 @@ export function readPlainPath(json: unknown, path: PlainPath): PlainRead {
 	}
 	switch (typeof current) {
 		case 'string':
+			return LONE_SURROGATE.test(current) ? undefined : { value: current };
 		case 'number':
 		case 'boolean':
 		case 'undefined':
