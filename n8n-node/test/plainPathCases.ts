@@ -56,7 +56,7 @@ function shapes(): Array<[string, IDataObject]> {
 		['negative zero', { body: { id: -0 } }],
 		['NaN', { body: { id: Number.NaN } }],
 		['Infinity', { body: { id: Number.POSITIVE_INFINITY } }],
-		['unsafe integer', { body: { id: 9007199254740993 } }],
+		['unsafe integer', { body: { id: 2 ** 60 } }],
 		['boolean id', { body: { id: true } }],
 		['false id', { body: { id: false } }],
 		['null id', { body: { id: null } }],
