@@ -173,6 +173,30 @@ func TestSerializableDefaultBatchStormOnUnpinnedPool(t *testing.T) {
 	}
 }
 
+// A batch of one claim (decided by the single-claim statement) keeps the
+// batch's transaction: READ COMMITTED, set by the transaction itself, so
+// a storm of one-item batches of one key on a SERIALIZABLE session
+// default gets one winner and no errors.
+func TestSerializableDefaultOneItemBatchStormOnUnpinnedPool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := serializablePool(t, false, nil)
+	l, err := claim.New(pool, claim.Config{})
+	require.NoError(t, err)
+
+	const n = 30
+	res, errs := storm(n, func(int) ([]claim.Result, error) {
+		return l.ClaimBatch(ctx, []claim.Request{req("a", "evt_one")})
+	})
+	requireNoErrors(t, errs)
+	count := map[claim.Outcome]int{}
+	for _, rs := range res {
+		require.Len(t, rs, 1)
+		count[rs[0].Outcome]++
+	}
+	require.Equal(t, map[claim.Outcome]int{claim.Won: 1, claim.InProgress: n - 1}, count)
+}
+
 // sqlstateTracer counts the statements that failed with each SQLSTATE.
 type sqlstateTracer struct {
 	mu     sync.Mutex

@@ -527,8 +527,10 @@ func (l *Ledger) result(rec Record) Result {
 }
 
 // ClaimBatch decides many claim attempts, each on its own, in one round trip
-// (as few multi-row statements as its keys allow, see claimPipelined).
-// reqs must already be valid (see Validate). Results are in request order.
+// (as few multi-row statements as its keys allow, see claimPipelined; a
+// batch of one claim is decided by the single-claim statement, as Claim
+// alone decides it). reqs must already be valid (see Validate). Results
+// are in request order.
 // Claims are sent in key order, so concurrent batches lock rows in the same
 // order and cannot deadlock; two requests for one key in a batch are
 // decided one after the other (the second sees the first's claim).
@@ -543,6 +545,19 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	}
 	var recs []Record
 	err := RunTx(ctx, l.pool, func(tx pgx.Tx) (err error) {
+		if len(reqs) == 1 {
+			// The single-claim statement, as Claim alone: PostgreSQL
+			// runs it on its cached generic plan after its first runs,
+			// where claimManySQL is planned afresh for the arrays of
+			// every call.
+			sql, args := l.claimArgs(reqs[0])
+			rec, err := scanRecord(tx.QueryRow(ctx, sql, args...))
+			if err != nil {
+				return err
+			}
+			recs = []Record{rec}
+			return nil
+		}
 		recs, err = l.claimMany(ctx, tx, reqs)
 		return err
 	})
