@@ -221,8 +221,10 @@ function createHook(deps) {
 			requests.push(failExecutionRequest({ executionId, status, retry: config.onError, note }));
 		}
 		if (requests.length === 0) return;
-		logger.debug(
-			`Idempotent Claim hook: execution ${executionId} ended (${status}): ${action} ${claims.length} claims${byExecution ? ' and the claims it won by execution id' : ''}`,
+		// Routine ends are debug; an execution whose worker died is an
+		// operator's business (its claims become unknown): info.
+		logger[note ? 'info' : 'debug'](
+			`Idempotent Claim hook: execution ${executionId} ended (${status})${note ? ': ' + note : ''}: ${action} ${claims.length} claims${byExecution ? ' and the claims it won by execution id' : ''}`,
 			{ executionId: String(executionId), claimIds: claims.map((c) => c.claimId) },
 		);
 		await settler.submit(requests, { executionId, waitMs: config.waitMs });
