@@ -319,6 +319,18 @@ func TestComposeClaimd(t *testing.T) {
 		require.Equal(t, "n8n:5678", fu.Host, "source %s forwards to the n8n service", name)
 		require.True(t, strings.HasPrefix(fu.Path, "/webhook/"), "source %s forwards to a production webhook", name)
 	}
+	// The trigger source: served by POST /v1/trigger/stripe-trigger only.
+	require.Equal(t, []string{"stripe-trigger"}, sortedNames(keysOf(cfg.Ingest.Triggers)))
+	// Every key claimd takes is of the sources' tenant, so the trigger's
+	// credential (a key of CLAIMD_API_KEYS) may use any source.
+	for _, k := range cfg.APIKeys {
+		for name, s := range cfg.Ingest.Sources {
+			require.Equal(t, s.Tenant, k.Tenant, "source %s", name)
+		}
+		for name, s := range cfg.Ingest.Triggers {
+			require.Equal(t, s.Tenant, k.Tenant, "trigger source %s", name)
+		}
+	}
 }
 
 func keysOf[V any](m map[string]V) []string {
@@ -570,6 +582,15 @@ func TestSourcesExampleParses(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"stripe", "github"}, keysOf(cfg.Sources))
 	require.Contains(t, cfg.Policies, "orders", "claim-only sources carry a policy")
+	// The trigger source of the trigger recipe (README, "Deploy with Docker
+	// Compose"): Stripe's rules, no forward, review on lease expiry.
+	require.ElementsMatch(t, []string{"stripe-trigger"}, keysOf(cfg.Triggers))
+	trig := cfg.Triggers["stripe-trigger"]
+	require.True(t, trig.TriggerOnly())
+	require.Equal(t, "stripe-trigger", trig.Scope)
+	require.Equal(t, cfg.Sources["stripe"].Tenant, trig.Tenant)
+	require.Equal(t, cfg.Sources["stripe"].Provider, trig.Provider)
+	require.Equal(t, claim.LeasePolicy("review"), cfg.Policies["stripe-trigger"].LeasePolicy)
 	require.Subset(t, asked, []string{"STRIPE_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET", "N8N_HOOK_TOKEN"})
 	require.Equal(t, "Bearer dummy-n8n_hook_token", cfg.Sources["stripe"].Forward.Headers["Authorization"])
 	// The example a newcomer copies is safe by default: no source or policy
