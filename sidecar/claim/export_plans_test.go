@@ -1,4 +1,7 @@
 package claim
 
-// The multi-row claim statement, for the tests that read its plan counts.
-var ClaimManySQL = claimManySQL
+// The multi-row statements, for the tests that read their plan counts.
+var (
+	ClaimManySQL  = claimManySQL
+	SettleManySQL = settleManySQL
+)

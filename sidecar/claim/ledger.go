@@ -319,7 +319,8 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 // decided once per statement, the second on the record the first left, as
 // two transactions would be), pipelined in one batch that PostgreSQL runs
 // in its implicit transaction, committed at its end. It returns their
-// records in reqs order.
+// records in reqs order. The statements run on their cached generic plan
+// (genericPlanSQL, first in the batch), never planned afresh.
 //
 // Every key a later statement locks was locked by the first one already,
 // so a group locks rows in key order, as every other group and batch does.
@@ -334,14 +335,22 @@ type batchSender interface {
 
 // claimMany sends the claims of reqs on db as claimPipelined describes
 // (on a transaction: inside it) and returns their records in reqs order.
+// genericPlanSQL goes first: on a transaction its setting holds until the
+// transaction ends, so db is the pool or a transaction of the ledger's own
+// (ClaimBatch), never a caller's.
 func (l *Ledger) claimMany(ctx context.Context, db batchSender, reqs []Request) ([]Record, error) {
 	rounds := distinctRounds(reqs, KeyOrder(reqs))
 	b := &pgx.Batch{}
+	b.Queue(genericPlanSQL)
 	for _, round := range rounds {
 		b.Queue(claimManySQL, l.claimManyArgs(reqs, round)...)
 	}
 	recs := make([]Record, len(reqs))
 	br := db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
 	for _, round := range rounds {
 		byKey := make(map[fullKey]int, len(round))
 		for _, i := range round {
@@ -548,8 +557,8 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 		if len(reqs) == 1 {
 			// The single-claim statement, as Claim alone: PostgreSQL
 			// runs it on its cached generic plan after its first runs,
-			// where claimManySQL is planned afresh for the arrays of
-			// every call.
+			// without claimManySQL's arrays and plan setting
+			// (genericPlanSQL).
 			sql, args := l.claimArgs(reqs[0])
 			rec, err := scanRecord(tx.QueryRow(ctx, sql, args...))
 			if err != nil {

@@ -212,9 +212,11 @@ func failText(msg string) string {
 // transaction, in id order: one settleManySQL statement per round of
 // distinct ids (a record reported twice is decided twice, the second time
 // on what the first left, as two transactions would), pipelined (one
-// round trip); then it reads the records whose guard matched no row
-// (second round trip, same transaction) to tell a replay from a lost
-// lease or a missing record.
+// round trip) after genericPlanSQL, so that they run on their cached
+// generic plan, never planned afresh; then it reads the records whose
+// guard matched no row (second round trip, same transaction, getSQL on
+// its generic plan too) to tell a replay from a lost lease or a missing
+// record.
 func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled, error) {
 	out := make([]Settled, len(items))
 	var order []int
@@ -236,10 +238,15 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 		var missed []int
 		rounds := distinctIDRounds(items, order)
 		b := &pgx.Batch{}
+		b.Queue(genericPlanSQL)
 		for _, round := range rounds {
 			b.Queue(settleManySQL, settleManyArgs(items, round)...)
 		}
 		br := tx.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
 		for _, round := range rounds {
 			got := make(map[string]Record, len(round))
 			rows, err := br.Query()
