@@ -47,6 +47,7 @@ var testSecrets = map[string]string{
 	"N8N_ENCRYPTION_KEY":     "test-n8n-encryption-key",
 	"N8N_RUNNERS_AUTH_TOKEN": "test-runners-auth-token",
 	"CLAIMD_API_KEYS":        "demo:test-api-key-0123456789",
+	"IC_HOOK_API_KEY":        "test-hook-api-key-0123456789",
 	"STRIPE_WEBHOOK_SECRET":  "whsec_test-stripe-secret",
 	"GITHUB_WEBHOOK_SECRET":  "test-github-secret",
 	"N8N_HOOK_TOKEN":         "test-n8n-hook-token",
@@ -289,7 +290,10 @@ func TestComposeClaimd(t *testing.T) {
 
 	keys, err := auth.ParseStaticKeys(e["CLAIMD_API_KEYS"])
 	require.NoError(t, err)
-	require.NotEmpty(t, keys)
+	require.Equal(t, []auth.StaticKey{
+		{Tenant: "demo", Key: "test-api-key-0123456789"},
+		{Tenant: "demo", Key: testSecrets["IC_HOOK_API_KEY"]},
+	}, keys, "claimd's keys: CLAIMD_API_KEYS, then the settle hook's IC_HOOK_API_KEY as tenant demo")
 
 	var published bool
 	for _, port := range c.Ports {
@@ -322,7 +326,8 @@ func TestComposeClaimd(t *testing.T) {
 	// The trigger source: served by POST /v1/trigger/stripe-trigger only.
 	require.Equal(t, []string{"stripe-trigger"}, sortedNames(keysOf(cfg.Ingest.Triggers)))
 	// Every key claimd takes is of the sources' tenant, so the trigger's
-	// credential (a key of CLAIMD_API_KEYS) may use any source.
+	// credential (a key of CLAIMD_API_KEYS) and the settle hook's key may
+	// use any source and settle each other's claims.
 	for _, k := range cfg.APIKeys {
 		for name, s := range cfg.Ingest.Sources {
 			require.Equal(t, s.Tenant, k.Tenant, "source %s", name)
@@ -556,7 +561,6 @@ func TestComposeSecretsRequired(t *testing.T) {
 		{"n8n", "N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_AUTH_TOKEN"},
 		{"n8n-runner", "N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_AUTH_TOKEN"},
 		{"n8n-worker-runner", "N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_AUTH_TOKEN"},
-		{"claimd", "CLAIMD_API_KEYS", "CLAIMD_API_KEYS"},
 		{"claimd", "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"},
 		{"claimd", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"},
 		{"claimd", "N8N_HOOK_TOKEN", "N8N_HOOK_TOKEN"},
@@ -566,6 +570,11 @@ func TestComposeSecretsRequired(t *testing.T) {
 		require.Equal(t, testSecrets[u.env], env(t, service(t, p, u.service))[u.key], "%s on %s", u.key, u.service)
 	}
 	require.Contains(t, env(t, service(t, p, "claimd"))["DATABASE_URL"], ":"+testSecrets["POSTGRES_PASSWORD"]+"@")
+	require.Equal(t, testSecrets["CLAIMD_API_KEYS"]+",demo:"+testSecrets["IC_HOOK_API_KEY"], env(t, service(t, p, "claimd"))["CLAIMD_API_KEYS"],
+		"claimd's keys: CLAIMD_API_KEYS and the settle hook's key")
+	for _, name := range []string{"n8n", "n8n-worker"} {
+		require.Equal(t, testSecrets["IC_HOOK_API_KEY"], env(t, service(t, p, name))["IDEMPOTENT_CLAIM_API_KEY"], "the settle hook's key on %s", name)
+	}
 }
 
 // TestSourcesExampleParses parses the example sources file on its own, with

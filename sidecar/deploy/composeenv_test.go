@@ -100,8 +100,19 @@ func TestComposeEnv(t *testing.T) {
 
 		// The compose file loads with exactly these, in every profile.
 		vals["N8N_EXECUTIONS_MODE"] = "queue"
-		_, err = loadComposeErr(t, vals, allProfiles...)
+		p, err := loadComposeErr(t, vals, allProfiles...)
 		require.NoError(t, err, "docker-compose.yml with the generated .env")
+		// claimd takes the settle hook's key, as tenant demo like the
+		// CLAIMD_API_KEYS key the trigger's credential uses, and every n8n
+		// process has it.
+		hookKey := vals["IC_HOOK_API_KEY"]
+		claimdKeys, err := auth.ParseStaticKeys(env(t, service(t, p, "claimd"))["CLAIMD_API_KEYS"])
+		require.NoError(t, err, "claimd accepts its keys")
+		require.Equal(t, []auth.StaticKey{keys[0], {Tenant: keys[0].Tenant, Key: hookKey}}, claimdKeys)
+		require.Equal(t, "demo", keys[0].Tenant)
+		for _, name := range n8nProcesses(t, p) {
+			require.Equal(t, hookKey, env(t, service(t, p, name))["IDEMPOTENT_CLAIM_API_KEY"], name)
+		}
 
 		// Again: nothing changes.
 		before, err := os.ReadFile(r.envFile())

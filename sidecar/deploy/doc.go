@@ -13,6 +13,10 @@
 // compose-spec parser (github.com/compose-spec/compose-go/v2), read both
 // Dockerfiles, and run the two shell scripts for real (the init script
 // against the test PostgreSQL server), since no Docker engine is needed.
+// The settle hook's wiring (the n8n image carries n8n-node/hooks/, every n8n
+// process loads it with a key claimd accepts) is checked the same way, and
+// the hook's own settings reader runs under node with each n8n service's
+// compose environment.
 // The monitoring files go through promtool (check rules, test rules; a
 // missing promtool fails the test, it never skips), and every metric their
 // PromQL reads must be in the /metrics of a claimd built and run here.

@@ -1,19 +1,28 @@
 package deploy
 
 import (
+	"encoding/json"
 	"io/fs"
+	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
 // The settle hook (n8n-node/hooks/, n8n-node/README.md "Settle hook") is not
-// in the npm package: the n8n image carries it.
+// in the npm package: the n8n image carries it and docker-compose.yml makes
+// every n8n process load it.
 
 const (
 	hookSrcDir   = "n8n-node/hooks/"
@@ -116,4 +125,98 @@ func TestN8NDockerfileSettleHook(t *testing.T) {
 		return nil
 	}))
 	require.Greater(t, files, 1, "the hook file and its lib/")
+}
+
+// n8nProcesses are the services that run the n8n image (main, workers,
+// webhook processes): every one must load the hook.
+func n8nProcesses(t *testing.T, p *types.Project) []string {
+	t.Helper()
+	image := service(t, p, "n8n").Image
+	var out []string
+	for _, s := range p.Services {
+		if (s.Build != nil && s.Build.Dockerfile == "n8n-node/Dockerfile") || s.Image == image {
+			out = append(out, s.Name)
+		}
+	}
+	return sortedNames(out)
+}
+
+// TestComposeSettleHook: every n8n process loads the image's hook, talks to
+// claimd on the compose network, with a key claimd accepts, of the tenant
+// of the trigger source; the hook's own settings reader accepts that
+// environment.
+func TestComposeSettleHook(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	_, hookDir := n8nHookCopy(t)
+	hookFile := hookDir + hookMainFile
+
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, allProfiles...)
+	procs := n8nProcesses(t, p)
+	require.Subset(t, procs, []string{"n8n", "n8n-worker"})
+
+	ce := env(t, service(t, p, "claimd"))
+	keys, err := auth.ParseStaticKeys(ce["CLAIMD_API_KEYS"])
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(ce["CLAIMD_ADDR"])
+	require.NoError(t, err)
+	src := bindMount(t, service(t, p, "claimd"), ce["CLAIMD_SOURCES_FILE"])
+	sources, err := ingest.ReadFile(src.Source, func(k string) string { return ce[k] })
+	require.NoError(t, err)
+	require.NotEmpty(t, sources.Triggers, "the sources file has a trigger source for the hook's claims")
+
+	for _, name := range procs {
+		s := service(t, p, name)
+		e := env(t, s)
+		require.Equal(t, hookFile, e["EXTERNAL_HOOK_FILES"], "%s loads the hook the image carries", name)
+		require.Equal(t, "http://claimd:"+port, e["IDEMPOTENT_CLAIM_URL"], "%s: the hook calls claimd on the compose network", name)
+		require.Equal(t, "unknown", e["IDEMPOTENT_CLAIM_ON_ERROR"], "%s: a failed execution's claims go to review by default", name)
+		require.NotContains(t, e, "IDEMPOTENT_CLAIM_API_KEY_FILE", "%s: one key setting", name)
+
+		key := e["IDEMPOTENT_CLAIM_API_KEY"]
+		i := slices.IndexFunc(keys, func(k auth.StaticKey) bool { return k.Key == key })
+		require.GreaterOrEqual(t, i, 0, "%s: claimd accepts the hook's key", name)
+		require.False(t, keys[i].Admin)
+		for trig, ts := range sources.Triggers {
+			require.Equal(t, ts.Tenant, keys[i].Tenant, "%s: the hook's key is of trigger source %s's tenant", name, trig)
+		}
+
+		// Nothing mounted over the image's hook folder.
+		for _, v := range s.Volumes {
+			target := strings.TrimSuffix(v.Target, "/") + "/"
+			require.False(t, strings.HasPrefix(hookDir, target), "%s mounts %s over the image's hook", name, v.Target)
+		}
+
+		cfg := hookConfig(t, root, e)
+		require.Equal(t, true, cfg["ok"], "%s: the hook would be inactive: %v", name, cfg["problem"])
+		c := cfg["config"].(map[string]any)
+		require.Equal(t, e["IDEMPOTENT_CLAIM_URL"], c["url"])
+		require.Equal(t, key, c["apiKey"])
+		require.Equal(t, "unknown", c["onError"])
+	}
+
+	// The file n8n is pointed at is the repository's hook file.
+	rel := strings.TrimPrefix(hookFile, hookDir)
+	require.Equal(t, hookSrcDir+hookMainFile, requireRepoFile(t, root, filepath.Join(root, filepath.FromSlash(hookSrcDir), rel)))
+}
+
+// hookConfig runs the hook's own settings reader
+// (n8n-node/hooks/lib/config.js) with exactly env and returns what it
+// answers: {ok, config} or {ok: false, problem}.
+func hookConfig(t *testing.T, root string, env map[string]string) map[string]any {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "node runs the settle hook's settings reader (make doctor lists it)")
+	const script = `const { readConfig } = require(process.argv[1]);
+const r = readConfig(process.env, () => { throw Object.assign(new Error('no key file here'), { code: 'ENOENT' }); });
+process.stdout.write(JSON.stringify(r));`
+	cmd := exec.Command(node, "-e", script, filepath.Join(root, "n8n-node", "hooks", "lib", "config.js"))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.Output()
+	require.NoError(t, err, "node: %s", out)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal(out, &r), "%s", out)
+	return r
 }

@@ -6,7 +6,8 @@
 # The list is read from docker-compose.yml itself: every ${NAME:?…} there.
 # Each one missing from .env gets a fresh random value (hex, URL-safe, 32
 # bytes; CLAIMD_API_KEYS is `demo:` plus one, STRIPE_WEBHOOK_SECRET starts
-# with whsec_). A value already in .env is never changed, so running this
+# with whsec_; IC_HOOK_API_KEY, the settle hook's key, is a bare one:
+# docker-compose.yml adds it to claimd's keys as tenant demo). A value already in .env is never changed, so running this
 # again after an update only adds the new secrets. A name set in this
 # environment is not written (docker compose reads the environment first).
 # A name present in .env with an empty value stops the script (exit 1):
