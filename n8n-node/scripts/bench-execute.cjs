@@ -13,6 +13,13 @@
  *   --items   items per execution in the batch scenarios (default 20)
  *   --runs    timed executions per scenario (default 300, after 50 warm-up ones)
  *
+ *   --n8n-core [N8N_NODE_MODULES]
+ *             instead of the mocked context: Claim and Complete in n8n-core's own
+ *             ExecuteContext (the installed n8n's, default
+ *             $IC_CACHE_DIR/n8n-2.41.1/node_modules from scripts/install-n8n.sh),
+ *             their requests sent by n8n's own HTTP helper to a local stand-in
+ *             for claimd; only n8n's credential store is replaced (reads counted)
+ *
  *   node scripts/bench-execute.cjs --keepalive-check [N8N_NODE_MODULES]
  *             instead: sends 50 requests through n8n's own HTTP helper (the
  *             installed n8n's @n8n/backend-network, default
@@ -58,11 +65,29 @@ const ITEMS = Number(option('items', '20'));
 const RUNS = Number(option('runs', '300'));
 const WARMUP = 50;
 
-// n8n-workflow from this package's node_modules (the version n8n 2.41.1
-// ships), CommonJS as n8n loads it; the node resolves the same copy.
-const { Workflow, Expression } = require(
-	require.resolve('n8n-workflow/dist/cjs/index.js', { paths: [root] }),
-);
+const cacheDir =
+	process.env.IC_CACHE_DIR || path.join(process.env.HOME || '', '.cache/idempotent-claim');
+/** The installed n8n's node_modules: the value after `--name`, or the cache's n8n 2.41.1. */
+function n8nModules(name) {
+	const at = args.indexOf(`--${name}`);
+	return at >= 0 && at + 1 < args.length && !args[at + 1].startsWith('--')
+		? path.resolve(args[at + 1])
+		: path.join(cacheDir, 'n8n-2.41.1/node_modules');
+}
+const coreModules = args.includes('--n8n-core') ? n8nModules('n8n-core') : undefined;
+
+// One n8n-workflow for the bench, n8n-core and the node (n8n hands a node
+// its own): with --n8n-core the installed n8n's, otherwise this package's
+// (the version n8n 2.41.1 ships), CommonJS as n8n loads it.
+const workflowFile = coreModules
+	? require.resolve('n8n-workflow', { paths: [coreModules] })
+	: require.resolve('n8n-workflow/dist/cjs/index.js', { paths: [root] });
+const Module = require('node:module');
+const resolveFilename = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+	return request === 'n8n-workflow' ? workflowFile : resolveFilename.call(this, request, ...rest);
+};
+const { Workflow, Expression } = require(workflowFile);
 const { IdempotentClaim } = require(
 	path.join(dist, 'nodes/IdempotentClaim/IdempotentClaim.node.js'),
 );
@@ -407,16 +432,120 @@ async function keepAliveCheck(n8nModules) {
 	}
 }
 
+/**
+ * Claim then Complete in one execution, each in n8n-core's own
+ * ExecuteContext, their requests sent by n8n's own HTTP helper to a local
+ * stand-in for claimd; only n8n's credential store is replaced (it answers
+ * at once: the reads are counted). Prints the median execute() of each.
+ */
+async function coreBench() {
+	const fs = require('node:fs');
+	const http = require('node:http');
+	const os = require('node:os');
+	// n8n-core's InstanceSettings keeps its files here: a folder of the bench's own.
+	const home = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-execute-'));
+	process.env.N8N_USER_FOLDER = home;
+	require(require.resolve('reflect-metadata', { paths: [coreModules] }));
+	const core = require(require.resolve('n8n-core', { paths: [coreModules] }));
+	const { IdempotentClaimApi } = require(
+		path.join(dist, 'credentials/IdempotentClaimApi.credentials.js'),
+	);
+	const credentialType = new IdempotentClaimApi();
+	const count = counters();
+	const server = http.createServer((req, res) => {
+		let body = '';
+		req.on('data', (chunk) => (body += chunk));
+		req.on('end', () => {
+			res.setHeader('content-type', 'application/json');
+			res.end(JSON.stringify(answer({ url: req.url, body: JSON.parse(body || '{}') })));
+		});
+	});
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	const baseUrl = `http://127.0.0.1:${server.address().port}`;
+	const credentialsHelper = {
+		getDecrypted: async () => {
+			count.credentialReads++;
+			return { baseUrl, apiKey: CREDENTIAL_DATA.apiKey };
+		},
+		getParentTypes: () => [],
+		preAuthentication: async () => undefined,
+		authenticate: async (credentials, _type, options) =>
+			await credentialType.authenticate(credentials, options),
+		isCredentialUsableByNode: () => true,
+	};
+	const workflow = workflowOf({ claim: CLAIM_EVENT_ID });
+	const times = { 'Idempotent Claim': [], Complete: [] };
+	try {
+		for (let run = 0; run < WARMUP + RUNS; run++) {
+			const executionId = String(9000 + run);
+			const urls = 'http://127.0.0.1:5678';
+			const additionalData = {
+				executionId,
+				credentialsHelper,
+				variables: {},
+				restApiUrl: urls,
+				instanceBaseUrl: urls,
+				webhookBaseUrl: urls,
+				webhookWaitingBaseUrl: urls,
+				webhookTestBaseUrl: urls,
+				formWaitingBaseUrl: urls,
+			};
+			const runExecutionData = core.createRunExecutionData
+				? core.createRunExecutionData()
+				: require(workflowFile).createRunExecutionData();
+			// n8n holds an isolate for the whole execution.
+			const acquired = await workflow.expression.acquireIsolate();
+			try {
+				for (const name of ['Idempotent Claim', 'Complete']) {
+					const node = workflow.getNode(name);
+					const items = [name === 'Complete' ? claimedItem(run) : webhookItem(run)];
+					const executeData = {
+						node,
+						data: { main: [items] },
+						source: { main: [{ previousNode: 'Webhook' }] },
+					};
+					const ctx = new core.ExecuteContext(
+						workflow,
+						node,
+						additionalData,
+						'webhook',
+						runExecutionData,
+						0,
+						items,
+						{ main: [items] },
+						executeData,
+						[],
+					);
+					const started = process.hrtime.bigint();
+					await nodeType.execute.call(ctx);
+					const ms = Number(process.hrtime.bigint() - started) / 1e6;
+					if (run >= WARMUP) times[name].push(ms);
+				}
+			} finally {
+				if (acquired) await workflow.expression.releaseIsolate();
+			}
+		}
+	} finally {
+		server.close();
+		fs.rmSync(home, { recursive: true, force: true });
+	}
+	const total = WARMUP + RUNS;
+	for (const [name, list] of Object.entries(times)) {
+		list.sort((a, b) => a - b);
+		console.log(
+			`${name === 'Complete' ? 'Complete (defaults)' : 'Claim, Event ID ={{ $json.body.id }}'}, 1 item, ` +
+				`n8n-core ExecuteContext and HTTP helper: median ${percentile(list, 0.5).toFixed(3)} ms, ` +
+				`p90 ${percentile(list, 0.9).toFixed(3)} ms`,
+		);
+	}
+	console.log(
+		`  per execution (Claim + Complete): ${(count.credentialReads / total).toFixed(1)} credential reads`,
+	);
+}
+
 async function main() {
 	if (args.includes('--keepalive-check')) {
-		const at = args.indexOf('--keepalive-check');
-		const cache =
-			process.env.IC_CACHE_DIR || path.join(process.env.HOME || '', '.cache/idempotent-claim');
-		const modules =
-			at + 1 < args.length && !args[at + 1].startsWith('--')
-				? path.resolve(args[at + 1])
-				: path.join(cache, 'n8n-2.41.1/node_modules');
-		await keepAliveCheck(modules);
+		await keepAliveCheck(n8nModules('keepalive-check'));
 		return;
 	}
 	if (engine !== 'legacy') {
@@ -435,7 +564,8 @@ async function main() {
 	);
 	const executionNumber = { next: 1000 };
 	try {
-		for (const scenario of SCENARIOS) await runScenario(scenario, executionNumber);
+		if (coreModules) await coreBench();
+		else for (const scenario of SCENARIOS) await runScenario(scenario, executionNumber);
 	} finally {
 		Expression.setExpressionEngine('legacy');
 		await Expression.disposeExpressionEngine();
