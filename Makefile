@@ -138,12 +138,17 @@ bench: build-go
 compare: n8n build-node
 	IC_COMPARE=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestCompareRemoveDuplicates -v -count=1
 
-## overhead: figures only (~3-4 min): latency Claim + Complete add per n8n execution
-# The workflow with them vs the same without, vs two No Op nodes and vs two
-# HTTP Request nodes making the same calls, next to claimd's own time for
-# the two calls (sidecar/e2e/overhead_test.go). Knobs: IC_OVERHEAD_N (200
-# per workflow), IC_OVERHEAD_GAP_MS (100), IC_OVERHEAD_WARMUP (20),
-# IC_OVERHEAD_N8N_ENV ('K=V ...', n8n settings).
+## overhead: figures only (~8 min): what each deduplication recipe adds per delivery in n8n, won and duplicate
+# One run, two n8n in regular mode on PostgreSQL (A without the settle hook,
+# B with it): plain, Remove Duplicates, Claim + Complete, the Idempotent
+# Claim Trigger (claims completed by the test) and the trigger with the
+# settle hook; paced, interleaved, in rounds of new event ids then the same
+# ids again. Prints added latency vs plain (p50/p95, won and duplicate), n8n
+# executions per duplicate, n8n's and claimd's own times
+# (sidecar/e2e/overhead_test.go). Knobs: IC_OVERHEAD_N (200 events per
+# workflow), IC_OVERHEAD_ROUND (40 per round), IC_OVERHEAD_GAP_MS (100),
+# IC_OVERHEAD_WARMUP (20), IC_OVERHEAD_N8N_ENV ('K=V ...', n8n settings),
+# IC_OVERHEAD_NODE_DIR (another build of n8n-node/, with hooks/).
 overhead: n8n build-node
 	IC_OVERHEAD=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestOverhead$$' -v -count=1 -timeout 30m
 
