@@ -10,6 +10,10 @@ import {
 	MAX_TRIES,
 	REQUEST_TIMEOUT_MS,
 	RETRY_WINDOW_MS,
+	TRIGGER_CREDENTIAL_MAX_AGE_MS,
+	TRIGGER_CREDENTIAL_MAX_ENTRIES,
+	cachedTriggerCredentialCount,
+	clearTriggerCredentialCache,
 } from '../nodes/IdempotentClaimTrigger/transport';
 import { AxiosError, BASE_URL } from './helpers';
 import {
@@ -692,5 +696,144 @@ describe('the Test URL (manual mode)', () => {
 		ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(status(401, 'unauthorized'));
 		await expect(runTrigger(ctx)).rejects.toThrow('rejected the API key');
 		expect(res.ended).toBe(false);
+	});
+});
+
+/** The key a user rotated the credential to. */
+const ROTATED_KEY = `${API_KEY}_rotated`;
+
+describe('the credential across deliveries', () => {
+	/** A context whose workflow has an ID, so the trigger keeps what it read. */
+	function cachingContext(name = TRIGGER_NODE.name, workflowId = 'wf-1') {
+		const made = triggerContext();
+		made.ctx.getWorkflow.mockReturnValue({ id: workflowId, name: 'w', active: true });
+		made.ctx.getNode.mockReturnValue({ ...TRIGGER_NODE, name, parameters: { source: 'stripe' } });
+		return made;
+	}
+
+	beforeEach(() => {
+		clearTriggerCredentialCache();
+	});
+
+	it("reads the credential through n8n once, then uses it for the node's next deliveries", async () => {
+		const first = cachingContext();
+		first.ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+			reply('duplicate', [event('evt_1', 'duplicate')]),
+		);
+		await runTrigger(first.ctx);
+		expect(first.ctx.getCredentials).toHaveBeenCalledTimes(1);
+		expect(cachedTriggerCredentialCount()).toBe(1);
+
+		const second = cachingContext();
+		second.ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+			reply('duplicate', [event('evt_1', 'duplicate')]),
+		);
+		await runTrigger(second.ctx);
+		expect(second.ctx.getCredentials).not.toHaveBeenCalled();
+		const [, , additional] = second.ctx.helpers.httpRequestWithAuthentication.mock.calls[0];
+		expect(additional?.credentialsDecrypted?.data).toEqual({
+			baseUrl: `${BASE_URL}/`,
+			apiKey: API_KEY,
+		});
+	});
+
+	it("never lends one node's read to another node or workflow", async () => {
+		for (const [name, workflowId] of [
+			[TRIGGER_NODE.name, 'wf-1'],
+			['Another Trigger', 'wf-1'],
+			[TRIGGER_NODE.name, 'wf-2'],
+		]) {
+			const { ctx } = cachingContext(name, workflowId);
+			ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+				reply('duplicate', [event('evt_1', 'duplicate')]),
+			);
+			await runTrigger(ctx);
+			expect(ctx.getCredentials).toHaveBeenCalledTimes(1);
+		}
+		expect(cachedTriggerCredentialCount()).toBe(3);
+	});
+
+	it('reads it again when claimd refuses the kept key (401), and sends at once with the new one', async () => {
+		const first = cachingContext();
+		first.ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+			reply('duplicate', [event('evt_1', 'duplicate')]),
+		);
+		await runTrigger(first.ctx);
+
+		const { ctx } = cachingContext();
+		ctx.getCredentials.mockResolvedValue({
+			baseUrl: `${BASE_URL}/`,
+			apiKey: ROTATED_KEY,
+		});
+		ctx.helpers.httpRequestWithAuthentication
+			.mockRejectedValueOnce(status(401, 'unauthorized'))
+			.mockResolvedValueOnce(reply('won', [event('evt_2', 'won')]));
+		const result = await runTrigger(ctx);
+		expect(items(result)).toHaveLength(1);
+		expect(ctx.getCredentials).toHaveBeenCalledTimes(1);
+		expect(vi.mocked(sleep)).not.toHaveBeenCalled();
+		const calls = ctx.helpers.httpRequestWithAuthentication.mock.calls;
+		expect(calls).toHaveLength(2);
+		expect(calls[1][2]?.credentialsDecrypted?.data).toMatchObject({
+			apiKey: ROTATED_KEY,
+		});
+		expect(sentBody(ctx, 1).request_id).toBe(sentBody(ctx, 0).request_id);
+	});
+
+	it('a fresh read refused 401 is final: no loop', async () => {
+		const { ctx, res } = cachingContext();
+		ctx.helpers.httpRequestWithAuthentication.mockRejectedValue(status(401, 'unauthorized'));
+		await runTrigger(ctx);
+		expect(ctx.helpers.httpRequestWithAuthentication).toHaveBeenCalledTimes(1);
+		expect(res.statusCode).toBe(503);
+	});
+
+	it('reads it again on the next try when the kept Base URL does not answer', async () => {
+		const first = cachingContext();
+		first.ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+			reply('duplicate', [event('evt_1', 'duplicate')]),
+		);
+		await runTrigger(first.ctx);
+
+		const { ctx } = cachingContext();
+		ctx.getCredentials.mockResolvedValue({ baseUrl: 'http://claimd.moved:8080', apiKey: API_KEY });
+		ctx.helpers.httpRequestWithAuthentication
+			.mockRejectedValueOnce(refused())
+			.mockResolvedValueOnce(reply('won', [event('evt_2', 'won')]));
+		await runTrigger(ctx);
+		expect(ctx.getCredentials).toHaveBeenCalledTimes(1);
+		expect(triggerCalls(ctx)[1].url).toBe('http://claimd.moved:8080/v1/trigger/stripe');
+	});
+
+	it(`reads it again once it is older than ${TRIGGER_CREDENTIAL_MAX_AGE_MS} ms`, async () => {
+		const now = vi.spyOn(Date, 'now');
+		try {
+			now.mockReturnValue(1_000_000);
+			const first = cachingContext();
+			first.ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+				reply('duplicate', [event('evt_1', 'duplicate')]),
+			);
+			await runTrigger(first.ctx);
+			now.mockReturnValue(1_000_000 + TRIGGER_CREDENTIAL_MAX_AGE_MS);
+			const later = cachingContext();
+			later.ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+				reply('duplicate', [event('evt_1', 'duplicate')]),
+			);
+			await runTrigger(later.ctx);
+			expect(later.ctx.getCredentials).toHaveBeenCalledTimes(1);
+		} finally {
+			now.mockRestore();
+		}
+	});
+
+	it(`keeps at most ${TRIGGER_CREDENTIAL_MAX_ENTRIES} nodes' credentials`, async () => {
+		for (let i = 0; i < TRIGGER_CREDENTIAL_MAX_ENTRIES + 5; i++) {
+			const { ctx } = cachingContext(`Trigger ${i}`);
+			ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+				reply('duplicate', [event('evt_1', 'duplicate')]),
+			);
+			await runTrigger(ctx);
+		}
+		expect(cachedTriggerCredentialCount()).toBe(TRIGGER_CREDENTIAL_MAX_ENTRIES);
 	});
 });

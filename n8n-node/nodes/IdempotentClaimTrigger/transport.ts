@@ -11,6 +11,7 @@ import { sleep } from 'n8n-workflow';
 
 import { CREDENTIAL_TYPE } from '../IdempotentClaim/transport';
 import {
+	answerStatus,
 	credentialError,
 	isN8nDatabaseError,
 	isRetryable,
@@ -131,6 +132,95 @@ function isTriggerReply(value: unknown): value is TriggerReply {
 	);
 }
 
+/** How long a credential the trigger read serves its later deliveries. */
+export const TRIGGER_CREDENTIAL_MAX_AGE_MS = 60_000;
+/** How many trigger nodes' credentials are kept at most; the oldest goes first. */
+export const TRIGGER_CREDENTIAL_MAX_ENTRIES = 100;
+
+/**
+ * The credential each trigger node read, keyed by workflow ID, node name
+ * and credential ID, with when it was read.
+ *
+ * Why: in a webhook's context n8n resolves a credential outside any
+ * execution, and with its default expression engine (vm) every
+ * getCredentials there takes a fresh expression isolate, because the
+ * webhook's own workflow holds the one warm isolate of the pool
+ * (credentials-helper getDecrypted without expression values; measured in
+ * n8n 2.41.1: +40 to +80 ms a delivery, against ~2 ms in claimd). So the
+ * first delivery of a trigger node reads the credential through n8n (with
+ * n8n's own permission checks for this workflow and node), and the
+ * deliveries of the next TRIGGER_CREDENTIAL_MAX_AGE_MS use what it read.
+ * The key names the workflow and the node, so a credential is never used
+ * by a node that did not read it itself through n8n.
+ *
+ * A credential edited meanwhile (a new API key or Base URL) is read again
+ * at once when claimd refuses the old key (401: the delivery is sent again
+ * with the new one, not counted as a try) or the old Base URL cannot be
+ * reached (the next try reads it); otherwise within
+ * TRIGGER_CREDENTIAL_MAX_AGE_MS. Expired entries are dropped whenever one
+ * is added; at most TRIGGER_CREDENTIAL_MAX_ENTRIES are kept.
+ */
+const credentialCache = new Map<string, { data: ICredentialDataDecryptedObject; readAt: number }>();
+
+/** The cache key of this trigger node's credential, or undefined when it has no ID. */
+function credentialKey(context: IWebhookFunctions): string | undefined {
+	const node = context.getNode();
+	const credentialId = node.credentials?.[CREDENTIAL_TYPE]?.id;
+	if (typeof credentialId !== 'string' || credentialId === '') return undefined;
+	const workflowId: unknown =
+		typeof context.getWorkflow === 'function' ? context.getWorkflow()?.id : undefined;
+	if (typeof workflowId !== 'string' || workflowId === '') return undefined;
+	return JSON.stringify([workflowId, node.name, credentialId]);
+}
+
+function cachedCredential(
+	key: string | undefined,
+	now: number,
+): ICredentialDataDecryptedObject | undefined {
+	if (key === undefined) return undefined;
+	const entry = credentialCache.get(key);
+	if (entry === undefined) return undefined;
+	const age = now - entry.readAt;
+	if (age >= 0 && age < TRIGGER_CREDENTIAL_MAX_AGE_MS) return entry.data;
+	credentialCache.delete(key);
+	return undefined;
+}
+
+function cacheCredential(
+	key: string | undefined,
+	data: ICredentialDataDecryptedObject,
+	now: number,
+): void {
+	if (key === undefined) return;
+	credentialCache.delete(key);
+	for (const [other, entry] of credentialCache) {
+		const age = now - entry.readAt;
+		if (age < 0 || age >= TRIGGER_CREDENTIAL_MAX_AGE_MS) credentialCache.delete(other);
+	}
+	while (credentialCache.size >= TRIGGER_CREDENTIAL_MAX_ENTRIES) {
+		const oldest = credentialCache.keys().next();
+		if (oldest.done === true) break;
+		credentialCache.delete(oldest.value);
+	}
+	credentialCache.set(key, { data, readAt: now });
+}
+
+/** Forgets this node's cached credential if it is still `data`. */
+function forgetCredential(key: string | undefined, data: ICredentialDataDecryptedObject): void {
+	if (key === undefined) return;
+	if (credentialCache.get(key)?.data === data) credentialCache.delete(key);
+}
+
+/** How many trigger credentials the cache holds (for tests). */
+export function cachedTriggerCredentialCount(): number {
+	return credentialCache.size;
+}
+
+/** Empties the credential cache (for tests). */
+export function clearTriggerCredentialCache(): void {
+	credentialCache.clear();
+}
+
 /**
  * Sends one provider request to claimd (POST {baseUrl}/v1/trigger/{source})
  * through the Idempotent Claim API credential, retried as MAX_TRIES and
@@ -147,13 +237,17 @@ export async function callTrigger(
 	const path = `/v1/trigger/${encodeURIComponent(source)}`;
 	const started = Date.now();
 	const deadline = started + RETRY_WINDOW_MS;
-	let data: ICredentialDataDecryptedObject | undefined;
+	const key = credentialKey(this);
+	let data = cachedCredential(key, started);
+	let fromCache = data !== undefined;
 	let baseUrl: string | undefined;
 	for (let sent = 1; ; sent++) {
 		let loading = data === undefined;
 		try {
 			if (data === undefined) {
 				data = await this.getCredentials<ICredentialDataDecryptedObject>(CREDENTIAL_TYPE);
+				fromCache = false;
+				cacheCredential(key, data, Date.now());
 			}
 			const credentials = data;
 			loading = false;
@@ -213,6 +307,23 @@ export async function callTrigger(
 			};
 			if (!loading && sidecarErrorCode(error) === 'not_sidecar') {
 				return { ok: false, error: mapSidecarError(this.getNode(), error, ctx), tries: sent };
+			}
+			if (!loading && fromCache && data !== undefined) {
+				const status = answerStatus(error);
+				if (status === 401) {
+					// The cached key was refused: read the credential again and
+					// send at once (claimd refused the call unprocessed).
+					forgetCredential(key, data);
+					data = undefined;
+					sent--;
+					continue;
+				}
+				if (status === undefined && isRetryable(error)) {
+					// The cached Base URL did not answer: the next try reads
+					// the credential again.
+					forgetCredential(key, data);
+					data = undefined;
+				}
 			}
 			const retryable = loading ? isN8nDatabaseError(error) : isRetryable(error);
 			const now = Date.now();
