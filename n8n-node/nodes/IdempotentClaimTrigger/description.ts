@@ -300,7 +300,7 @@ export const properties: INodeProperties[] = [
 						name: 'Let the Next Delivery Run It Again (Retryable)',
 						value: 'retryable',
 						description:
-							'Only when the protected node honours the idempotency key: the next delivery wins and runs it again',
+							'Only when the protected node honours the idempotency key: a delivery after the retry backoff wins and runs it again',
 					},
 					{
 						name: 'Give Up (Permanent)',
