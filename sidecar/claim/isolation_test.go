@@ -318,7 +318,12 @@ func TestRunTxRetriesDeadlock(t *testing.T) {
 		return struct{}{}, run(1, [2]int{2, 1})
 	})
 	requireNoErrors(t, errs)
-	require.EqualValues(t, 3, attempts.Load(), "one of the two ran again after the deadlock")
+	// At least one ran again after the deadlock. Its retry can deadlock
+	// once more: when the victim rolls back, its retry may lock the row
+	// the survivor waited for before the survivor wakes, and the two then
+	// cross again (seen under -race in CI: 4 runs). What RunTx promises is
+	// that every deadlock is retried and both commit once.
+	require.GreaterOrEqual(t, attempts.Load(), int32(3), "one of the two ran again after the deadlock")
 	var sum int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(n) FROM deadlock_probe`).Scan(&sum))
 	require.Equal(t, 4, sum, "both transactions committed once each")
