@@ -284,16 +284,7 @@ func TestOverhead(t *testing.T) {
 	o.secret = "whsec_" + RandomHex(t, 24)
 	began := time.Now()
 
-	sources := filepath.Join(t.TempDir(), "sources.yaml")
-	if err := os.WriteFile(sources, []byte(fmt.Sprintf(`sources:
-  %s:
-    tenant: e2e
-    provider: stripe
-    secrets: [%q]
-    lease_policy: review
-`, overheadSource, o.secret)), 0o600); err != nil {
-		t.Fatalf("writing sources file: %v", err)
-	}
+	sources := writeStripeTriggerSources(t, overheadSource, o.secret)
 	withSources := ClaimdConfig{Env: map[string]string{"CLAIMD_SOURCES_FILE": sources}}
 	cClaim, cTrigger, cHook := StartClaimd(t, ClaimdConfig{}), StartClaimd(t, withSources), StartClaimd(t, withSources)
 	for _, c := range []*Claimd{cTrigger, cHook} {

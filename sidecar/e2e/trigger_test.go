@@ -74,16 +74,7 @@ type triggerDeployment struct {
 func startTriggerDeployment(t *testing.T, queue bool) *triggerDeployment {
 	t.Helper()
 	d := &triggerDeployment{counter: NewCounter(t), secret: "whsec_" + RandomHex(t, 24)}
-	sources := filepath.Join(t.TempDir(), "sources.yaml")
-	if err := os.WriteFile(sources, []byte(fmt.Sprintf(`sources:
-  %s:
-    tenant: e2e
-    provider: stripe
-    secrets: [%q]
-    lease_policy: review
-`, triggerSource, d.secret)), 0o600); err != nil {
-		t.Fatalf("writing sources file: %v", err)
-	}
+	sources := writeStripeTriggerSources(t, triggerSource, d.secret)
 	d.claimd = startCrashableClaimd(t, map[string]string{"CLAIMD_SOURCES_FILE": sources})
 	if d.claimd.Tenant != "e2e" {
 		t.Fatalf("StartClaimd's tenant is %q; the sources file names e2e", d.claimd.Tenant)
@@ -563,4 +554,22 @@ func tallyStrings(ss []string) map[string]int {
 		m[s]++
 	}
 	return m
+}
+
+// writeStripeTriggerSources writes a sources file holding one Stripe
+// trigger source (no forward) of tenant e2e, lease policy review, with
+// secret, and returns its path for CLAIMD_SOURCES_FILE.
+func writeStripeTriggerSources(t *testing.T, name, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sources.yaml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`sources:
+  %s:
+    tenant: e2e
+    provider: stripe
+    secrets: [%q]
+    lease_policy: review
+`, name, secret)), 0o600); err != nil {
+		t.Fatalf("writing sources file: %v", err)
+	}
+	return path
 }
