@@ -9,6 +9,7 @@ import type {
 } from 'n8n-workflow';
 import { sleep } from 'n8n-workflow';
 
+import { AgedCache } from '../IdempotentClaim/helpers/agedCache';
 import { CREDENTIAL_TYPE } from '../IdempotentClaim/transport';
 import {
 	answerStatus,
@@ -160,7 +161,10 @@ export const TRIGGER_CREDENTIAL_MAX_ENTRIES = 100;
  * TRIGGER_CREDENTIAL_MAX_AGE_MS. Expired entries are dropped whenever one
  * is added; at most TRIGGER_CREDENTIAL_MAX_ENTRIES are kept.
  */
-const credentialCache = new Map<string, { data: ICredentialDataDecryptedObject; readAt: number }>();
+const credentialCache = new AgedCache<ICredentialDataDecryptedObject>(
+	TRIGGER_CREDENTIAL_MAX_AGE_MS,
+	TRIGGER_CREDENTIAL_MAX_ENTRIES,
+);
 
 /** The cache key of this trigger node's credential, or undefined when it has no ID. */
 function credentialKey(context: IWebhookFunctions): string | undefined {
@@ -171,44 +175,6 @@ function credentialKey(context: IWebhookFunctions): string | undefined {
 		typeof context.getWorkflow === 'function' ? context.getWorkflow()?.id : undefined;
 	if (typeof workflowId !== 'string' || workflowId === '') return undefined;
 	return JSON.stringify([workflowId, node.name, credentialId]);
-}
-
-function cachedCredential(
-	key: string | undefined,
-	now: number,
-): ICredentialDataDecryptedObject | undefined {
-	if (key === undefined) return undefined;
-	const entry = credentialCache.get(key);
-	if (entry === undefined) return undefined;
-	const age = now - entry.readAt;
-	if (age >= 0 && age < TRIGGER_CREDENTIAL_MAX_AGE_MS) return entry.data;
-	credentialCache.delete(key);
-	return undefined;
-}
-
-function cacheCredential(
-	key: string | undefined,
-	data: ICredentialDataDecryptedObject,
-	now: number,
-): void {
-	if (key === undefined) return;
-	credentialCache.delete(key);
-	for (const [other, entry] of credentialCache) {
-		const age = now - entry.readAt;
-		if (age < 0 || age >= TRIGGER_CREDENTIAL_MAX_AGE_MS) credentialCache.delete(other);
-	}
-	while (credentialCache.size >= TRIGGER_CREDENTIAL_MAX_ENTRIES) {
-		const oldest = credentialCache.keys().next();
-		if (oldest.done === true) break;
-		credentialCache.delete(oldest.value);
-	}
-	credentialCache.set(key, { data, readAt: now });
-}
-
-/** Forgets this node's cached credential if it is still `data`. */
-function forgetCredential(key: string | undefined, data: ICredentialDataDecryptedObject): void {
-	if (key === undefined) return;
-	if (credentialCache.get(key)?.data === data) credentialCache.delete(key);
 }
 
 /** How many trigger credentials the cache holds (for tests). */
@@ -238,7 +204,7 @@ export async function callTrigger(
 	const started = Date.now();
 	const deadline = started + RETRY_WINDOW_MS;
 	const key = credentialKey(this);
-	let data = cachedCredential(key, started);
+	let data = key === undefined ? undefined : credentialCache.get(key, started);
 	let fromCache = data !== undefined;
 	let baseUrl: string | undefined;
 	for (let sent = 1; ; sent++) {
@@ -247,7 +213,7 @@ export async function callTrigger(
 			if (data === undefined) {
 				data = await this.getCredentials<ICredentialDataDecryptedObject>(CREDENTIAL_TYPE);
 				fromCache = false;
-				cacheCredential(key, data, Date.now());
+				if (key !== undefined) credentialCache.set(key, data, Date.now());
 			}
 			const credentials = data;
 			loading = false;
@@ -313,7 +279,7 @@ export async function callTrigger(
 				if (status === 401) {
 					// The cached key was refused: read the credential again and
 					// send at once (claimd refused the call unprocessed).
-					forgetCredential(key, data);
+					if (key !== undefined) credentialCache.forget(key, (kept) => kept === data);
 					data = undefined;
 					sent--;
 					continue;
@@ -321,7 +287,7 @@ export async function callTrigger(
 				if (status === undefined && isRetryable(error)) {
 					// The cached Base URL did not answer: the next try reads
 					// the credential again.
-					forgetCredential(key, data);
+					if (key !== undefined) credentialCache.forget(key, (kept) => kept === data);
 					data = undefined;
 				}
 			}

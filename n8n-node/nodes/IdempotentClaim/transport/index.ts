@@ -11,6 +11,7 @@ import type {
 } from 'n8n-workflow';
 import { sleep } from 'n8n-workflow';
 
+import { AgedCache } from '../helpers/agedCache';
 import {
 	answerStatus,
 	credentialError,
@@ -112,12 +113,6 @@ export const SHARED_CREDENTIAL_MAX_AGE_MS = 60_000;
 /** How many executions' credentials are kept at most; the oldest goes first. */
 export const SHARED_CREDENTIAL_MAX_ENTRIES = 100;
 
-/** One execution's credential in the share, and when it was read. */
-interface SharedConnection {
-	connection: Connection;
-	readAt: number;
-}
-
 /**
  * The credential each running execution read, keyed by execution ID and
  * credential ID (sharedCredentialKey), in the order they were read.
@@ -153,7 +148,10 @@ interface SharedConnection {
  * credentials: its execution context carries credentials), whose reads n8n
  * records per node.
  */
-const shared = new Map<string, SharedConnection>();
+const shared = new AgedCache<Connection>(
+	SHARED_CREDENTIAL_MAX_AGE_MS,
+	SHARED_CREDENTIAL_MAX_ENTRIES,
+);
 
 /** The share key of this node run's credential, or undefined when it is not shared. */
 function sharedCredentialKey(context: IExecuteFunctions, node: INode): string | undefined {
@@ -175,39 +173,11 @@ function sharedCredentialKey(context: IExecuteFunctions, node: INode): string | 
 	return JSON.stringify([executionId, credentialId]);
 }
 
-/** The shared connection under `key`, if it is still young enough. */
-function sharedConnection(key: string, now: number): Connection | undefined {
-	const entry = shared.get(key);
-	if (entry === undefined) return undefined;
-	const age = now - entry.readAt;
-	if (age >= 0 && age < SHARED_CREDENTIAL_MAX_AGE_MS) return entry.connection;
-	shared.delete(key);
-	return undefined;
-}
-
-/** Adds a connection to the share, after dropping expired and, past the bound, the oldest ones. */
-function share(key: string, connection: Connection, now: number): void {
-	shared.delete(key);
-	for (const [other, entry] of shared) {
-		const age = now - entry.readAt;
-		if (age < 0 || age >= SHARED_CREDENTIAL_MAX_AGE_MS) shared.delete(other);
-	}
-	while (shared.size >= SHARED_CREDENTIAL_MAX_ENTRIES) {
-		const oldest = shared.keys().next();
-		if (oldest.done === true) break;
-		shared.delete(oldest.value);
-	}
-	shared.set(key, { connection, readAt: now });
-}
-
 /** Forgets a connection this node run took from the share, here and in the share. */
 function forgetShared(context: IExecuteFunctions, connection: Connection): void {
 	if (connection.sharedAs === undefined) return;
 	if (connections.get(context) === connection) connections.delete(context);
-	const entry = shared.get(connection.sharedAs);
-	if (entry !== undefined && entry.connection.credentials === connection.credentials) {
-		shared.delete(connection.sharedAs);
-	}
+	shared.forget(connection.sharedAs, (kept) => kept.credentials === connection.credentials);
 }
 
 /** How many executions' credentials the share holds (for tests). */
@@ -228,7 +198,7 @@ async function connection(this: IExecuteFunctions): Promise<Connection> {
 	const node = this.getNode();
 	const key = sharedCredentialKey(this, node);
 	if (key !== undefined) {
-		const found = sharedConnection(key, Date.now());
+		const found = shared.get(key, Date.now());
 		if (found !== undefined) {
 			const taken: Connection = { ...found, sharedAs: key };
 			connections.set(this, taken);
@@ -242,7 +212,7 @@ async function connection(this: IExecuteFunctions): Promise<Connection> {
 		credentials: { id: ref?.id ?? '', name: ref?.name ?? '', type: CREDENTIAL_TYPE, data },
 	};
 	connections.set(this, loaded);
-	if (key !== undefined) share(key, loaded, Date.now());
+	if (key !== undefined) shared.set(key, loaded, Date.now());
 	return loaded;
 }
 
