@@ -11,7 +11,13 @@ import type {
 	INodeTypes,
 	IWebhookDescription,
 } from 'n8n-workflow';
-import { NodeHelpers, Workflow } from 'n8n-workflow';
+import {
+	NodeHelpers,
+	resolveWebhookDescriptionField,
+	WEBHOOK_RESOLVERS,
+	webhookDescriptionIsNativelyResolvable,
+	Workflow,
+} from 'n8n-workflow';
 import { describe, expect, it } from 'vitest';
 
 import { IdempotentClaimApi } from '../credentials/IdempotentClaimApi.credentials';
@@ -181,6 +187,50 @@ describe('trigger description', () => {
 		);
 	});
 
+	it('resolves every webhook field without the expression engine, to what the engine returns', () => {
+		// n8n resolves a field natively only while the resolver is stored
+		// under its key and still carries the field's template.
+		for (const w of description.webhooks ?? []) {
+			expect(webhookDescriptionIsNativelyResolvable(w), w.name).toBe(true);
+			expect(Object.keys(w[WEBHOOK_RESOLVERS] ?? {}).length, w.name).toBeGreaterThan(0);
+		}
+		const parameterSets: INodeParameters[] = [
+			{},
+			{ path: 'stripe-events' },
+			{ responseMode: 'onReceived' },
+			{ responseMode: 'lastNode' },
+			{ responseMode: 'lastNode', responseCode: 201, responseData: 'allEntries' },
+			{ responseMode: 'lastNode', responseData: 'firstEntryBinary' },
+			{
+				responseMode: 'lastNode',
+				responseData: 'firstEntryBinary',
+				responseBinaryPropertyName: 'file',
+			},
+			{ responseMode: 'lastNode', responseData: 'noData' },
+			{ responseMode: 'responseNode' },
+			{ path: 'a/b/:id', responseMode: 'responseNode' },
+		];
+		for (const values of parameterSets) {
+			const node = { ...TRIGGER_NODE, parameters: resolved(values) };
+			for (const w of description.webhooks ?? []) {
+				for (const [field, value] of Object.entries(w)) {
+					if (typeof value !== 'string' || !value.startsWith('=')) continue;
+					const native = resolveWebhookDescriptionField(node, w, field);
+					const label = `${w.name}.${field} for ${JSON.stringify(values)}`;
+					expect(native.resolved, label).toBe(true);
+					if (native.resolved) {
+						expect(native.value, label).toEqual(evaluate(w, field, node.parameters));
+					}
+				}
+			}
+		}
+		// A parameter holding an expression: n8n falls back to the engine.
+		const dynamic = { ...TRIGGER_NODE, parameters: resolved({ path: '={{ "x" }}' }) };
+		expect(resolveWebhookDescriptionField(dynamic, webhook('default'), 'path').resolved).toBe(
+			false,
+		);
+	});
+
 	it('has webhook lifecycle methods that register nothing', async () => {
 		const methods = nodeType.webhookMethods.default;
 		expect(Object.keys(methods).sort()).toEqual(['checkExists', 'create', 'delete']);
@@ -219,7 +269,7 @@ describe('examples/trigger.json', () => {
 	it('is the trigger on source stripe, straight to the protected call, with no Claim or Complete node', () => {
 		expect(trigger).toBeDefined();
 		const node = trigger as INode;
-		expect(node.typeVersion).toBe(1);
+		expect(node.typeVersion).toBe(description.defaultVersion);
 		expect(node.parameters.source).toBe('stripe');
 		expect(node.parameters.path).toBeTruthy();
 		expect(node.webhookId).toBeTruthy();

@@ -16,7 +16,7 @@ export const TRIGGER_NODE: INode = {
 	id: 'trigger-1',
 	name: 'Idempotent Claim Trigger',
 	type: 'n8n-nodes-idempotent-claim.idempotentClaimTrigger',
-	typeVersion: 1,
+	typeVersion: 1.1,
 	position: [0, 0],
 	parameters: {},
 	credentials: { idempotentClaimApi: { id: 'cred-1', name: 'Idempotent Claim API' } },

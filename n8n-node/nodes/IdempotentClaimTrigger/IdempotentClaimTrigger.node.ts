@@ -23,7 +23,12 @@ export class IdempotentClaimTrigger implements INodeType {
 			dark: 'file:../../icons/idempotent-claim.dark.svg',
 		},
 		group: ['trigger'],
-		version: 1,
+		// 1 and 1.1 behave the same; new nodes get 1.1 because n8n 2.41
+		// evaluates an expression (Webhook node v1's binary-data option) for
+		// every delivery to a start node at version 1, which takes an
+		// expression isolate before the execution's own.
+		version: [1, 1.1],
+		defaultVersion: 1.1,
 		subtitle: '={{"Source: " + ($parameter["source"] || "?")}}',
 		description:
 			'Starts the workflow once per event: claimd decides each webhook delivery before any execution exists, and only a won event runs',

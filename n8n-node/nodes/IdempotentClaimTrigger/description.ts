@@ -1,10 +1,57 @@
-import type { INodeProperties, IWebhookDescription } from 'n8n-workflow';
+import type {
+	INodeParameters,
+	INodeProperties,
+	IWebhookDescription,
+	NodeParameterValueType,
+	WEBHOOK_RESOLVERS,
+} from 'n8n-workflow';
 
 /** The sidecar's limit for wait_seconds (claim.MaxWait). */
 export const MAX_WAIT_SECONDS = 25;
 
 /** Wait for the Holder's default, in seconds. */
 export const DEFAULT_WAIT_SECONDS = 5;
+
+const PATH_TEMPLATE = '={{$parameter["path"]}}';
+
+/**
+ * The key under which n8n (n8n-workflow's WEBHOOK_RESOLVERS, n8n 2.x) looks
+ * for a webhook description's native resolvers. A global symbol, so the
+ * node needs nothing from n8n-workflow at run time and an n8n without the
+ * key simply ignores it.
+ */
+const WEBHOOK_RESOLVERS_KEY = Symbol.for(
+	'n8n.webhookDescriptionResolvers',
+) as typeof WEBHOOK_RESOLVERS;
+
+type Resolve = (parameters: INodeParameters) => NodeParameterValueType | undefined;
+
+/**
+ * Attaches a native resolver to each expression field of a webhook
+ * description: a function of the node's parameters that returns what n8n's
+ * expression engine returns for the field's template (the editor keeps the
+ * template; test/triggerDescription.test.ts checks both agree). n8n then
+ * resolves the fields without its expression engine while the node's
+ * parameters hold no expression, so answering a delivery never needs an
+ * expression isolate (with N8N_EXPRESSION_ENGINE_LAZY_ACQUIRE=true; n8n
+ * 2.41 still takes one for every start node other than its own Webhook
+ * node by default). Throws when a resolver names a field that is not an
+ * expression.
+ */
+function withNativeResolvers(
+	description: IWebhookDescription,
+	resolvers: Record<string, Resolve>,
+): IWebhookDescription {
+	const entries: Record<string, { template: string; resolve: Resolve }> = {};
+	for (const [field, resolve] of Object.entries(resolvers)) {
+		const template = description[field];
+		if (typeof template !== 'string' || !template.startsWith('=')) {
+			throw new Error(`webhook field ${field} is not an expression`);
+		}
+		entries[field] = { template, resolve };
+	}
+	return { ...description, [WEBHOOK_RESOLVERS_KEY]: entries };
+}
 
 /**
  * The node's webhooks. "default" takes the deliveries (POST unless HTTP
@@ -21,30 +68,43 @@ export const DEFAULT_WAIT_SECONDS = 5;
  * the node's answer as the body (the node answers a non-200 itself).
  */
 export const webhooks: IWebhookDescription[] = [
-	{
-		name: 'default',
-		// Every provider claimd verifies delivers events with POST, and its
-		// ingest door takes POST only: no other method is offered.
-		httpMethod: 'POST',
-		isFullPath: true,
-		path: '={{$parameter["path"]}}',
-		responseMode: '={{$parameter["responseMode"] || "onReceived"}}',
-		responseCode:
-			'={{$parameter["responseMode"] === "lastNode" ? ($parameter["responseCode"] || 200) : 200}}',
-		responseData:
-			'={{$parameter["responseMode"] === "lastNode" ? ($parameter["responseData"] || "firstEntryJson") : ""}}',
-		responseBinaryPropertyName: '={{$parameter["responseBinaryPropertyName"] || "data"}}',
-	},
-	{
-		name: 'setup',
-		httpMethod: 'GET,HEAD',
-		isFullPath: true,
-		path: '={{$parameter["path"]}}',
-		responseMode: 'onReceived',
-		responseData: '',
-		ndvHideUrl: true,
-		ndvHideMethod: true,
-	},
+	withNativeResolvers(
+		{
+			name: 'default',
+			// Every provider claimd verifies delivers events with POST, and its
+			// ingest door takes POST only: no other method is offered.
+			httpMethod: 'POST',
+			isFullPath: true,
+			path: PATH_TEMPLATE,
+			responseMode: '={{$parameter["responseMode"] || "onReceived"}}',
+			responseCode:
+				'={{$parameter["responseMode"] === "lastNode" ? ($parameter["responseCode"] || 200) : 200}}',
+			responseData:
+				'={{$parameter["responseMode"] === "lastNode" ? ($parameter["responseData"] || "firstEntryJson") : ""}}',
+			responseBinaryPropertyName: '={{$parameter["responseBinaryPropertyName"] || "data"}}',
+		},
+		{
+			path: (p) => p.path,
+			responseMode: (p) => p.responseMode || 'onReceived',
+			responseCode: (p) => (p.responseMode === 'lastNode' ? p.responseCode || 200 : 200),
+			responseData: (p) =>
+				p.responseMode === 'lastNode' ? p.responseData || 'firstEntryJson' : '',
+			responseBinaryPropertyName: (p) => p.responseBinaryPropertyName || 'data',
+		},
+	),
+	withNativeResolvers(
+		{
+			name: 'setup',
+			httpMethod: 'GET,HEAD',
+			isFullPath: true,
+			path: PATH_TEMPLATE,
+			responseMode: 'onReceived',
+			responseData: '',
+			ndvHideUrl: true,
+			ndvHideMethod: true,
+		},
+		{ path: (p) => p.path },
+	),
 ];
 
 /** One answer of the Answers option: a status code and an optional body. */
