@@ -118,7 +118,14 @@ describe('trigger description', () => {
 	it('offers the options named in the README, with safe defaults', () => {
 		const options = byName(properties, 'options').options as INodeProperties[];
 		expect(options.map((o) => o.name).sort()).toEqual(
-			['answers', 'inProgress', 'onExecutionError', 'rawBody', 'waitSeconds'].sort(),
+			[
+				'answers',
+				'exactNumbers',
+				'inProgress',
+				'onExecutionError',
+				'rawBody',
+				'waitSeconds',
+			].sort(),
 		);
 		expect(byName(options, 'inProgress').default).toBe('answer');
 		expect(byName(options, 'waitSeconds')).toMatchObject({
@@ -133,6 +140,8 @@ describe('trigger description', () => {
 			),
 		).toEqual(['unknown', 'retryable', 'permanent']);
 		expect(byName(options, 'rawBody').default).toBe(false);
+		// Off: existing workflows keep the numbers n8n's Webhook node gives.
+		expect(byName(options, 'exactNumbers')).toMatchObject({ type: 'boolean', default: false });
 
 		const answers = byName(options, 'answers').options as Array<{
 			name: string;

@@ -197,6 +197,19 @@ const answersOption: INodeProperties = {
 	],
 };
 
+/**
+ * Options → Exact Numbers (exactJson.ts): off by default, so a workflow
+ * keeps the numbers n8n's Webhook node gives unless it asks.
+ */
+const exactNumbersOption: INodeProperties = {
+	displayName: 'Exact Numbers',
+	name: 'exactNumbers',
+	type: 'boolean',
+	default: false,
+	description:
+		"Whether to keep each JSON number of the body that a JavaScript number would change as a string of its digits as sent: integers beyond ±9007199254740991 (two order IDs one apart otherwise read as one), decimals with more digits than a double holds, 1e400. Off: numbers as n8n's Webhook node gives them, rounded.",
+};
+
 export const properties: INodeProperties[] = [
 	{
 		displayName:
@@ -380,6 +393,7 @@ export const properties: INodeProperties[] = [
 				description:
 					'Whether to add the request body as received, byte for byte, as binary property "data"',
 			},
+			exactNumbersOption,
 		],
 	},
 ];

@@ -22,6 +22,7 @@ import {
 	type ErrorContext,
 } from '../IdempotentClaim/transport/errors';
 import type { ClaimResult } from '../IdempotentClaim/transport/types';
+import { parseExactJson } from './exactJson';
 
 /**
  * How claimd decided a delivery (POST /v1/trigger/{source}): a claim
@@ -133,6 +134,20 @@ function isTriggerReply(value: unknown): value is TriggerReply {
 	);
 }
 
+/**
+ * claimd's reply as the HTTP client gave it: parsed by the client, or text
+ * (asked for with exact numbers) parsed here; text that is not JSON is
+ * kept as it is (not claimd's reply).
+ */
+function replyValue(answer: unknown, exactNumbers: boolean): unknown {
+	if (typeof answer !== 'string') return answer;
+	try {
+		return exactNumbers ? parseExactJson(answer) : (JSON.parse(answer) as unknown);
+	} catch {
+		return answer;
+	}
+}
+
 /** How long a credential the trigger read serves its later deliveries. */
 export const TRIGGER_CREDENTIAL_MAX_AGE_MS = 60_000;
 /** How many trigger nodes' credentials are kept at most; the oldest goes first. */
@@ -194,11 +209,16 @@ export function clearTriggerCredentialCache(): void {
  * reply ends in an error from the Claim node's own mapping (unreachable,
  * API key rejected, no such source, not claimd at the Base URL…), which
  * never holds the body, a header or the API key.
+ *
+ * With exactNumbers the reply is read as text and parsed with
+ * parseExactJson, so a batch event's payload keeps the numbers a
+ * JavaScript number would change as strings of their digits.
  */
 export async function callTrigger(
 	this: IWebhookFunctions,
 	source: string,
 	request: TriggerRequest,
+	exactNumbers = false,
 ): Promise<TriggerCall> {
 	const path = `/v1/trigger/${encodeURIComponent(source)}`;
 	const started = Date.now();
@@ -227,7 +247,8 @@ export async function callTrigger(
 				json: true,
 				timeout: REQUEST_TIMEOUT_MS + request.wait_seconds * 1000,
 			};
-			const answer: unknown = await this.helpers.httpRequestWithAuthentication.call(
+			if (exactNumbers) options.encoding = 'text';
+			const received: unknown = await this.helpers.httpRequestWithAuthentication.call(
 				this,
 				CREDENTIAL_TYPE,
 				options,
@@ -240,6 +261,7 @@ export async function callTrigger(
 					},
 				},
 			);
+			const answer = replyValue(received, exactNumbers);
 			if (isTriggerReply(answer)) {
 				return {
 					ok: true,

@@ -25,6 +25,7 @@ import {
 	type ConfiguredAnswer,
 } from './answers';
 import { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS } from './description';
+import { parseExactJson } from './exactJson';
 import { callTrigger, type TriggerEvent, type TriggerRequest } from './transport';
 
 /** What the node reads of n8n's request (an express request, body already parsed by n8n). */
@@ -64,6 +65,8 @@ export interface Settings {
 	waitSeconds: number;
 	onError: string;
 	rawBody: boolean;
+	/** Options → Exact Numbers: JSON numbers a JavaScript number would change are kept as strings. */
+	exactNumbers: boolean;
 	/** Parameters that are not valid, each with what was done instead. */
 	problems: Array<{ parameter: string; message: string }>;
 }
@@ -126,6 +129,7 @@ export function readSettings(
 		waitSeconds,
 		onError,
 		rawBody: options.rawBody === true,
+		exactNumbers: options.exactNumbers === true,
 		problems,
 	};
 }
@@ -190,20 +194,35 @@ async function rawBodyOf(req: IncomingRequest): Promise<Buffer> {
 	return Buffer.isBuffer(req.rawBody) ? req.rawBody : Buffer.alloc(0);
 }
 
-/** n8n's parsed body; for a JSON media type n8n does not parse (application/cloudevents+json), the JSON; else {}. */
-function parsedBody(req: IncomingRequest, raw: Buffer): unknown {
-	if (req.body !== undefined && req.body !== null) return req.body;
-	if (raw.length > 0 && /^[^;]*[/+]json\s*(;|$)/i.test(req.contentType ?? '')) {
-		let text = raw.toString('utf8');
-		if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-		try {
-			return JSON.parse(text) as unknown;
-		} catch {
-			// Not JSON after all: the raw bytes are claimd's to judge, and
-			// a parse error would quote the body.
-			return {};
-		}
+/** The raw body parsed as JSON (exactly with exactNumbers), or undefined when it is not JSON. */
+function parseRaw(raw: Buffer, exactNumbers: boolean): unknown {
+	let text = raw.toString('utf8');
+	if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+	try {
+		return exactNumbers ? parseExactJson(text) : (JSON.parse(text) as unknown);
+	} catch {
+		// Not JSON after all: the raw bytes are claimd's to judge, and a
+		// parse error would quote the body.
+		return undefined;
 	}
+}
+
+/**
+ * The body of a delivery that is not a batch. A JSON media type
+ * (application/json, any +json) is the raw body parsed: with exactNumbers
+ * its numbers that a JavaScript number would change are strings of their
+ * digits (n8n's own parse has rounded them). Otherwise n8n's parsed body
+ * (a form's fields); for a JSON media type n8n does not parse
+ * (application/cloudevents+json), the JSON; else {}.
+ */
+function parsedBody(req: IncomingRequest, raw: Buffer, exactNumbers: boolean): unknown {
+	const json = raw.length > 0 && /^[^;]*[/+]json\s*(;|$)/i.test(req.contentType ?? '');
+	if (json && exactNumbers) {
+		const exact = parseRaw(raw, true);
+		if (exact !== undefined) return exact;
+	}
+	if (req.body !== undefined && req.body !== null) return req.body;
+	if (json) return parseRaw(raw, false) ?? {};
 	return {};
 }
 
@@ -217,7 +236,7 @@ export function eventItems(
 	req: IncomingRequest,
 	raw: Buffer,
 	events: TriggerEvent[],
-	settings: Pick<Settings, 'onError' | 'rawBody'>,
+	settings: Pick<Settings, 'onError' | 'rawBody' | 'exactNumbers'>,
 	test: boolean,
 ): INodeExecutionData[] {
 	return events.map((event) => {
@@ -230,7 +249,7 @@ export function eventItems(
 			query: { ...(req.query ?? {}) },
 			body: (Object.prototype.hasOwnProperty.call(event, 'payload')
 				? event.payload
-				: parsedBody(req, raw)) as IDataObject,
+				: parsedBody(req, raw, settings.exactNumbers)) as IDataObject,
 			idempotency: {
 				...claimSidecar(result),
 				event_type: event.event_type ?? null,
@@ -325,7 +344,7 @@ async function decide(
 		test: manual,
 		wait_seconds: settings.waitSeconds,
 	};
-	const call = await callTrigger.call(this, settings.source, request);
+	const call = await callTrigger.call(this, settings.source, request, settings.exactNumbers);
 	if (!call.ok) throw call.error;
 
 	const { reply } = call;

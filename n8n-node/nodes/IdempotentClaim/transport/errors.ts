@@ -125,7 +125,15 @@ function toStatus(value: unknown): number | undefined {
 		: undefined;
 }
 
+/** The sidecar's error body in value: parsed, or JSON text (an answer read as text). */
 function toErrorBody(value: unknown): SidecarErrorBody | undefined {
+	if (typeof value === 'string') {
+		try {
+			return toErrorBody(JSON.parse(value));
+		} catch {
+			return undefined;
+		}
+	}
 	if (!isObject(value) || !isObject(value.error)) return undefined;
 	const { code, message, field } = value.error;
 	return {
