@@ -115,7 +115,7 @@ func RetryableDB(err error) bool {
 //
 //	class / SQLSTATE                               fault    what it is
 //	08    connection_exception (all)               unknown  the session broke
-//	25006 read_only_sql_transaction                retry    a standby, or default_transaction_read_only = on
+//	25006 read_only_sql_transaction                retry    a standby, default_transaction_read_only = on, or claimd's synchronous-commit check
 //	25P03 idle_in_transaction_session_timeout      unknown  FATAL
 //	25P04 transaction_timeout                      unknown  FATAL
 //	40000 transaction_rollback                     retry
@@ -177,7 +177,8 @@ func classifyPgError(e *pgconn.PgError) (DBFault, string) {
 	code := e.Code
 	switch code {
 	case sqlstateReadOnly:
-		return DBNothingKept, "the database is read-only (a standby, or default_transaction_read_only is on)"
+		return DBNothingKept, "the database is read-only now (a standby; default_transaction_read_only on; or, with " +
+			"CLAIMD_REQUIRE_SYNC_REPLICATION, no synchronous standby for the commit to wait for: see /readyz)"
 	case sqlstateLockNotAvailable:
 		return DBNothingKept, "the database gave up waiting for a lock (lock_timeout)"
 	case sqlstateSerializationFailure, sqlstateDeadlockDetected, "40000":

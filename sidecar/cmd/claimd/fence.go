@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +69,9 @@ type fence struct {
 	log zerolog.Logger
 	// refusals counts refused connections (a metric).
 	refusals atomic.Int64
+	// onFailover, when set, is called (without the lock held) each time a
+	// primary on a newer timeline is admitted: claimd has seen a failover.
+	onFailover atomic.Pointer[func()]
 
 	mu      sync.Mutex
 	current serverIdentity // zero until the first primary
@@ -159,8 +165,25 @@ func (f *fence) check(ctx context.Context, pc *pgconn.PgConn) error {
 	return f.admit(addr, seen)
 }
 
+// msgFailedOver is the log message of a failover the fence saw.
+const msgFailedOver = "database failed over: writing to the promoted primary on its new timeline; older timelines are refused from now on"
+
 // admit accepts seen (and remembers it when newer) or refuses it.
 func (f *fence) admit(addr string, seen serverIdentity) error {
+	err := f.admitLocked(addr, seen)
+	if err == errFailedOver {
+		if fn := f.onFailover.Load(); fn != nil {
+			(*fn)()
+		}
+		return nil
+	}
+	return err
+}
+
+// errFailedOver is admitLocked's answer for a newer timeline: admitted.
+var errFailedOver = errors.New("failed over")
+
+func (f *fence) admitLocked(addr string, seen serverIdentity) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.current
@@ -175,8 +198,8 @@ func (f *fence) admit(addr string, seen serverIdentity) error {
 	case seen.System == cur.System && seen.Timeline > cur.Timeline:
 		f.current = seen
 		f.log.Warn().Str("server", addr).Uint32("timeline", seen.Timeline).Uint32("previous_timeline", cur.Timeline).
-			Msg("database failed over: writing to the promoted primary on its new timeline; older timelines are refused from now on")
-		return nil
+			Msg(msgFailedOver)
+		return errFailedOver
 	}
 	e := &staleServerError{Addr: addr, Seen: seen, Current: cur, OtherSystem: seen.System != cur.System, At: time.Now(),
 		unavailableErr: &apperr.Error{Code: apperr.Unavailable,
@@ -206,3 +229,183 @@ func refusal(err error) *staleServerError {
 
 // Refusals is how many connections the fence refused.
 func (f *fence) Refusals() int64 { return f.refusals.Load() }
+
+// Every host of a host list is probed at start (survey).
+//
+// The fence learns the current timeline from the servers claimd writes to,
+// so a claimd started after an old primary came back, on a host list that
+// reaches the old primary first, would take its timeline for the current
+// one and write there. Before its pool opens, a serving claimd therefore
+// connects to every distinct host of DATABASE_URL (at once, each within
+// startProbeTimeout; target_session_attrs is not applied) and reads each
+// one's system identifier and, on a primary, its timeline:
+//
+//   - Servers of different PostgreSQL systems in one list: Run returns an
+//     error naming each host and its system identifier (claimd exits 1). A
+//     host list is for one cluster, a primary and its standbys.
+//   - Primaries of one system on different timelines: the newest is
+//     remembered as the fence's current identity before any connection is
+//     used, so every primary on an older timeline is refused (logged once,
+//     naming the host, counted in claimd_db_stale_server_refusals_total)
+//     and claimd writes to the newest one, or waits when it does not
+//     answer.
+//
+// Hosts that do not answer, or refuse the session, are skipped (the
+// start-up wait and connectRefused deal with them). Hosts are named as the
+// URL names them (host:port); the password never appears. What the survey
+// cannot see: a host down at start (an old primary that answers while the
+// promoted one does not is still taken for the current one), and servers
+// that come back later (the fence's usual check covers those once claimd
+// has seen the newer timeline).
+//
+// Cost: one connection and one query per host, in parallel, at start only;
+// nothing for a URL with one host.
+
+// surveySQL reads a server's identity for the survey: in recovery, its
+// system identifier only.
+const surveySQL = fenceSQL
+
+// surveyed is one host's answer to the survey.
+type surveyed struct {
+	addr     string
+	standby  bool
+	identity serverIdentity
+	err      error
+}
+
+// survey probes every host of cc (see above). It returns an error only
+// for servers of different systems in one list.
+func (f *fence) survey(ctx context.Context, cc *pgconn.Config) error {
+	type target struct {
+		addr string
+		cfg  *pgconn.Config
+	}
+	var targets []target
+	add := func(host string, port uint16, tls *tls.Config) {
+		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		for _, t := range targets {
+			if t.addr == addr {
+				t.cfg.Fallbacks = append(t.cfg.Fallbacks, &pgconn.FallbackConfig{Host: host, Port: port, TLSConfig: tls})
+				return
+			}
+		}
+		c := cc.Copy()
+		c.Host, c.Port, c.TLSConfig, c.Fallbacks = host, port, tls, nil
+		c.ValidateConnect, c.AfterConnect = nil, nil
+		if c.ConnectTimeout == 0 || c.ConnectTimeout > startProbeTimeout {
+			c.ConnectTimeout = startProbeTimeout
+		}
+		targets = append(targets, target{addr: addr, cfg: c})
+	}
+	add(cc.Host, cc.Port, cc.TLSConfig)
+	for _, fb := range cc.Fallbacks {
+		add(fb.Host, fb.Port, fb.TLSConfig)
+	}
+	if len(targets) < 2 {
+		return nil
+	}
+	answers := make([]surveyed, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = probeIdentity(ctx, t.addr, t.cfg)
+		}()
+	}
+	wg.Wait()
+	return f.seed(answers)
+}
+
+// probeIdentity connects to one host and reads its identity.
+func probeIdentity(ctx context.Context, addr string, cfg *pgconn.Config) surveyed {
+	s := surveyed{addr: addr}
+	ctx, cancel := context.WithTimeout(ctx, startProbeTimeout)
+	defer cancel()
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	defer pc.Close(context.Background())
+	res, err := pc.Exec(ctx, surveySQL).ReadAll()
+	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 3) {
+		err = errors.New("unexpected answer")
+	}
+	if err != nil {
+		s.err = err
+		return s
+	}
+	row := res[0].Rows[0]
+	s.standby = string(row[0]) == "t"
+	s.identity.System = string(row[1])
+	if !s.standby {
+		tl, perr := strconv.ParseUint(string(row[2]), 16, 32)
+		if perr != nil {
+			s.err = perr
+			return s
+		}
+		s.identity.Timeline = uint32(tl)
+	}
+	return s
+}
+
+// otherSystemsError is a host list naming servers of different systems.
+type otherSystemsError struct{ hosts []surveyed }
+
+func (e *otherSystemsError) Error() string {
+	var parts []string
+	for _, h := range e.hosts {
+		parts = append(parts, fmt.Sprintf("%s (system identifier %s)", h.addr, h.identity.System))
+	}
+	return "DATABASE_URL lists servers of different PostgreSQL systems: " + strings.Join(parts, ", ") +
+		"; a host list must name the servers of one cluster (a primary and its standbys): claimd would decide claims on " +
+		"whichever answered first"
+}
+
+// seed applies the survey's answers (see survey).
+func (f *fence) seed(answers []surveyed) error {
+	var ok []surveyed
+	for _, a := range answers {
+		if a.err == nil {
+			ok = append(ok, a)
+		}
+	}
+	systems := map[string]bool{}
+	for _, a := range ok {
+		systems[a.identity.System] = true
+	}
+	if len(systems) > 1 {
+		return &otherSystemsError{hosts: ok}
+	}
+	var newest surveyed
+	for _, a := range ok {
+		if !a.standby && a.identity.Timeline > newest.identity.Timeline {
+			newest = a
+		}
+	}
+	if newest.identity.System == "" {
+		return nil
+	}
+	var stale []surveyed
+	for _, a := range ok {
+		if !a.standby && a.identity.Timeline < newest.identity.Timeline {
+			stale = append(stale, a)
+		}
+	}
+	if len(stale) == 0 {
+		return nil // the fence learns the identity from the first connection, as without a survey
+	}
+	f.mu.Lock()
+	if f.current.System == "" || f.current.System == newest.identity.System && f.current.Timeline < newest.identity.Timeline {
+		f.current = newest.identity
+	}
+	f.mu.Unlock()
+	f.log.Warn().Str("server", newest.addr).Str("system_identifier", newest.identity.System).
+		Uint32("timeline", newest.identity.Timeline).
+		Msg("database hosts disagree: primaries of one system on different timelines; claimd writes only to the newest timeline")
+	for _, a := range stale {
+		_ = f.admit(a.addr, a.identity) // refused: logged once, counted
+	}
+	return nil
+}

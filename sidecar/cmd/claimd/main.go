@@ -238,12 +238,18 @@ func NewMain(cfg config.Config, log zerolog.Logger) *Main {
 func (m *Main) Run(ctx context.Context) error {
 	m.fence = newFence(m.Log)
 	m.gate = &startupGate{}
-	pool, err := openPool(ctx, m.Config, &poolHooks{fence: m.fence, gate: m.gate})
+	hooks := &poolHooks{fence: m.fence, gate: m.gate}
+	if m.Config.RequireSyncReplication {
+		hooks.sync = &syncGuard{}
+	}
+	pool, err := openPool(ctx, m.Config, hooks)
 	if err != nil {
 		return err
 	}
 	m.pool = pool
 	m.repl = newReplicationMonitor(pool, m.Log, cmp.Or(m.replicationMaxAge, replicationMaxAge))
+	invalidate := m.repl.invalidate
+	m.fence.onFailover.Store(&invalidate)
 	var ledger *claim.Ledger
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
 	met.ObserveReplication(m.repl.metric)

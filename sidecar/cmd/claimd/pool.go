@@ -29,8 +29,9 @@ import (
 // instead of each failing one request.
 //
 // hooks (nil for the one-shot commands) adds the serving process's checks:
-// the fence, on every new connection (fence.go), and the start-up gate,
-// on every acquisition (startup.go).
+// the fence, on every new connection (fence.go), the start-up gate and,
+// with CLAIMD_REQUIRE_SYNC_REPLICATION, the synchronous-commit check, on
+// every acquisition (startup.go, replication.go).
 //
 // A one-shot command needs the database at once: its pool connects
 // before openPool returns, and a failure reads as connectProblem words it
@@ -61,11 +62,13 @@ func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpoo
 	}
 	if hooks != nil {
 		if hooks.fence != nil {
+			if err := hooks.fence.survey(ctx, &pc.ConnConfig.Config); err != nil {
+				return nil, err
+			}
 			pc.ConnConfig.ValidateConnect = hooks.fence.validate(pc.ConnConfig.ValidateConnect)
 		}
-		if hooks.gate != nil {
-			pc.PrepareConn = hooks.gate.prepare
-		}
+		pc.PrepareConn = hooks.prepare
+
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -88,6 +91,21 @@ func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpoo
 type poolHooks struct {
 	fence *fence
 	gate  *startupGate
+	sync  *syncGuard // nil unless CLAIMD_REQUIRE_SYNC_REPLICATION
+}
+
+// prepare is the pool's PrepareConn: the start-up gate, then the
+// synchronous-commit check.
+func (h *poolHooks) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	if h.gate != nil {
+		if ok, err := h.gate.prepare(ctx, conn); !ok || err != nil {
+			return ok, err
+		}
+	}
+	if h.sync != nil {
+		return h.sync.prepare(ctx, conn)
+	}
+	return true, nil
 }
 
 // brokenConnTracer notes the time of the last query that failed because its

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -137,13 +139,24 @@ func (r replication) summary() string {
 	return fmt.Sprintf("%s|%d|%v|%s|%s|%v", s, r.Standbys, r.ByState, r.SynchronousCommit, r.SynchronousStandbyNames, r.InRecovery)
 }
 
-// replicationMonitor reads and caches the replication state.
+// replicationMonitor reads and caches the replication state. A reading
+// describes the primary it was read on: when claimd sees a failover (the
+// fence admits a primary on a newer timeline, or another connection of a
+// server) the cache is dropped (invalidate), so that /readyz and the
+// metrics read the new primary at their next call instead of describing
+// the old one's standbys for up to maxAge.
 type replicationMonitor struct {
 	pool   *pgxpool.Pool
 	log    zerolog.Logger
 	maxAge time.Duration
+	// gen counts invalidations; a reading is cached with the generation it
+	// began in and reused only while that is still current. Atomic, not
+	// under mu: invalidate is called from connection set-up, which may run
+	// under get (its query opening a new connection).
+	gen atomic.Uint64
 
 	mu      sync.Mutex
+	atGen   uint64
 	last    replication
 	lastErr error
 	at      time.Time
@@ -160,14 +173,20 @@ func newReplicationMonitor(pool *pgxpool.Pool, log zerolog.Logger, maxAge time.D
 func (m *replicationMonitor) get(ctx context.Context) (replication, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.at.IsZero() && time.Since(m.at) < m.maxAge {
+	gen := m.gen.Load()
+	if !m.at.IsZero() && m.atGen == gen && time.Since(m.at) < m.maxAge {
 		return m.last, m.lastErr
 	}
 	var commit, names string
 	var inRecovery bool
 	var states []string
 	err := m.pool.QueryRow(internal(ctx), replicationSQL).Scan(&commit, &names, &inRecovery, &states)
-	m.at = time.Now()
+	// A failover seen while the query ran may have left it on the old
+	// server: answer it, but do not keep it.
+	m.at, m.atGen = time.Now(), gen
+	if m.gen.Load() != gen {
+		m.at = time.Time{}
+	}
 	if err != nil {
 		m.last, m.lastErr = replication{}, err
 		return m.last, err
@@ -179,6 +198,9 @@ func (m *replicationMonitor) get(ctx context.Context) (replication, error) {
 	}
 	return m.last, nil
 }
+
+// invalidate drops the cached reading: the next get reads again.
+func (m *replicationMonitor) invalidate() { m.gen.Add(1) }
 
 func (m *replicationMonitor) logReading(r replication) {
 	ev := m.log.Info()
@@ -233,4 +255,102 @@ func requireSyncProblem(r replication, err error) string {
 		return strings.Replace(prefix, "not known to be", "not", 1) + r.Note
 	}
 	return ""
+}
+
+// No write is acknowledged unless its commit waits for a synchronous
+// standby (CLAIMD_REQUIRE_SYNC_REPLICATION).
+//
+// Readiness alone protects nothing: a caller that does not ask /readyz (n8n
+// calls claimd directly) would still get `won` for a claim an asynchronous
+// standby may not have. So with the setting on, every connection handed
+// out by the pool to a request, the dispatcher or the maintenance loop is
+// checked first (syncGuard.prepare, the pool's PrepareConn) in one query:
+// the session's synchronous_commit waits for standbys (on, remote_write or
+// remote_apply), synchronous_standby_names is set, and a standby is
+// connected in sync or quorum state (pg_stat_get_wal_senders, the function
+// behind pg_stat_replication; its sync_state reads NULL without pg_monitor,
+// which counts as not synchronous). When that fails the same query makes
+// the session's transactions read-only (default_transaction_read_only, a
+// session setting, put back by RESET at the next acquisition that passes):
+// reads are served, and every write on that connection — a claim (single
+// or batch), complete, fail, settle, resolve, an ingested or triggered
+// delivery, a dispatch, a console action, River's own bookkeeping — is
+// refused by PostgreSQL itself (25006 read_only_sql_transaction) before
+// anything is written, which claim.DBError answers 503 with Retry-After,
+// nothing kept. /readyz says why (requireSyncProblem).
+//
+// Why checking before the work is enough: once synchronous_standby_names
+// is set and synchronous_commit waits, PostgreSQL does not acknowledge a
+// commit until a synchronous standby confirmed it; a standby that leaves
+// after the check makes the commit wait (claimd's request timeout then
+// closes the connection and answers 503, outcome unknown), not return
+// unreplicated. What the check cannot see is an operator emptying
+// synchronous_standby_names (or setting synchronous_commit to local or off
+// in postgresql.conf) and reloading between the check and the commit of
+// that connection's work, a window of one request's database time.
+//
+// A commit whose wait for the standby is cancelled is the other way to an
+// unreplicated commit: PostgreSQL keeps it (committed locally) and answers
+// the COMMIT with a WARNING ("canceling wait for synchronous replication
+// …"). claimd never sends a cancel request (pgx's default context
+// handling closes the socket instead, an unknown outcome answered 503) and
+// statement_timeout is disabled before the commit, so only someone else's
+// pg_cancel_backend can cause it; claim.ConfigurePool marks such a
+// connection and the ledger's writes answer it as an unknown outcome (503),
+// never `won` (see claim.ErrUnreplicatedCommit).
+//
+// Internal work (the start-up's migrations, readiness, the replication
+// reading) is not checked: it acknowledges nothing to a caller.
+//
+// Cost: one query per pool acquisition (reads too), about one loopback
+// round trip; nothing when the setting is off.
+
+// syncCommitSQL checks that a commit of this session waits for a
+// connected synchronous standby; when not, it makes the session's
+// transactions read-only.
+const syncCommitSQL = `SELECT ok, CASE WHEN ok THEN '' ELSE set_config('default_transaction_read_only', 'on', false) END
+	FROM (SELECT current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+		AND current_setting('synchronous_standby_names') <> ''
+		AND EXISTS (SELECT 1 FROM pg_stat_get_wal_senders() WHERE sync_state IN ('sync', 'quorum')) AS ok) c`
+
+// readOnlyKey marks, in a connection's CustomData, a session that
+// syncCommitSQL made read-only.
+const readOnlyKey = "claimd.sync_read_only"
+
+// syncGuard is the pool check of CLAIMD_REQUIRE_SYNC_REPLICATION.
+type syncGuard struct {
+	// refused counts acquisitions handed out read-only.
+	refused atomic.Int64
+}
+
+// prepare checks conn before it is handed out (see above).
+func (g *syncGuard) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	data := conn.PgConn().CustomData()
+	if isInternal(ctx) {
+		return g.restore(ctx, conn, data)
+	}
+	var ok bool
+	var set string
+	if err := conn.QueryRow(ctx, syncCommitSQL).Scan(&ok, &set); err != nil {
+		return false, err
+	}
+	if !ok {
+		data[readOnlyKey] = true
+		g.refused.Add(1)
+		return true, nil
+	}
+	return g.restore(ctx, conn, data)
+}
+
+// restore puts back the session's own default_transaction_read_only when
+// prepare had made it read-only.
+func (g *syncGuard) restore(ctx context.Context, conn *pgx.Conn, data map[string]any) (bool, error) {
+	if data[readOnlyKey] != true {
+		return true, nil
+	}
+	if _, err := conn.Exec(ctx, "RESET default_transaction_read_only"); err != nil {
+		return false, err
+	}
+	delete(data, readOnlyKey)
+	return true, nil
 }
