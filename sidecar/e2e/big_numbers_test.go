@@ -135,6 +135,50 @@ func (a *orderAPI) waitVia(t *testing.T, via string, n int, deadline time.Durati
 	}
 }
 
+// TestBigNumbersRecipeIsREADMEs checks that the Code node the ingest path
+// runs (testdata/big-numbers.json, "Exact Body") is the README's recipe,
+// character for character.
+func TestBigNumbersRecipeIsREADMEs(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatalf("reading README.md: %v", err)
+	}
+	const heading = "### Numbers beyond 2^53 in the forwarded body\n"
+	_, section, ok := strings.Cut(string(readme), heading)
+	if !ok {
+		t.Fatalf("README.md has no section %q", strings.TrimSpace(heading))
+	}
+	_, block, ok := strings.Cut(section, "```js\n")
+	recipe, _, closed := strings.Cut(block, "\n```\n")
+	if !ok || !closed {
+		t.Fatalf("README.md: no js code block in %q", strings.TrimSpace(heading))
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "big-numbers.json"))
+	if err != nil {
+		t.Fatalf("reading the workflow: %v", err)
+	}
+	var wf struct {
+		Nodes []struct {
+			Name       string `json:"name"`
+			Parameters struct {
+				JSCode string `json:"jsCode"`
+			} `json:"parameters"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &wf); err != nil {
+		t.Fatalf("the workflow: %v", err)
+	}
+	for _, node := range wf.Nodes {
+		if node.Name == "Exact Body" {
+			if strings.TrimRight(node.Parameters.JSCode, "\n") != recipe {
+				t.Errorf("the workflow's Code node differs from the README's recipe:\n%s\nREADME:\n%s", node.Parameters.JSCode, recipe)
+			}
+			return
+		}
+	}
+	t.Fatalf("the workflow has no Exact Body node")
+}
+
 // TestBigNumbersReachTheEffectExactly drives two orders one apart (ids
 // 9007199254740993 and 9007199254740992) through a real n8n: the trigger
 // with Exact Numbers (one request each, and both in one CloudEvents batch),
