@@ -127,7 +127,31 @@ describe('parseExactJson', () => {
 		};
 		for (let i = 0; i < 300; i++) {
 			const doc = value(0);
-			expect(parseExactJson(doc, false), doc).toEqual(parseExactJson(doc, true));
+			const want = JSON.parse(doc, (_key: string, value: unknown, context?: { source?: string }) =>
+				typeof value === 'number' && context?.source !== undefined && needsExactText(context.source)
+					? context.source
+					: value,
+			) as unknown;
+			expect(parseExactJson(doc, true), doc).toEqual(want);
+			expect(parseExactJson(doc, false), doc).toEqual(want);
+		}
+	});
+
+	it('finds every number the engine would keep as text (checked against a reviver alone)', () => {
+		const reviver = (_key: string, value: unknown, context?: { source?: string }) =>
+			typeof value === 'number' && context?.source !== undefined && needsExactText(context.source)
+				? context.source
+				: value;
+		const docs = [
+			'{"a":"x\\\\","b":9007199254740993}',
+			'["\\"9007199254740993",9007199254740993]',
+			'{"e":-1E+400,"f":[0.1000000000000000055511151231257827]}',
+			'  9007199254740993  ',
+		];
+		for (const doc of docs) {
+			const want = JSON.parse(doc, reviver as Parameters<typeof JSON.parse>[1]) as unknown;
+			expect(parseExactJson(doc), doc).toEqual(want);
+			expect(parseExactJson(doc, false), doc).toEqual(want);
 		}
 	});
 
