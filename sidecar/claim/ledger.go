@@ -273,9 +273,11 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
 // transaction of its own.
 func (l *Ledger) claimAlone(ctx context.Context, r Request) (Result, error) {
 	var res Result
-	err := retry(ctx, func() (err error) {
-		res, err = l.claimValid(ctx, l.pool, r)
-		return err
+	err := retry(ctx, func() error {
+		return onPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
+			res, err = l.claimValid(ctx, c, r)
+			return err
+		})
 	})
 	return res, err
 }
@@ -325,7 +327,12 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 // Every key a later statement locks was locked by the first one already,
 // so a group locks rows in key order, as every other group and batch does.
 func (l *Ledger) claimPipelined(ctx context.Context, reqs []Request) ([]Record, error) {
-	return l.claimMany(ctx, l.pool, reqs)
+	var recs []Record
+	err := onPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
+		recs, err = l.claimMany(ctx, c, reqs)
+		return err
+	})
+	return recs, err
 }
 
 // batchSender is a pool, a connection or a transaction.
@@ -959,9 +966,11 @@ func leaseLost(cur Record) error {
 // pgx.ErrNoRows (the guard matched no row) is returned as it is.
 func (l *Ledger) writeRow(ctx context.Context, sql string, args ...any) (Record, error) {
 	var rec Record
-	err := retry(ctx, func() (err error) {
-		rec, err = scanRecord(l.pool.QueryRow(ctx, sql, args...))
-		return err
+	err := retry(ctx, func() error {
+		return onPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
+			rec, err = scanRecord(c.QueryRow(ctx, sql, args...))
+			return err
+		})
 	})
 	return rec, err
 }
@@ -1003,12 +1012,19 @@ func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 // same statement fails with a serialization failure instead, and a storm
 // of duplicate deliveries turns into a storm of 503s. A connection pooler
 // that drops start-up parameters defeats this; claimd's readiness check
-// reports the isolation its sessions really run at.
+// reports the isolation its sessions really run at. It also installs the
+// notice handler that tells a commit kept without its synchronous standby
+// (unreplicated.go).
 func ConfigurePool(pc *pgxpool.Config) {
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	pc.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	if prev := pc.ConnConfig.OnNotice; prev != nil {
+		pc.ConnConfig.OnNotice = func(c *pgconn.PgConn, n *pgconn.Notice) { prev(c, n); noteUnreplicated(c, n) }
+	} else {
+		pc.ConnConfig.OnNotice = noteUnreplicated
+	}
 }
 
 // SQLSTATEs the database edge tells apart.
@@ -1074,11 +1090,11 @@ type TxStarter interface {
 // commit), the whole transaction runs again, at most maxTxAttempts times
 // in all: fn must do all its work through tx, and what it keeps from a
 // run must be overwritten by the next. Errors are returned as they are
-// (fn's, or the driver's from begin or commit); the caller maps them.
+// (fn's, or the driver's from begin or commit; ErrUnreplicatedCommit for
+// a commit the server kept without its synchronous standby, see
+// unreplicated.go); the caller maps them.
 func RunTx(ctx context.Context, db TxStarter, fn func(pgx.Tx) error) error {
-	return retry(ctx, func() error {
-		return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
-	})
+	return retry(ctx, func() error { return txOn(ctx, db, fn) })
 }
 
 // Page sizes of List.

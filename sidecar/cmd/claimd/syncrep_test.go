@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
@@ -269,4 +271,88 @@ func runUntilServing(t *testing.T, env map[string]string) error {
 		require.NotContains(t, logs.String(), env["DATABASE_URL"])
 		return err
 	}
+}
+
+// cancelSyncWait waits until a session of application app waits for the
+// synchronous standby (wait_event SyncRep) on s and cancels it with
+// pg_cancel_backend, as an operator or a pooler might.
+func cancelSyncWait(t *testing.T, s *pgtest.Server, app string) {
+	t.Helper()
+	var pid int
+	waitFor(t, "a commit waiting for the synchronous standby", func() bool {
+		err := s.QueryRow(`SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND application_name = $1`, app).Scan(&pid)
+		return err == nil
+	})
+	var ok bool
+	require.NoError(t, s.QueryRow(`SELECT pg_cancel_backend($1)`, pid).Scan(&ok))
+	require.True(t, ok)
+}
+
+// A commit whose wait for the synchronous standby is cancelled on the
+// server is kept on the primary unreplicated, and PostgreSQL answers it as
+// done with a WARNING: pgx reports success (nil) and hands the warning to
+// the notice handler only. claimd never answers such a write `won` (or
+// completed): 503 with Retry-After, outcome unknown; the same request sent
+// again is answered from the primary.
+func TestCancelledSyncWaitIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.NewPrimary(t, pgtest.ClusterOptions{})
+	standby := primary.NewStandby("standby1", pgtest.Sync)
+	const key = "t1-cancelled-key-0123456789"
+	d := startInProcess(t, map[string]string{"DATABASE_URL": primary.URL(""), "CLAIMD_API_KEYS": "t1:" + key,
+		"CLAIMD_DISPATCH": "false", "CLAIMD_REQUEST_TIMEOUT_SECONDS": "120"})
+	c := newAPI(t, d.url, key)
+	held := c.must(http.StatusOK, "POST", "/v1/claims", `{"source":"s","event_id":"held"}`)
+	standby.StopImmediate() // commits now wait for it
+
+	// What pgx reports: a nil error, the warning in the notice handler.
+	cfg, err := pgx.ParseConfig(primary.URL(""))
+	require.NoError(t, err)
+	cfg.RuntimeParams["application_name"] = "probe"
+	notices := make(chan *pgconn.Notice, 4)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices <- n }
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(context.Background(), `CREATE TABLE probe_unreplicated (x int)`)
+		done <- err
+	}()
+	cancelSyncWait(t, primary, "probe")
+	require.NoError(t, <-done, "pgx reports the cancelled wait's commit as done")
+	n := <-notices
+	require.Equal(t, "WARNING", n.SeverityUnlocalized)
+	require.Equal(t, "01000", n.Code)
+	require.Contains(t, n.Detail, "committed locally")
+
+	type answer struct {
+		status     int
+		retryAfter string
+		body       string
+	}
+	post := func(path, body string) answer {
+		res := make(chan answer, 1)
+		go func() {
+			s, ra, b := rawPost(t, d.url+path, key, body)
+			res <- answer{s, ra, b}
+		}()
+		cancelSyncWait(t, primary, "claimd")
+		return <-res
+	}
+	for _, w := range []struct{ what, path, body string }{
+		{"claim", "/v1/claims", `{"source":"s","event_id":"cancelled","request_id":"cancelled"}`},
+		{"complete", "/v1/claims/" + str(held, "claim_id") + "/complete", `{"claim_token":"` + str(held, "claim_token") + `"}`},
+		{"claim batch", "/v1/claims/batch", `{"claims":[{"source":"s","event_id":"b1"},{"source":"s","event_id":"b2"}]}`},
+	} {
+		a := post(w.path, w.body)
+		require.Equal(t, http.StatusServiceUnavailable, a.status, "%s: %s", w.what, a.body)
+		require.Equal(t, "1", a.retryAfter, w.what)
+		require.Contains(t, a.body, "synchronous standby", w.what)
+		require.Contains(t, a.body, "outcome is unknown", w.what)
+	}
+	// The write was kept on the primary: the same request is answered from it.
+	var n2 int
+	require.NoError(t, primary.QueryRowDB(pgtest.ClusterDB, `SELECT count(*) FROM claims WHERE event_id = 'cancelled'`).Scan(&n2))
+	require.Equal(t, 1, n2)
 }

@@ -1,0 +1,107 @@
+package claim
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+// A commit kept on the primary but not replicated is never answered as done.
+//
+// With synchronous replication (synchronous_standby_names set,
+// synchronous_commit on, remote_write or remote_apply) PostgreSQL answers
+// a COMMIT only once a synchronous standby confirmed it, except when that
+// wait is cancelled: a cancel request or pg_cancel_backend makes it stop
+// waiting, keep the transaction (it is committed locally) and answer the
+// COMMIT as done, with a WARNING ("canceling wait for synchronous
+// replication due to user request", SQLSTATE 01000; "… terminating
+// connection due to administrator command", 57P01, before the session
+// ends). pgx reports such a commit as successful (a nil error); the
+// warning reaches only the connection's notice handler. A claim answered
+// `won` then may be missing after a failover to the standby.
+//
+// ConfigurePool installs a notice handler that marks the connection on
+// every WARNING of SQLSTATE 01000 or 57P01 (the message is localised, so
+// it is not matched; any such warning during a ledger write is rare, and a
+// false alarm costs a 503, never a wrong answer), and the ledger's writes
+// (RunTx on the pool, a single claim, a group of claims, complete, fail,
+// extend, resolve, release) take the mark on the connection they used and
+// answer ErrUnreplicatedCommit instead of their result: 503 with
+// Retry-After, an unknown outcome. The same request sent again is answered
+// from the primary (the claim's own win back): run two synchronous
+// standbys (ANY 1) so that one going away does not leave commits waiting.
+//
+// claimd itself never cancels a statement (pgx's default context handling
+// closes the connection instead, an unknown outcome), and PostgreSQL turns
+// statement_timeout off before it commits, so only another session's
+// pg_cancel_backend (or a pooler's cancel) causes this.
+
+// unreplicatedKey marks, in a connection's CustomData, a warning that a
+// commit's wait for the synchronous standby was cancelled.
+const unreplicatedKey = "claim.unreplicated_commit"
+
+// ErrUnreplicatedCommit is the answer of a write whose commit PostgreSQL
+// kept without the synchronous standby's confirmation (see above): 503,
+// outcome unknown.
+var ErrUnreplicatedCommit = &apperr.Error{Code: apperr.Unavailable,
+	Message: "the database committed the write without the synchronous standby's confirmation (its wait was cancelled on " +
+		"the server), so it may be lost in a failover and its outcome is unknown; " + RetrySameRequest}
+
+// noteUnreplicated is the pool's notice handler (see above).
+func noteUnreplicated(pc *pgconn.PgConn, n *pgconn.Notice) {
+	sev := n.SeverityUnlocalized
+	if sev == "" {
+		sev = n.Severity
+	}
+	if sev == "WARNING" && (n.Code == "01000" || n.Code == "57P01") {
+		pc.CustomData()[unreplicatedKey] = true
+	}
+}
+
+// takeUnreplicated reports and clears the mark of pc.
+func takeUnreplicated(pc *pgconn.PgConn) bool {
+	d := pc.CustomData()
+	if d[unreplicatedKey] != true {
+		return false
+	}
+	delete(d, unreplicatedKey)
+	return true
+}
+
+// checked turns err, the result of a write on pc, into
+// ErrUnreplicatedCommit when pc carries the mark. The mark is cleared in
+// any case, so that it never reaches the connection's next user.
+func checked(pc *pgconn.PgConn, err error) error {
+	if takeUnreplicated(pc) && err == nil {
+		return ErrUnreplicatedCommit
+	}
+	return err
+}
+
+// onPoolConn runs fn on one connection of pool and checks its commit
+// (checked).
+func onPoolConn(ctx context.Context, pool *pgxpool.Pool, fn func(*pgxpool.Conn) error) error {
+	return pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		takeUnreplicated(c.Conn().PgConn())
+		return checked(c.Conn().PgConn(), fn(c))
+	})
+}
+
+// txOn runs fn in a transaction on db (see RunTx), on one connection of
+// db when it is a pool, and checks its commit (checked).
+func txOn(ctx context.Context, db TxStarter, fn func(pgx.Tx) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	switch d := db.(type) {
+	case *pgxpool.Pool:
+		return onPoolConn(ctx, d, func(c *pgxpool.Conn) error { return pgx.BeginTxFunc(ctx, c, opts, fn) })
+	case *pgxpool.Conn:
+		return checked(d.Conn().PgConn(), pgx.BeginTxFunc(ctx, d, opts, fn))
+	case *pgx.Conn:
+		return checked(d.PgConn(), pgx.BeginTxFunc(ctx, d, opts, fn))
+	}
+	return pgx.BeginTxFunc(ctx, db, opts, fn)
+}
