@@ -74,6 +74,13 @@ type Config struct {
 	// APIBodyBytesInFlight and IngestBodyBytesInFlight bound the request
 	// bodies held at once on /v1 and on /ingest, in bytes.
 	APIBodyBytesInFlight, IngestBodyBytesInFlight int64
+	// IngestAddressSharePercent and IngestSourceSharePercent are the
+	// shares of IngestBodyBytesInFlight one address and one source hold.
+	IngestAddressSharePercent, IngestSourceSharePercent int
+	// IngestMinBodyRate (bytes per second) is the rate an ingest body
+	// must keep after IngestBodyGrace.
+	IngestMinBodyRate int64
+	IngestBodyGrace   time.Duration
 	// MetricsAddr, when set, serves /metrics on a listener of its own
 	// (and not on Addr); MetricsToken, when set, is the bearer token
 	// /metrics requires.
@@ -122,10 +129,14 @@ var Vars = []Var{
 	{"CLAIMD_RELOAD_INTERVAL_SECONDS", "reload-interval-seconds", "5", "Check the sources file for changes this often (0 = only on SIGHUP)."},
 	{"CLAIMD_READ_TIMEOUT_SECONDS", "read-timeout-seconds", "30", "Time for a request's headers and body to arrive; past it 408 request_timeout and the connection is closed."},
 	{"CLAIMD_MAX_HEADER_BYTES", "max-header-bytes", "8192", "Largest request line plus headers, in bytes; past it 431 header_too_large."},
-	{"CLAIMD_MAX_CONNECTIONS", "max-connections", "4096", "Connections served at once; past it a new connection is answered 503 and closed."},
-	{"CLAIMD_MAX_CONNS_PER_IP", "max-conns-per-ip", "0", "Connections of one client address at once (0 = no bound; behind a proxy or load balancer every client has the proxy's address)."},
+	{"CLAIMD_MAX_CONNECTIONS", "max-connections", "4096", "Connections served at once; past it a new connection is answered 503 unavailable (JSON, Retry-After: 1) and closed."},
+	{"CLAIMD_MAX_CONNS_PER_IP", "max-conns-per-ip", "256", "Connections of one client address (IPv6: its /64) at once; past it a new connection is answered 429 rate_limited (JSON, Retry-After: 1) and closed. 256 is 1/16 of the default CLAIMD_MAX_CONNECTIONS and far above what n8n keeps open to claimd from a shared address. Behind a proxy or load balancer every client has the proxy's address: raise it to the proxy's connection pool or set 0 (no bound)."},
 	{"CLAIMD_API_BODY_BYTES_IN_FLIGHT", "api-body-bytes-in-flight", "67108864", "Bytes of /v1 request bodies held at once (read only after the API key is checked); a request that finds no room within the request timeout is answered 503 with Retry-After."},
 	{"CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT", "ingest-body-bytes-in-flight", "33554432", "Bytes of /ingest request bodies held at once (read before the signature can be checked; a budget of their own, so unauthenticated senders never starve /v1); no room within the request timeout is 503 with Retry-After."},
+	{"CLAIMD_INGEST_ADDRESS_SHARE_PERCENT", "ingest-address-share-percent", "25", "Share of CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT that the /ingest bodies of one client address (IPv6: its /64) hold at once, 1 to 100; a body alone at its address may take more. Past it the address's slowest body past its grace is cut (408), else the new body waits for room."},
+	{"CLAIMD_INGEST_SOURCE_SHARE_PERCENT", "ingest-source-share-percent", "50", "Share of CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT that the bodies of one ingest source hold at once, 1 to 100 (a body alone at its source may take more): bodies sent to one source's URL leave the rest to the others."},
+	{"CLAIMD_INGEST_MIN_BODY_RATE_BYTES", "ingest-min-body-rate-bytes", "8192", "Bytes per second, counted from the body's start, at which an /ingest body must keep arriving once its grace is over; below it 408 request_timeout, the connection closed and its bytes released. A body holds b bytes at most grace + b/rate seconds."},
+	{"CLAIMD_INGEST_BODY_GRACE_SECONDS", "ingest-body-grace-seconds", "2", "Time an /ingest body may take before the minimum rate applies; a body younger than this is never cut to make room for another."},
 	{"CLAIMD_GROUP_WORKERS", "group-workers", "2", "Group commit: concurrent claims (and, apart, Completes and Fails, and, apart, ingest deliveries) share transactions; a group closes when it is full or nothing else waits. One group of each kind is in flight while the next fills; up to this many, each on a pooled connection, only while the waiting calls fill a group or the one in flight has run over 10 ms (0 = off: every call its own transaction)."},
 	{"CLAIMD_GROUP_MAX_CALLS", "group-max-calls", "64", "Largest group: calls decided in one transaction (rows it locks; for ingest also the events of its deliveries)."},
 	{"CLAIMD_METRICS_ADDR", "metrics-addr", "", "Serve /metrics on this address only (e.g. 127.0.0.1:9090 or :9090 on a private network) instead of CLAIMD_ADDR."},
@@ -187,6 +198,10 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 	c.MaxConnsPerIP = p.int("CLAIMD_MAX_CONNS_PER_IP")
 	c.APIBodyBytesInFlight = int64(p.int("CLAIMD_API_BODY_BYTES_IN_FLIGHT"))
 	c.IngestBodyBytesInFlight = int64(p.int("CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT"))
+	c.IngestAddressSharePercent = p.int("CLAIMD_INGEST_ADDRESS_SHARE_PERCENT")
+	c.IngestSourceSharePercent = p.int("CLAIMD_INGEST_SOURCE_SHARE_PERCENT")
+	c.IngestMinBodyRate = int64(p.int("CLAIMD_INGEST_MIN_BODY_RATE_BYTES"))
+	c.IngestBodyGrace = p.secs("CLAIMD_INGEST_BODY_GRACE_SECONDS")
 	c.Group = claim.GroupConfig{Workers: p.int("CLAIMD_GROUP_WORKERS"), MaxItems: p.int("CLAIMD_GROUP_MAX_CALLS"),
 		Timeout: p.secs("CLAIMD_REQUEST_TIMEOUT_SECONDS")}
 	c.MetricsAddr = get("CLAIMD_METRICS_ADDR")
@@ -258,6 +273,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("CLAIMD_API_BODY_BYTES_IN_FLIGHT (%d) must be at least CLAIMD_BODY_LIMIT_BYTES (%d)", c.APIBodyBytesInFlight, c.BodyLimit)
 	case c.IngestBodyBytesInFlight < 64<<10:
 		return fmt.Errorf("CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT must be at least 65536, got %d", c.IngestBodyBytesInFlight)
+	case c.IngestAddressSharePercent < 1 || c.IngestAddressSharePercent > 100:
+		return fmt.Errorf("CLAIMD_INGEST_ADDRESS_SHARE_PERCENT must be between 1 and 100, got %d", c.IngestAddressSharePercent)
+	case c.IngestSourceSharePercent < 1 || c.IngestSourceSharePercent > 100:
+		return fmt.Errorf("CLAIMD_INGEST_SOURCE_SHARE_PERCENT must be between 1 and 100, got %d", c.IngestSourceSharePercent)
+	case c.IngestMinBodyRate < 1:
+		return fmt.Errorf("CLAIMD_INGEST_MIN_BODY_RATE_BYTES must be at least 1, got %d", c.IngestMinBodyRate)
+	case c.IngestBodyGrace < time.Second:
+		return errors.New("CLAIMD_INGEST_BODY_GRACE_SECONDS must be at least 1")
 	case c.MetricsAddr != "" && c.MetricsAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0"):
 		return errors.New("CLAIMD_METRICS_ADDR must differ from CLAIMD_ADDR (leave it empty to serve /metrics on CLAIMD_ADDR)")
 	}

@@ -61,7 +61,7 @@ func serve(t *testing.T, srv *httpapi.Server) string {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = srv.App().Listener(ln)
+		_ = srv.Listener(ln)
 	}()
 	t.Cleanup(func() {
 		_ = srv.App().Shutdown()

@@ -23,13 +23,19 @@ package httpapi
 //     body: the API key on /v1, the source's existence on /ingest. A
 //     declared length past the limit is refused before a byte is read.
 //   - Bodies held at once are bounded per route class by a byte budget
-//     (CLAIMD_API_BODY_BYTES_IN_FLIGHT, CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT):
-//     a body reserves its declared length (its route's limit when chunked,
+//     (CLAIMD_API_BODY_BYTES_IN_FLIGHT, CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT).
+//     A /v1 or console body (read after its API key was checked, or
+//     small) reserves its declared length (its route's limit when chunked,
 //     at most the whole budget) before it is read and keeps it until the
-//     answer is written. A request that finds no room within
+//     answer is written; one that finds no room within
 //     CLAIMD_REQUEST_TIMEOUT_SECONDS is answered 503 with Retry-After.
 //     Ingest bodies come before any authentication, so they have a budget
-//     of their own and can never starve the API's.
+//     of their own and can never starve the API's; there a body holds only
+//     the bytes that arrived, must keep arriving at a minimum rate, and
+//     each address and source holds at most its share (ingestBudget).
+//   - Connections are bounded in all and per client address by claimd's
+//     own listener (Server.Listener, connlimit.go): a refused connection
+//     is answered in the API's JSON error shape with Retry-After.
 //   - A request whose body was not read to its end (refused before it)
 //     closes its connection, so the unread bytes are never parsed as the
 //     next request.
@@ -49,6 +55,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -66,6 +73,9 @@ type byteBudget struct {
 	// reserved is what the bodies being read or held reserved; received
 	// what of it has arrived (claimd_http_body_bytes{kind}).
 	reserved, received atomic.Int64
+	// arrived, when set, replaces sem: bodies hold what arrived, within
+	// shares and a minimum rate (the ingest budget).
+	arrived *ingestBudget
 }
 
 func newByteBudget(size int64) *byteBudget {
@@ -99,6 +109,8 @@ type bodyState struct {
 	reserved, received int64
 	// heavy: the request holds a slot of this semaphore (heavyBody).
 	heavy *semaphore.Weighted
+	// hold is the body's share of the ingest budget, released by edge.
+	hold *bodyHold
 }
 
 const bodyStateKey ctxKey = 100
@@ -224,6 +236,10 @@ func (s *Server) edge(c *fiber.Ctx) error {
 			st.heavy.Release(1)
 			st.heavy = nil
 		}
+		if st.hold != nil {
+			s.ingestBodies.arrived.release(st.hold)
+			st.hold = nil
+		}
 		if st.reserved > 0 {
 			st.budget.received.Add(-st.received)
 			st.budget.reserved.Add(-st.reserved)
@@ -285,6 +301,9 @@ func (s *Server) readBody(c *fiber.Ctx, limit int, b *byteBudget) error {
 	if declared > limit {
 		return tooLarge(limit)
 	}
+	if b.arrived != nil {
+		return s.readArrivingBody(c, limit, b.arrived)
+	}
 	want := int64(limit)
 	if declared > 0 {
 		want = int64(declared)
@@ -317,7 +336,13 @@ func (s *Server) readBody(c *fiber.Ctx, limit int, b *byteBudget) error {
 	}
 	st.read = true
 	req.SetBodyRaw(body)
-	if len(body) >= heavyBody {
+	return s.takeHeavy(c, st, len(body))
+}
+
+// takeHeavy takes a slot of s.heavy for a body of n bytes from heavyBody
+// on, within the request timeout.
+func (s *Server) takeHeavy(c *fiber.Ctx, st *bodyState, n int) error {
+	if n >= heavyBody {
 		// Decoding, verifying and hashing a large body is CPU work: at
 		// most GOMAXPROCS such requests at once, waiting within the
 		// request timeout, so that a burst of large bodies is queued
@@ -331,6 +356,54 @@ func (s *Server) readBody(c *fiber.Ctx, limit int, b *byteBudget) error {
 		st.heavy = s.heavy
 	}
 	return nil
+}
+
+// readArrivingBody is readBody within an ingest budget: the body holds
+// what arrived, at the minimum rate, within its address's and source's
+// shares (see ingestBudget). Errors as readBody's; a body cut for its rate
+// or preempted is RequestTimeout.
+func (s *Server) readArrivingBody(c *fiber.Ctx, limit int, b *ingestBudget) error {
+	st := bodyStateOf(c)
+	req := c.Request()
+	declared := req.Header.ContentLength()
+	fc := c.Context()
+	h := &bodyHold{addr: addressGroup(fc.RemoteIP()), source: c.Params("source"), start: time.Now(), conn: fc.Conn()}
+	b.open(h)
+	st.hold = h
+	r := &ingestReader{r: fc.RequestBodyStream(), b: b, h: h, hard: fc.Time().Add(s.cfg.ReadTimeout),
+		wait: s.cfg.RequestTimeout, base: c.UserContext()}
+	// The buffer grows with what arrives, never to a declared length
+	// that has not.
+	var buf bytes.Buffer
+	buf.Grow(min(max(declared, 0), 64<<10))
+	src := io.Reader(r)
+	if declared > 0 {
+		src = io.LimitReader(r, int64(declared))
+	} else {
+		src = io.LimitReader(r, int64(limit)+1)
+	}
+	_, err := buf.ReadFrom(src)
+	body := buf.Bytes()
+	switch {
+	case err == nil && declared > 0 && len(body) < declared:
+		err = io.ErrUnexpectedEOF
+	case err == nil && declared < 0 && len(body) > limit:
+		return tooLarge(limit)
+	}
+	if err != nil {
+		var ae *apperr.Error
+		if errors.As(err, &ae) {
+			return ae
+		}
+		if r.slow && !h.cancelled.Load() {
+			b.slow.Add(1)
+		}
+		return bodyReadError(err)
+	}
+	b.finish(h)
+	st.read = true
+	req.SetBodyRaw(body)
+	return s.takeHeavy(c, st, len(body))
 }
 
 // heavyBody is the body size, in bytes, from which a request takes one of

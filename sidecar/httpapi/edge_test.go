@@ -327,16 +327,17 @@ sources:
 `, ingestOptions{server: func(c *httpapi.Config) {
 		c.IngestBodyBytesInFlight = 64 << 10
 		c.RequestTimeout = time.Second
+		c.IngestBodyGrace = time.Hour // the holder is never cut
 	}})
 	addr := strings.TrimPrefix(e.base, "http://")
 	head := "POST /ingest/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n"
 	holder, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer holder.Close()
-	_, err = io.WriteString(holder, head+strings.Repeat("a", 9000)) // past the 8 KiB fasthttp reads first
+	_, err = io.WriteString(holder, head+strings.Repeat("a", 59000)) // an ingest body holds what arrived
 	require.NoError(t, err)
-	waitForCondition(t, "the held body to reserve the budget", func() bool {
-		return strings.Contains(scrapeMetrics(t, e.base), `claimd_http_body_bytes{class="ingest",kind="reserved"} 60000`)
+	waitForCondition(t, "the held body to fill the budget", func() bool {
+		return strings.Contains(scrapeMetrics(t, e.base), `claimd_http_body_bytes{class="ingest",kind="reserved"} 59000`)
 	})
 
 	replies := rawExchange(t, addr, head+strings.Repeat("b", 60000), 10*time.Second)

@@ -132,7 +132,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 1)
-	go func() { served <- srv.App().Listener(ln) }()
+	go func() { served <- srv.Listener(ln) }()
 	t.Cleanup(func() {
 		// Close the listener too: a Shutdown that lands before the server
 		// started serving would otherwise leave Listener running forever.

@@ -12,6 +12,7 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"errors"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -152,10 +153,14 @@ type Config struct {
 	// default 8192. Past it: 431 header_too_large.
 	MaxHeaderBytes int
 	// MaxConnections bounds the connections served at once; default 4096.
-	// Past it a new connection is answered 503 and closed.
+	// Past it a new connection is answered 503 unavailable (JSON, with
+	// Retry-After) and closed (Listener).
 	MaxConnections int
-	// MaxConnsPerIP bounds the connections of one client address; 0 (the
-	// default) is no bound (behind a proxy every client has its address).
+	// MaxConnsPerIP bounds the connections of one client address (IPv6:
+	// its /64); 0 takes DefaultMaxConnsPerIP, a negative value is no
+	// bound (behind a proxy every client has its address). Past it a new
+	// connection is answered 429 rate_limited (JSON, with Retry-After)
+	// and closed (Listener).
 	MaxConnsPerIP int
 	// APIBodyBytesInFlight bounds the /v1 request bodies held at once, in
 	// bytes; default 64 MiB.
@@ -163,6 +168,16 @@ type Config struct {
 	// IngestBodyBytesInFlight bounds the /ingest request bodies held at
 	// once (read before any signature is checked), in bytes; default 32 MiB.
 	IngestBodyBytesInFlight int64
+	// IngestAddressSharePercent and IngestSourceSharePercent are the
+	// share of IngestBodyBytesInFlight one client address (IPv6: its /64)
+	// and one source may hold, in percent; defaults 25 and 50 (a body
+	// alone at its address or source may take more; see ingestBudget).
+	IngestAddressSharePercent, IngestSourceSharePercent int
+	// IngestMinBodyRate is the rate, in bytes per second, at which an
+	// ingest body must keep arriving after IngestBodyGrace; defaults
+	// 8192 and 2s. Below it: 408 request_timeout, connection closed.
+	IngestMinBodyRate int64
+	IngestBodyGrace   time.Duration
 	// MetricsToken, when set, is the bearer token GET /metrics requires
 	// (compared in constant time).
 	MetricsToken string
@@ -191,6 +206,14 @@ const (
 	DefaultMaxConnections          = 4096
 	DefaultAPIBodyBytesInFlight    = 64 << 20
 	DefaultIngestBodyBytesInFlight = 32 << 20
+	// DefaultMaxConnsPerIP: one address takes at most 1/16 of the default
+	// MaxConnections, and still far more than n8n or a harness on the
+	// same host keeps open to claimd.
+	DefaultMaxConnsPerIP             = 256
+	DefaultIngestAddressSharePercent = 25
+	DefaultIngestSourceSharePercent  = 50
+	DefaultIngestMinBodyRate         = 8 << 10
+	DefaultIngestBodyGrace           = 2 * time.Second
 )
 
 // Server is the HTTP API.
@@ -227,13 +250,21 @@ func New(cfg Config) *Server {
 	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
 	cfg.APIBodyBytesInFlight = cmp.Or(cfg.APIBodyBytesInFlight, DefaultAPIBodyBytesInFlight)
 	cfg.IngestBodyBytesInFlight = cmp.Or(cfg.IngestBodyBytesInFlight, DefaultIngestBodyBytesInFlight)
+	cfg.MaxConnsPerIP = cmp.Or(cfg.MaxConnsPerIP, DefaultMaxConnsPerIP)
+	cfg.IngestAddressSharePercent = cmp.Or(cfg.IngestAddressSharePercent, DefaultIngestAddressSharePercent)
+	cfg.IngestSourceSharePercent = cmp.Or(cfg.IngestSourceSharePercent, DefaultIngestSourceSharePercent)
+	cfg.IngestMinBodyRate = cmp.Or(cfg.IngestMinBodyRate, DefaultIngestMinBodyRate)
+	cfg.IngestBodyGrace = cmp.Or(cfg.IngestBodyGrace, DefaultIngestBodyGrace)
 	s := &Server{cfg: cfg, validate: newValidator(),
 		apiBodies: newByteBudget(cfg.APIBodyBytesInFlight), ingestBodies: newByteBudget(cfg.IngestBodyBytesInFlight),
 		heavy: semaphore.NewWeighted(int64(runtime.GOMAXPROCS(0)))}
+	s.ingestBodies.arrived = newIngestBudget(cfg.IngestBodyBytesInFlight, cfg.IngestAddressSharePercent,
+		cfg.IngestSourceSharePercent, cfg.IngestBodyGrace, cfg.IngestMinBodyRate)
 	s.base, s.abort = context.WithCancel(context.Background())
 	if cfg.Metrics != nil {
 		cfg.Metrics.ObserveBodyBudget("api", s.apiBodies.size, s.apiBodies.reserved.Load, s.apiBodies.received.Load)
-		cfg.Metrics.ObserveBodyBudget("ingest", s.ingestBodies.size, s.ingestBodies.reserved.Load, s.ingestBodies.received.Load)
+		// An ingest body reserves what arrived: both gauges are that.
+		cfg.Metrics.ObserveBodyBudget("ingest", s.ingestBodies.size, s.ingestBodies.arrived.heldNow.Load, s.ingestBodies.arrived.heldNow.Load)
 	}
 	// Bodies are streamed: fasthttp reads the headers and at most 8 KiB of
 	// a body before routing; every route reads the rest within its own
@@ -249,10 +280,12 @@ func New(cfg Config) *Server {
 		WriteTimeout:                 30 * time.Second,
 		IdleTimeout:                  120 * time.Second,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
-		Concurrency:                  cfg.MaxConnections,
+		// Connections are bounded by Listener, which answers in JSON;
+		// fasthttp's bound (plain text) sits above it, for connections
+		// closed but not yet handed back to its worker pool.
+		Concurrency: 2 * cfg.MaxConnections,
 	})
 	srv := s.app.Server()
-	srv.MaxConnsPerIP = cfg.MaxConnsPerIP
 	srv.CloseOnShutdown = true
 	srv.HeaderReceived = s.headerReceived
 	srv.Handler = s.methodGuard(srv.Handler)
@@ -316,8 +349,16 @@ func (s *Server) readConsoleBody(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// App returns the Fiber app (for Listen, Test and Shutdown).
+// App returns the Fiber app (for Test and Shutdown; serve with Listener).
 func (s *Server) App() *fiber.App { return s.app }
+
+// Listener serves the app on ln within the connection bounds
+// (MaxConnections, MaxConnsPerIP; see connLimiter), each connection
+// through the framing check (FramingListener), until the app is shut
+// down.
+func (s *Server) Listener(ln net.Listener) error {
+	return s.app.Listener(newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), nil))
+}
 
 // observe logs one line per request (never bodies or credentials) and
 // records the latency histogram.

@@ -288,8 +288,10 @@ func (m *Main) Run(ctx context.Context) error {
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
 		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter,
 		ReadTimeout: m.Config.ReadTimeout, MaxHeaderBytes: m.Config.MaxHeaderBytes,
-		MaxConnections: m.Config.MaxConnections, MaxConnsPerIP: m.Config.MaxConnsPerIP,
+		MaxConnections: m.Config.MaxConnections, MaxConnsPerIP: cmp.Or(m.Config.MaxConnsPerIP, -1), // 0: no bound
 		APIBodyBytesInFlight: m.Config.APIBodyBytesInFlight, IngestBodyBytesInFlight: m.Config.IngestBodyBytesInFlight,
+		IngestAddressSharePercent: m.Config.IngestAddressSharePercent, IngestSourceSharePercent: m.Config.IngestSourceSharePercent,
+		IngestMinBodyRate: m.Config.IngestMinBodyRate, IngestBodyGrace: m.Config.IngestBodyGrace,
 		MetricsToken: m.Config.MetricsToken, MetricsElsewhere: m.Config.MetricsAddr != "",
 	})
 	app := m.server.App()
@@ -326,7 +328,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// refusal that ended the start-up wait.
 	var stopErr error
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- app.Listener(ln) }()
+	go func() { serveErr <- m.server.Listener(ln) }()
 	m.Log.Info().Str("addr", m.Addr).Str("metrics_addr", m.MetricsAddr).Int("static_keys", len(m.Config.APIKeys)).
 		Int("ingest_sources", len(m.Config.Ingest.Sources)).Int("trigger_sources", len(m.Config.Ingest.Triggers)).
 		Bool("dispatch", m.Config.Dispatch).
