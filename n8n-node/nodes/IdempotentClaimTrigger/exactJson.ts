@@ -13,16 +13,19 @@
  *    safe integers, ±(2^53 − 1): even 9007199254740992, which a double holds,
  *    since the double 9007199254740992 also stands for 9007199254740993, so
  *    such a field has one type whatever its value;
- *  - any other spelling whose value the double does not hold: more
- *    significant digits than a double keeps, beyond ±1.8e308 (Infinity) or a
- *    non-zero value below 5e-324 (0).
- * Every other number is the double, whose shortest spelling has the same
- * value as the text (0.1, 1.5, 1e21, 1.0 as 1). -0 stays the number -0
+ *  - any other spelling that the double gives back (its shortest spelling,
+ *    as JSON.stringify writes it) with another value: more significant
+ *    digits than a double keeps (0.1000000000000000055511151231257827 comes
+ *    back as 0.1), beyond ±1.8e308 (Infinity, written null) or a non-zero
+ *    value below 5e-324 (0).
+ * Every other number is the double, which gives back the value sent (0.1,
+ * 1.5, 1e21, 1.0 as 1). -0 stays the number -0
  * (JSON.stringify writes it 0): the same value as 0, as for claimd's keys.
  *
  * Node 21 and later give a reviver each number's source text
  * (context.source, TC39 "JSON.parse source text access"); on older runtimes
- * the text is rewritten first so that such numbers are JSON strings.
+ * the text is rewritten first so that such numbers are JSON strings. A text
+ * without such a number (one scan) is parsed by JSON.parse alone.
  */
 
 /** The value of a JSON number's text: sign, significant digits, exponent of the last digit. */
