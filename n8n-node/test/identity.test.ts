@@ -168,6 +168,7 @@ describe('No empty identities: Key Parts', () => {
 			`Key part 2 is the number 9007199254740992, beyond the integers n8n keeps exact (±${Number.MAX_SAFE_INTEGER}) [item 1]`,
 		);
 		expect(failure.description).toContain('Key on its text form instead');
+		expect(failure.description).toContain('Options → Exact Numbers');
 		expect(failure.description).toContain('raw request body');
 	});
 
