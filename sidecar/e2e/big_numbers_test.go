@@ -285,6 +285,24 @@ func TestBigNumbersReachTheEffectExactly(t *testing.T) {
 				o.ID, o.Order["limit"], o.Order["amount"])
 		}
 	}
+	// claimd keyed the orders by their exact digits on every door: one
+	// record each, and a copy of an order is no new execution (its claim is
+	// still processing here: no settle hook, so 503 in_progress).
+	for _, source := range []string{"bn-orders", "bn-plain", "bn-ingest"} {
+		seen := map[string]bool{}
+		for _, id := range bigOrderIDs {
+			rec, found := findClaim(t, c, source, id)
+			if !found || seen[rec.ClaimID] {
+				t.Errorf("%s: order %s has no record of its own (found %v, claim %q)", source, id, found, rec.ClaimID)
+			}
+			seen[rec.ClaimID] = true
+		}
+	}
+	for _, id := range bigOrderIDs {
+		if a := post(t, n.WebhookURL(bigOrdersPath), []byte(bigOrder(id)), orderHeaders); a.Code/100 == 2 {
+			t.Errorf("a copy of order %s was answered %s, want no 2xx while its claim is processing", id, a)
+		}
+	}
 	api.mu.Lock()
 	calls := len(api.got)
 	api.mu.Unlock()
