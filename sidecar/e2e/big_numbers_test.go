@@ -188,6 +188,18 @@ func TestBigNumbersRecipeIsREADMEs(t *testing.T) {
 // effect with its own digits.
 func TestBigNumbersReachTheEffectExactly(t *testing.T) {
 	t.Parallel()
+	runBigNumbers(t, false)
+}
+
+// TestBigNumbersQueueMode runs the same in queue mode: the main process
+// runs the trigger and the Webhook node, a worker runs the executions (the
+// Code node reads the raw body from n8n's binary data store there).
+func TestBigNumbersQueueMode(t *testing.T) {
+	t.Parallel()
+	runBigNumbers(t, true)
+}
+
+func runBigNumbers(t *testing.T, queue bool) {
 	api := newOrderAPI(t)
 	token := RandomHex(t, 24)
 	n8nPort := FreePort(t)
@@ -228,9 +240,11 @@ func TestBigNumbersReachTheEffectExactly(t *testing.T) {
 	wf := WriteWorkflow(t, filepath.Join("testdata", "big-numbers.json"), map[string]string{
 		"CREDENTIAL_ID": claimCredID, "TARGET_URL": api.URL,
 	})
-	n := StartN8N(t, N8NConfig{
-		Workflows: []string{wf}, Credentials: []string{creds}, NodePackage: nodePackageDir, Port: n8nPort,
-	})
+	cfg := N8NConfig{Workflows: []string{wf}, Credentials: []string{creds}, NodePackage: nodePackageDir, Port: n8nPort}
+	if queue {
+		cfg.Queue, cfg.Workers = true, 1
+	}
+	n := StartN8N(t, cfg)
 
 	orderHeaders := map[string]string{"X-Orders-Token": token}
 	for _, path := range []string{bigOrdersPath, bigPlainPath} {
