@@ -81,7 +81,9 @@ func RetryableDB(err error) bool {
 //
 //  1. context.Canceled or context.DeadlineExceeded (the request's own time
 //     bound, also inside pgconn's timeout error): DBOutcomeUnknown, since
-//     the time may have run out while the commit was under way.
+//     the time may have run out while the commit was under way; so is
+//     ErrUnreplicatedCommit (a commit kept without its synchronous standby),
+//     so that no caller runs such a write again on its own.
 //  2. *pgconn.ConnectError: no connection could be opened (refused,
 //     unreachable host, TLS, authentication, too many connections, the
 //     database missing, a standby where target_session_attrs wants a
@@ -153,6 +155,9 @@ func ClassifyDB(err error) (DBFault, string) {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return DBOutcomeUnknown, "the request timed out waiting for the database"
+	}
+	if errors.Is(err, ErrUnreplicatedCommit) {
+		return DBOutcomeUnknown, "the database committed without the synchronous standby's confirmation"
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {

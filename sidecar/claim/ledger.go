@@ -279,7 +279,7 @@ func (l *Ledger) claimAlone(ctx context.Context, r Request) (Result, error) {
 			return err
 		})
 	})
-	return res, err
+	return res, DBError(err) // claimValid's errors already are; a failed acquisition is not
 }
 
 // runClaims decides a group of valid claims (the group.Grouper's run).
