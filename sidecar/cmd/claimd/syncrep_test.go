@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -355,4 +357,56 @@ func TestCancelledSyncWaitIsNotAcknowledged(t *testing.T) {
 	var n2 int
 	require.NoError(t, primary.QueryRowDB(pgtest.ClusterDB, `SELECT count(*) FROM claims WHERE event_id = 'cancelled'`).Scan(&n2))
 	require.Equal(t, 1, n2)
+}
+
+// The dispatcher's writes are refused too: an event stored while the pair
+// was synchronous is not dispatched by a claimd with the setting while the
+// pair is asynchronous (River's own writes meet the read-only session, as
+// its log says), and is dispatched once the standby is synchronous again.
+func TestRequireSyncReplicationHoldsDispatch(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.NewPrimary(t, pgtest.ClusterOptions{})
+	primary.NewStandby("standby1", pgtest.Async)
+	delivered := make(chan string, 10)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusOK)
+		delivered <- string(b)
+	}))
+	defer target.Close()
+	sources := filepath.Join(t.TempDir(), "sources.yaml")
+	require.NoError(t, os.WriteFile(sources, []byte(reloadSources(target.URL, true, false)), 0o600))
+	env := map[string]string{"DATABASE_URL": primary.URL(""), "CLAIMD_API_KEYS": "t1:t1-hold-key-0123456789",
+		"CLAIMD_DISPATCH": "false", "CLAIMD_SOURCES_FILE": sources, "CLAIMD_RELOAD_INTERVAL_SECONDS": "0"}
+	off := startInProcess(t, env) // stores, does not dispatch
+	status, _ := ingestOrder(t, off.url, "held-1")
+	require.Less(t, status, 300)
+
+	env["CLAIMD_DISPATCH"], env["CLAIMD_REQUIRE_SYNC_REPLICATION"] = "true", "true"
+	on := startInProcess(t, env)
+	waitFor(t, "the dispatcher's writes refused", func() bool {
+		for _, l := range on.logs.Lines() {
+			if strings.Contains(l, `"component":"river"`) && strings.Contains(l, "read-only transaction") {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case b := <-delivered:
+		t.Fatalf("dispatched on an asynchronous pair: %s", b)
+	default:
+	}
+	var state string
+	require.NoError(t, primary.QueryRowDB(pgtest.ClusterDB, `SELECT dispatch_state FROM inbox_events`).Scan(&state))
+	require.Equal(t, "pending", state)
+
+	primary.SetSynchronousStandbys("standby1")
+	primary.WaitStreaming("standby1", true)
+	select {
+	case b := <-delivered:
+		require.Contains(t, b, "held-1")
+	case <-time.After(time.Minute):
+		t.Fatal("not dispatched once the standby is synchronous")
+	}
 }
