@@ -142,3 +142,52 @@ func TestRiverLoggerBridgesToZerolog(t *testing.T) {
 	riverLogger(zerolog.New(&buf).Level(zerolog.DebugLevel)).Debug("elector: attempting to gain leadership")
 	require.Contains(t, buf.String(), "attempting to gain leadership")
 }
+
+// The start-up survey's verdicts: one system on one timeline changes
+// nothing; primaries of one system on different timelines make the newest
+// the current identity and refuse the older ones (whatever the order of
+// the hosts, standbys and unreachable hosts ignored); hosts of different
+// systems are an error naming each host; a failover the fence sees later
+// calls its hook, a refusal does not.
+func TestFenceSurveySeed(t *testing.T) {
+	t.Parallel()
+	p := func(addr, sys string, tl uint32) surveyed {
+		return surveyed{addr: addr, identity: serverIdentity{System: sys, Timeline: tl}}
+	}
+	standby := surveyed{addr: "s:1", standby: true, identity: serverIdentity{System: "7714"}}
+	down := surveyed{addr: "d:1", err: errors.New("connection refused")}
+
+	f := newFence(zerolog.Nop())
+	require.NoError(t, f.seed([]surveyed{p("a:1", "7714", 2), standby, down}))
+	require.Empty(t, f.current.System, "nothing to tell: learned from the first connection")
+
+	for _, order := range [][]surveyed{
+		{p("old:1", "7714", 1), p("new:1", "7714", 2), standby, down},
+		{down, p("new:1", "7714", 2), p("old:1", "7714", 1)},
+	} {
+		var buf bytes.Buffer
+		f := newFence(zerolog.New(&buf))
+		require.NoError(t, f.seed(order))
+		require.Equal(t, serverIdentity{System: "7714", Timeline: 2}, f.current)
+		require.EqualValues(t, 1, f.Refusals())
+		require.Contains(t, buf.String(), "refused the database server at old:1: it is a primary on timeline 1, older than timeline 2")
+		require.NotNil(t, refusal(f.admit("old:1", serverIdentity{System: "7714", Timeline: 1})))
+		require.NoError(t, f.admit("new:1", serverIdentity{System: "7714", Timeline: 2}))
+	}
+
+	err := newFence(zerolog.Nop()).seed([]surveyed{p("a:1", "7714", 1), p("b:1", "9999", 1), down})
+	var other *otherSystemsError
+	require.ErrorAs(t, err, &other)
+	require.Contains(t, err.Error(), "a:1 (system identifier 7714)")
+	require.Contains(t, err.Error(), "b:1 (system identifier 9999)")
+
+	f = newFence(zerolog.Nop())
+	calls := 0
+	hook := func() { calls++ }
+	f.onFailover.Store(&hook)
+	require.NoError(t, f.admit("a:1", serverIdentity{System: "7714", Timeline: 1}))
+	require.Error(t, f.admit("x:1", serverIdentity{System: "9999", Timeline: 1}))
+	require.Zero(t, calls)
+	require.NoError(t, f.admit("b:1", serverIdentity{System: "7714", Timeline: 2}))
+	require.Equal(t, 1, calls)
+}
