@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -353,10 +354,13 @@ type dispatchWorker struct {
 	in *Inbox
 }
 
-// Timeout bounds one dispatch attempt by the source's forward timeout.
+// Timeout bounds one run of a dispatch job: the source's forward timeout
+// plus DispatchLeaseGrace. River's rescuer leaves a running job alone
+// until this much has passed since it started, and at least
+// RescueStuckAfter.
 func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
 	if s := w.in.Source(job.Args.Source); s != nil {
-		return s.Forward.Timeout + 5*time.Second
+		return s.Forward.Timeout + DispatchLeaseGrace
 	}
 	return DefaultForwardTimeout
 }
@@ -371,12 +375,29 @@ type stored struct {
 	receivedAt                                                time.Time
 }
 
+// recordTimeout bounds the statement that records an attempt's answer. It
+// runs even when the job's context has ended: the answer is known, and an
+// attempt left unrecorded would only be taken for one of unknown outcome
+// once its lease passes.
+const recordTimeout = 10 * time.Second
+
 // Work posts the stored event to the source's target. 2xx → dispatched
 // (with require_claim, once the event was claimed; an unclaimed 2xx is
-// retried); a status in forward.retry_statuses and transport errors → retry
-// with backoff, or after Retry-After when the target sent one; any other
-// status → dead letter at once; attempt cap → dead letter naming the last
-// answer. Every retry and dead letter is a delivery-log row with its reason.
+// retried); a status in forward.delivered_statuses → dispatched (the
+// target says it has the event already: an n8n resume URL's 409); a status
+// in forward.retry_statuses and transport errors → retry with backoff, or
+// after Retry-After when the target sent one; any other status → dead
+// letter at once; attempt cap → dead letter naming the last answer. Every
+// retry and dead letter is a delivery-log row with its reason.
+//
+// Each attempt is reserved before its POST is sent (reserve): the attempt
+// is counted and the event gets a holder token and a lease in a committed
+// statement, and the answer is recorded only while that token still holds
+// the event. A second run of the job (River rescued it while the first
+// may still be posting) finds the live lease and snoozes until it ends;
+// it never posts beside an attempt that may be in flight. An attempt whose
+// lease ended without an answer recorded has an unknown outcome; see
+// takeOver for what happens to it.
 //
 // Redirects are never followed: the event is posted to forward.url and
 // nowhere else. Following one would turn the POST into a GET without the
@@ -392,6 +413,11 @@ type stored struct {
 // dispatch waits, retried with backoff up to SourceWaitCap without using
 // an attempt, visible as last_dispatch_error and one dispatch_failed
 // delivery-log row, and resumes when the source is configured again.
+//
+// Work completes the job (returns nil) only when the event is final
+// (dispatched, dead-lettered or purged): when two runs of one job overlap,
+// River keeps the result of the run that ends first, so a run that ends
+// with the event still pending must leave the job scheduled.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	in := w.in
 	ld, err := in.load(ctx, job.Args.ClaimID)
@@ -409,14 +435,35 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if src == nil {
 		return in.waitForSource(ctx, job, st)
 	}
-	attempt := st.attempts + 1
-	ans, derr := in.post(ctx, src, job.Args, st, attempt)
+	// The POST's deadline counts from before the reservation's statement
+	// starts, so it ends before the lease (the database's now() at that
+	// statement plus Timeout plus DispatchLeaseGrace) whatever the
+	// statement's latency.
+	deadline := time.Now().Add(src.Forward.Timeout)
+	rv, err := in.reserve(ctx, job.Args, src)
+	if err != nil || rv.done {
+		return err
+	}
+	if rv.wait > 0 {
+		in.obs.Dispatched(src.Name, "in_flight", 0)
+		in.log.Info().Str("source", src.Name).Str("claim_id", job.Args.ClaimID).Int("attempt", rv.attempt).
+			Dur("wait", rv.wait).Msg("dispatch attempt in flight elsewhere; checking again when its lease ends")
+		return river.JobSnooze(rv.wait)
+	}
+	attempt, holder := rv.attempt, rv.holder
+	ans, derr := in.post(ctx, src, job.Args, st, attempt, deadline)
+	// The answer is known: record it even if the job's context ended.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	status, retryAfter := ans.status, ans.retryAfter
 	switch {
+	case derr == nil && src.Forward.DeliveredStatuses.Has(status):
+		return in.markDelivered(ctx, src, job.Args, st, mark{claimID: job.Args.ClaimID, holder: holder, attempt: attempt,
+			status: status, detail: deliveredDetail(src, status, ans.conflict)})
 	case derr == nil && status >= 300 && status < 400:
 		reason := redirectReason(src.Forward.URL, status, ans.location)
 		if !src.Forward.RetryStatuses.Has(status) {
-			return in.deadLetter(ctx, job.Args, st, status, reason)
+			return in.deadLetter(ctx, job.Args, holder, attempt, status, reason)
 		}
 		derr = errors.New(reason + " (retryable for this source: in forward.retry_statuses)")
 	case derr == nil && status >= 200 && status < 300:
@@ -424,8 +471,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// claimed the event: n8n answers 200 "n8n is starting up" while it
 		// boots and runs nothing, and a workflow that answers before its
 		// claim may still fail. Otherwise it is retried like a 5xx.
-		marked, err := in.markDispatched(ctx, mark{claimID: job.Args.ClaimID, attempt: attempt, status: status,
-			requireClaim: src.Forward.RequireClaim})
+		marked, err := in.markDispatched(ctx, mark{claimID: job.Args.ClaimID, holder: holder, attempt: attempt, status: status,
+			detail: "HTTP " + strconv.Itoa(status), requireClaim: src.Forward.RequireClaim})
 		if err != nil {
 			return err
 		}
@@ -436,7 +483,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		}
 		derr = fmt.Errorf("HTTP %d but the event was not claimed (n8n still starting, or the workflow answers before its Idempotent Claim node)", status)
 	case derr == nil && !src.Forward.RetryStatuses.Has(status):
-		return in.deadLetter(ctx, job.Args, st, status,
+		return in.deadLetter(ctx, job.Args, holder, attempt, status,
 			fmt.Sprintf("target answered HTTP %d (not retryable for this source: not in forward.retry_statuses)", status))
 	}
 	reason := fmt.Sprintf("target answered HTTP %d (retryable for this source)", status)
@@ -449,16 +496,21 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		reason = "target unreachable: " + transportError(derr)
 	}
 	if attempt >= src.Forward.MaxAttempts {
-		return in.deadLetter(ctx, job.Args, st, status, reason+fmt.Sprintf("; attempt cap %d reached", src.Forward.MaxAttempts))
+		return in.deadLetter(ctx, job.Args, holder, attempt, status, reason+fmt.Sprintf("; attempt cap %d reached", src.Forward.MaxAttempts))
 	}
 	if retryAfter > 0 {
 		reason += fmt.Sprintf("; next attempt after its Retry-After of %s", retryAfter)
 	}
-	if _, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_attempts = $2, last_dispatch_status = NULLIF($3, 0),
-		last_dispatch_error = $4 WHERE claim_id = $1 RETURNING claim_id)
+	tag, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET last_dispatch_status = NULLIF($3, 0),
+		last_dispatch_error = $4, dispatch_holder = NULL, dispatch_lease_until = NULL
+		WHERE claim_id = $1 AND dispatch_holder = $5 RETURNING claim_id)
 		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-		SELECT claim_id, 'dispatch_failed', $2, $4 FROM e`, job.Args.ClaimID, attempt, status, reason); err != nil {
+		SELECT claim_id, 'dispatch_failed', $2, $4 FROM e`, job.Args.ClaimID, attempt, status, reason, holder)
+	if err != nil {
 		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return in.lostReservation(src.Name, job.Args.ClaimID, attempt)
 	}
 	in.obs.Dispatched(src.Name, "retry", 0)
 	in.log.Warn().Str("source", src.Name).Str("claim_id", job.Args.ClaimID).Int("attempt", attempt).Str("reason", reason).Msg("dispatch failed; will retry")
@@ -466,6 +518,167 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return river.JobSnooze(retryAfter)
 	}
 	return errors.New(reason)
+}
+
+// lostReservation is Work's answer when an attempt's answer could not be
+// recorded because the attempt no longer holds the event: its lease ended
+// and another run took the event over (only a stall of this process past
+// the lease does that), or an operator changed the record. The job stays
+// scheduled; its next run reads what the record says now.
+func (in *Inbox) lostReservation(source, claimID string, attempt int) error {
+	in.log.Warn().Str("source", source).Str("claim_id", claimID).Int("attempt", attempt).
+		Msg("dispatch attempt's answer not recorded: its reservation was taken over after its lease ended")
+	return fmt.Errorf("attempt %d no longer holds the dispatch (its lease ended and another run took it over)", attempt)
+}
+
+// reservation is reserve's answer.
+type reservation struct {
+	// holder and attempt identify the attempt reserved: post it.
+	holder  string
+	attempt int
+	// wait > 0: another attempt holds a live lease; check again after
+	// wait (attempt is that attempt's number).
+	wait time.Duration
+	// done: post nothing; Work returns reserve's error (nil when the
+	// event is final).
+	done bool
+}
+
+// reserveSQL reserves the next attempt of a pending dispatch that no
+// attempt holds: counts it and sets the holder token and the lease, in
+// one autocommitted statement. $1 claim id, $2 holder (uuid), $3 lease in
+// milliseconds.
+const reserveSQL = `UPDATE inbox_events SET dispatch_attempts = dispatch_attempts + 1, dispatch_holder = $2,
+	dispatch_lease_until = now() + $3 * interval '1 millisecond'
+	WHERE claim_id = $1 AND dispatch_state = 'pending' AND dispatch_holder IS NULL RETURNING dispatch_attempts`
+
+// leaseSlack is added to the wait for another attempt's lease: the check
+// after it finds the lease ended, not a few milliseconds short of it.
+const leaseSlack = 250 * time.Millisecond
+
+// reserve reserves the dispatch's next attempt for this run. The lease is
+// the source's forward timeout plus DispatchLeaseGrace from the
+// database's now(); the POST's own deadline (Work) ends before it, so a
+// lease never ends while its POST may still be in flight. Usually one
+// statement (reserveSQL); when an attempt holds the event, a transaction
+// that locks the record decides: the holder's lease is live → wait for it;
+// it has ended → takeOver.
+func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (reservation, error) {
+	lease := src.Forward.Timeout + DispatchLeaseGrace
+	holder := uuid.NewString()
+	var attempt int
+	err := in.pool.QueryRow(ctx, reserveSQL, a.ClaimID, holder, lease.Milliseconds()).Scan(&attempt)
+	if err == nil {
+		return reservation{holder: holder, attempt: attempt}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return reservation{}, err
+	}
+	var rv reservation
+	var settled func() error // Work's answer once the transaction committed
+	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+		rv, settled = reservation{}, nil
+		var state, claimState string
+		var held, live bool
+		var remainingMS float64
+		err := tx.QueryRow(ctx, `SELECT e.dispatch_state, e.dispatch_attempts, e.dispatch_holder IS NOT NULL,
+			COALESCE(e.dispatch_lease_until > now(), false),
+			COALESCE(extract(epoch FROM e.dispatch_lease_until - now()) * 1000, 0), c.state
+			FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 FOR UPDATE OF e`, a.ClaimID).
+			Scan(&state, &rv.attempt, &held, &live, &remainingMS, &claimState)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			rv.done = true // purged by retention
+			return nil
+		case err != nil:
+			return err
+		case state != "pending":
+			rv.done = true
+			return nil
+		case held && live:
+			rv.wait = time.Duration(remainingMS*float64(time.Millisecond)) + leaseSlack
+			return nil
+		case held:
+			var proceed bool
+			proceed, settled, err = in.takeOver(ctx, tx, a, src, rv.attempt, claimState)
+			if err != nil || !proceed {
+				rv.done = true
+				return err
+			}
+		}
+		// No holder (the last one recorded its answer since the first
+		// statement) or one taken over: reserve here.
+		rv.holder = holder
+		return tx.QueryRow(ctx, `UPDATE inbox_events SET dispatch_attempts = dispatch_attempts + 1, dispatch_holder = $2,
+			dispatch_lease_until = now() + $3 * interval '1 millisecond' WHERE claim_id = $1 RETURNING dispatch_attempts`,
+			a.ClaimID, holder, lease.Milliseconds()).Scan(&rv.attempt)
+	})
+	if err != nil {
+		return reservation{}, err
+	}
+	if settled != nil {
+		return rv, settled()
+	}
+	return rv, nil
+}
+
+// unknownReason is last_dispatch_error (and the delivery-log detail) of an
+// attempt whose outcome is unknown.
+func unknownReason(attempt int) string {
+	return fmt.Sprintf("attempt %d's outcome is unknown: its dispatcher stopped before recording an answer "+
+		"(a crash, or a stall past its lease); the target may have received it", attempt)
+}
+
+// takeOver settles, in tx (the record locked), the attempt that holds the
+// dispatch but whose lease has ended without an answer recorded: its POST
+// may or may not have reached the target, and none can still be in
+// flight (its deadline ended before the lease). It is logged as a
+// dispatch_failed attempt with unknownReason, and then:
+//   - with forward.require_claim, if the workflow has claimed the event,
+//     the attempt did reach it: dispatched (delivery-log detail says so);
+//   - at forward.max_attempts: dead letter, the reason naming the unknown
+//     outcome and the cap;
+//   - otherwise it counts as a failed attempt, like a timeout: proceed is
+//     true and the caller reserves and posts the next attempt at once
+//     (the lease wait already outlasted the attempt's timeout). A target
+//     that does not claim may then receive the event twice; it carries
+//     the same Idempotency-Key and a higher X-Dispatch-Attempt.
+//
+// settled, when not nil, is what Work returns after the commit (it also
+// signals the observer and logs).
+func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *Source, attempt int, claimState string) (proceed bool, settled func() error, err error) {
+	reason := unknownReason(attempt)
+	if src.Forward.RequireClaim && claimState != string(claim.StateReceived) {
+		const detail = "attempt's outcome unknown, but the workflow has claimed the event: it was received"
+		_, err := tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', last_dispatch_status = NULL,
+			last_dispatch_error = NULL, dispatched_at = now(), dispatch_holder = NULL, dispatch_lease_until = NULL
+			WHERE claim_id = $1 RETURNING claim_id, received_at)
+			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatched', $2, $3 FROM e`,
+			a.ClaimID, attempt, detail)
+		return false, func() error {
+			in.obs.Dispatched(src.Name, "dispatched", 0)
+			in.log.Info().Str("source", src.Name).Str("claim_id", a.ClaimID).Int("attempt", attempt).Msg("dispatched (" + detail + ")")
+			return nil
+		}, err
+	}
+	if attempt >= src.Forward.MaxAttempts {
+		reason += fmt.Sprintf("; attempt cap %d reached", src.Forward.MaxAttempts)
+		_, err := tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered', last_dispatch_status = NULL,
+			last_dispatch_error = $3, dispatch_holder = NULL, dispatch_lease_until = NULL WHERE claim_id = $1 RETURNING claim_id)
+			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatch_dead_lettered', $2, $3 FROM e`,
+			a.ClaimID, attempt, reason)
+		return false, func() error { return in.deadLettered(a, reason) }, err
+	}
+	_, err = tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET last_dispatch_status = NULL, last_dispatch_error = $3,
+		dispatch_holder = NULL, dispatch_lease_until = NULL WHERE claim_id = $1 RETURNING claim_id)
+		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatch_failed', $2, $3 FROM e`,
+		a.ClaimID, attempt, reason)
+	if err != nil {
+		return false, nil, err
+	}
+	in.obs.Dispatched(src.Name, "retry", 0)
+	in.log.Warn().Str("source", src.Name).Str("claim_id", a.ClaimID).Int("attempt", attempt).Str("reason", reason).Msg("dispatch attempt of unknown outcome; posting again")
+	return true, nil, nil
 }
 
 // waitForSource records that the dispatch waits for its source to be
@@ -492,17 +705,48 @@ func (in *Inbox) waitForSource(ctx context.Context, job *river.Job[DispatchArgs]
 	return river.JobSnooze(backoff(DefaultDispatchBase, SourceWaitCap, meta.Snoozes+1, in.jitter()))
 }
 
-func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, st stored, status int, reason string) error {
-	_, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered', dispatch_attempts = dispatch_attempts + 1,
-		last_dispatch_status = NULLIF($2, 0), last_dispatch_error = $3 WHERE claim_id = $1 RETURNING claim_id, dispatch_attempts)
+// deadLetter dead-letters the dispatch whose attempt (holding it as
+// holder) got status (0 for none) and records reason.
+func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, holder string, attempt, status int, reason string) error {
+	tag, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered',
+		last_dispatch_status = NULLIF($2, 0), last_dispatch_error = $3, dispatch_holder = NULL, dispatch_lease_until = NULL
+		WHERE claim_id = $1 AND dispatch_holder = $4 RETURNING claim_id)
 		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-		SELECT claim_id, 'dispatch_dead_lettered', dispatch_attempts, $3 FROM e`, a.ClaimID, status, reason)
+		SELECT claim_id, 'dispatch_dead_lettered', $5, $3 FROM e`, a.ClaimID, status, reason, holder, attempt)
 	if err != nil {
 		return err
 	}
+	if tag.RowsAffected() == 0 {
+		return in.lostReservation(a.Source, a.ClaimID, attempt)
+	}
+	return in.deadLettered(a, reason)
+}
+
+// deadLettered reports a dead letter and cancels its job.
+func (in *Inbox) deadLettered(a DispatchArgs, reason string) error {
 	in.obs.Dispatched(a.Source, "dead_lettered", 0)
 	in.log.Error().Str("source", a.Source).Str("claim_id", a.ClaimID).Str("reason", reason).Msg("dispatch dead-lettered; replay with POST /v1/inbox/{id}/replay")
 	return river.JobCancel(errors.New(reason))
+}
+
+// markDelivered records an answer in forward.delivered_statuses: the
+// target has the event already, so the dispatch is done (dispatched, the
+// status and detail in its delivery-log row), never retried and never
+// dead-lettered. It holds with require_claim too: the target's own answer
+// says the event arrived (an n8n resume URL resumes an execution, which
+// need not claim).
+func (in *Inbox) markDelivered(ctx context.Context, src *Source, a DispatchArgs, st stored, m mark) error {
+	marked, err := in.markDispatched(ctx, m)
+	if err != nil {
+		return err
+	}
+	if !marked {
+		return in.lostReservation(src.Name, a.ClaimID, m.attempt)
+	}
+	in.obs.Dispatched(src.Name, "dispatched", time.Since(st.receivedAt))
+	in.log.Info().Str("source", src.Name).Str("claim_id", a.ClaimID).Int("attempt", m.attempt).Int("status", m.status).
+		Str("detail", m.detail).Msg("dispatched: the target has the event already")
+	return nil
 }
 
 // answer is what the target answered one dispatch attempt.
@@ -512,13 +756,16 @@ type answer struct {
 	retryAfter time.Duration
 	// location is the Location header as sent (a redirect's target).
 	location string
+	// conflict is what an n8n 409 body says of the execution (see
+	// n8nConflict), "" for any other answer.
+	conflict string
 }
 
 // post sends one dispatch attempt, never following a redirect. It returns
 // the answer (the Retry-After delay parsed as seconds or HTTP date, RFC
 // 9110 §10.2.3) or a transport error.
-func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st stored, attempt int) (answer, error) {
-	ctx, cancel := context.WithTimeout(ctx, src.Forward.Timeout)
+func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st stored, attempt int, deadline time.Time) (answer, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	body := st.body
 	if trimmed := strictjson.TrimBOM(body); len(trimmed) != len(body) && looksJSON(st.contentType, trimmed) {
@@ -570,9 +817,47 @@ func (in *Inbox) post(ctx context.Context, src *Source, a DispatchArgs, st store
 		return answer{}, err
 	}
 	defer resp.Body.Close()
+	ans := answer{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		location: resp.Header.Get("Location")}
+	if resp.StatusCode == http.StatusConflict {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		ans.conflict = n8nConflict(head)
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return answer{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After")),
-		location: resp.Header.Get("Location")}, nil
+	return ans, nil
+}
+
+// n8nConflict names what n8n's 409 answer to a resume URL says of the
+// waiting execution, from the first bytes of its body: "running" (another
+// call resumed it and it runs), "finished", "finished with error", or ""
+// when the body is none of these. n8n (packages/cli/src/webhooks/
+// waiting-webhooks.ts, 2.x) answers 409 with a ConflictError whose message
+// says `The execution "<id>" is running already.`, `… has finished with
+// error.` or `… has finished already.`; a fixed word is kept, never the
+// body itself.
+func n8nConflict(head []byte) string {
+	switch {
+	case bytes.Contains(head, []byte("is running already")):
+		return "running"
+	case bytes.Contains(head, []byte("has finished with error")):
+		return "finished with error"
+	case bytes.Contains(head, []byte("has finished already")):
+		return "finished"
+	}
+	return ""
+}
+
+// deliveredDetail is the delivery-log detail of an answer in
+// forward.delivered_statuses.
+func deliveredDetail(src *Source, status int, conflict string) string {
+	d := fmt.Sprintf("HTTP %d: delivered already (in forward.delivered_statuses)", status)
+	if src.Forward.ResumeURL && status == http.StatusConflict {
+		d = fmt.Sprintf("HTTP %d from an n8n resume URL: the execution was resumed already", status)
+		if conflict != "" {
+			d += " (n8n: " + conflict + ")"
+		}
+	}
+	return d
 }
 
 // maxLocationLen bounds the redirect target quoted in a reason, in bytes.
@@ -698,33 +983,73 @@ func DefaultRetryStatuses() Statuses {
 // statusItem is one entry of forward.retry_statuses: "404" or "500-599".
 var statusItem = regexp.MustCompile(`^\s*([0-9]{1,6})\s*(?:-\s*([0-9]{1,6})\s*)?$`)
 
-// parseRetryStatuses validates forward.retry_statuses: a list whose items
-// are each an integer status (404) or a string holding one or a range
-// ("500-599"), all within 100-599 and none a 2xx. Not set or null gives
-// DefaultRetryStatuses; an empty list is refused, as it would dead-letter
-// every 5xx at once. Errors name the item: "forward.retry_statuses[2]: …".
-func parseRetryStatuses(spec yaml.Node) (Statuses, error) {
-	const field = "forward.retry_statuses"
+// forwardStatuses sets fw's RetryStatuses and DeliveredStatuses from the
+// file's lists forward.retry_statuses and forward.delivered_statuses: each
+// a list whose items are an integer status (404) or a string holding one
+// or a range ("500-599"), all within 100-599 and none a 2xx; errors name
+// the item ("forward.retry_statuses[2]: …"). An empty retry_statuses is
+// refused, as it would dead-letter every 5xx at once; an empty
+// delivered_statuses is none. A list left out takes its default less the statuses the
+// other list names, so naming a status in one list is enough to move it:
+// an n8n resume URL's 409 is delivered unless retry_statuses names 409,
+// and delivered_statuses: [409] takes 409 out of the default retries. A
+// status named in both lists is refused, naming it.
+func forwardStatuses(fw *Forward, f ForwardSpec) error {
+	fw.ResumeURL = isN8nResumeURL(fw.URL)
+	retry, retryGiven, err := parseStatusList(f.RetryStatuses, "forward.retry_statuses", `[404, 429, "500-599"]`)
+	if err != nil {
+		return err
+	}
+	if retryGiven && len(retry) == 0 {
+		return fmt.Errorf("forward.retry_statuses is empty; leave it out for the defaults (%s), or set forward.max_attempts: 1 to never retry",
+			DefaultRetryStatuses())
+	}
+	delivered, deliveredGiven, err := parseStatusList(f.DeliveredStatuses, "forward.delivered_statuses", "[409]")
+	if err != nil {
+		return err
+	}
+	if !deliveredGiven {
+		delivered = nil
+		if fw.ResumeURL {
+			delivered = Statuses{{http.StatusConflict, http.StatusConflict}}.without(retry)
+		}
+	}
+	if !retryGiven {
+		retry = DefaultRetryStatuses().without(delivered)
+	}
+	if st := retry.overlap(delivered); st != 0 {
+		return fmt.Errorf("forward.delivered_statuses: %d is in forward.retry_statuses too; a status is retried or taken as delivered, not both", st)
+	}
+	if len(delivered) == 0 {
+		delivered = nil // the zero value: none
+	}
+	fw.RetryStatuses, fw.DeliveredStatuses = retry, delivered
+	return nil
+}
+
+// parseStatusList reads a list of statuses and ranges written as field:
+// given false when it is not set or null; an empty list is given and
+// empty. example is a valid list for the error of a value that is no list.
+func parseStatusList(spec yaml.Node, field, example string) (Statuses, bool, error) {
 	if spec.IsZero() {
-		return DefaultRetryStatuses(), nil
+		return nil, false, nil
 	}
 	list := resolveAlias(&spec)
 	switch {
 	case list.Kind == yaml.ScalarNode && list.ShortTag() == "!!null":
-		return DefaultRetryStatuses(), nil
+		return nil, false, nil
 	case list.Kind != yaml.SequenceNode:
-		return nil, fmt.Errorf(`%s must be a list, such as [404, 429, "500-599"]`, field)
+		return nil, false, fmt.Errorf(`%s must be a list, such as %s`, field, example)
 	}
 	items := list.Content
 	if len(items) == 0 {
-		return nil, fmt.Errorf("%s is empty; leave it out for the defaults (%s), or set forward.max_attempts: 1 to never retry",
-			field, DefaultRetryStatuses())
+		return Statuses{}, true, nil
 	}
 	set := make(Statuses, 0, len(items))
 	for i, n := range items {
 		r, err := parseStatusItem(n)
 		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+			return nil, false, fmt.Errorf("%s[%d]: %w", field, i, err)
 		}
 		set = append(set, r)
 	}
@@ -737,7 +1062,52 @@ func parseRetryStatuses(spec yaml.Node) (Statuses, error) {
 		}
 		merged = append(merged, r)
 	}
-	return merged, nil
+	return merged, true, nil
+}
+
+// without is s less the statuses of t.
+func (s Statuses) without(t Statuses) Statuses {
+	out := Statuses{}
+	for _, r := range s {
+		lo := r.Lo
+		for _, x := range t {
+			if x.Hi < lo || x.Lo > r.Hi {
+				continue
+			}
+			if x.Lo > lo {
+				out = append(out, StatusRange{lo, x.Lo - 1})
+			}
+			lo = x.Hi + 1
+		}
+		if lo <= r.Hi {
+			out = append(out, StatusRange{lo, r.Hi})
+		}
+	}
+	return out
+}
+
+// overlap returns a status in both s and t, or 0.
+func (s Statuses) overlap(t Statuses) int {
+	for _, a := range s {
+		for _, b := range t {
+			if lo := max(a.Lo, b.Lo); lo <= min(a.Hi, b.Hi) {
+				return lo
+			}
+		}
+	}
+	return 0
+}
+
+// n8nResumePath matches the path of an n8n resume URL ($execution.resumeUrl
+// and resumeFormUrl): a segment webhook-waiting or form-waiting (n8n's
+// default N8N_ENDPOINT_WEBHOOK_WAIT and N8N_ENDPOINT_FORM_WAIT) followed by
+// the execution id, anywhere in the path (n8n may sit under a prefix).
+var n8nResumePath = regexp.MustCompile(`(?:^|/)(?:webhook-waiting|form-waiting)/[^/]+`)
+
+// isN8nResumeURL reports whether forward.url is an n8n resume URL.
+func isN8nResumeURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && n8nResumePath.MatchString(u.EscapedPath())
 }
 
 func parseStatusItem(n *yaml.Node) (StatusRange, error) {

@@ -40,23 +40,31 @@ type loaded struct {
 	found bool
 }
 
-// mark is a dispatch to mark dispatched after a 2xx.
+// mark is a dispatch to mark dispatched after a 2xx (or a status in
+// forward.delivered_statuses).
 type mark struct {
-	claimID      string
+	claimID string
+	// holder is the attempt's reservation (reserve): the mark applies
+	// only while it still holds the event.
+	holder       string
 	attempt      int
 	status       int
+	detail       string
 	requireClaim bool
 }
 
 // markSQL marks a dispatch done with its delivery-log row and says
-// whether it did (with require_claim, only once the event was claimed).
-// $1 claim id, $2 attempt, $3 HTTP status, $4 require_claim.
-const markSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', dispatch_attempts = $2,
-	last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now()
-	WHERE claim_id = $1 AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND c.state <> 'received'))
+// whether it did: only while the attempt holds the event and, with
+// require_claim, only once the event was claimed. $1 claim id, $2
+// attempt, $3 HTTP status, $4 require_claim, $5 holder, $6 detail.
+const markSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched',
+	last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now(),
+	dispatch_holder = NULL, dispatch_lease_until = NULL
+	WHERE claim_id = $1 AND dispatch_holder = $5
+	AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND c.state <> 'received'))
 	RETURNING claim_id), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-	SELECT claim_id, 'dispatched', $2, 'HTTP ' || $3::text FROM e)
+	SELECT claim_id, 'dispatched', $2, $6 FROM e)
 	SELECT EXISTS (SELECT 1 FROM e)`
 
 // newDispatchGroupers sets the groupers of reads and marks for gc (none
@@ -151,7 +159,7 @@ func (in *Inbox) markDispatched(ctx context.Context, m mark) (bool, error) {
 
 func (in *Inbox) markAlone(ctx context.Context, m mark) (bool, error) {
 	var marked bool
-	err := in.pool.QueryRow(ctx, markSQL, m.claimID, m.attempt, m.status, m.requireClaim).Scan(&marked)
+	err := in.pool.QueryRow(ctx, markSQL, m.claimID, m.attempt, m.status, m.requireClaim, m.holder, m.detail).Scan(&marked)
 	return marked, err
 }
 
@@ -172,7 +180,7 @@ func (in *Inbox) runMarks(ctx context.Context, calls []*group.Call[mark, bool]) 
 		b := &pgx.Batch{}
 		for _, i := range order {
 			m := calls[i].Item
-			b.Queue(markSQL, m.claimID, m.attempt, m.status, m.requireClaim)
+			b.Queue(markSQL, m.claimID, m.attempt, m.status, m.requireClaim, m.holder, m.detail)
 		}
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {

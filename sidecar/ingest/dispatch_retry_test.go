@@ -40,6 +40,7 @@ type retryBundle struct {
 	pool   *pgxpool.Pool
 	ledger *claim.Ledger
 	inbox  *ingest.Inbox
+	cfg    ingest.Config
 	src    *ingest.Source
 	// results receives every Observer.Dispatched result: "retry",
 	// "dispatched" or "dead_lettered".
@@ -62,6 +63,16 @@ func (o retryObserver) Dispatched(_, result string, _ time.Duration) {
 // whose n-th request (1-based) respond answers.
 func setupRetry(t *testing.T, forward string, respond func(b *retryBundle, n int, r *http.Request) (int, string)) *retryBundle {
 	t.Helper()
+	b := newDispatchBundle(t, "/webhook/retry-hook", forward, respond)
+	b.inbox = b.startInbox(t, true)
+	return b
+}
+
+// newDispatchBundle parses source "n8n" posting to path on a new target
+// (forward as in setupRetry), on a fresh database, and starts the target;
+// no inbox yet (startInbox).
+func newDispatchBundle(t *testing.T, path, forward string, respond func(b *retryBundle, n int, r *http.Request) (int, string)) *retryBundle {
+	t.Helper()
 	b := &retryBundle{ctx: context.Background(), results: make(chan string, 64)}
 	target := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -78,26 +89,35 @@ sources:
     provider: token
     secrets: [tok]
     options: {key: {id_header: X-Id}}
-    forward: {url: "http://`+target.Listener.Addr().String()+`/webhook/retry-hook", backoff_base_seconds: 1, backoff_cap_seconds: 1`+forward+`}
+    forward: {url: "http://`+target.Listener.Addr().String()+path+`", backoff_base_seconds: 1, backoff_cap_seconds: 1`+forward+`}
 `), envOf(nil))
 	require.NoError(t, err)
+	b.cfg = cfg
 	b.src = cfg.Sources["n8n"]
-	b.pool = pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 6 })
+	b.pool = pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
 	b.ledger, err = claim.New(b.pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
 	require.NoError(t, err)
-	b.inbox, err = ingest.New(ingest.Options{Pool: b.pool, Ledger: b.ledger, Config: cfg, Logger: zerolog.Nop(),
-		Observer: retryObserver{b.results}, Dispatch: true, PollInterval: 50 * time.Millisecond,
+	target.Start() // after b is complete: the handler reads it
+	return b
+}
+
+// startInbox starts an inbox on b's database and configuration: a
+// dispatcher (dispatch) or an ingest-only replica. Several may run at once,
+// as replicas do. The first one started is b.inbox's stand-in for receive.
+func (b *retryBundle) startInbox(t *testing.T, dispatch bool) *ingest.Inbox {
+	t.Helper()
+	in, err := ingest.New(ingest.Options{Pool: b.pool, Ledger: b.ledger, Config: b.cfg, Logger: zerolog.Nop(),
+		Observer: retryObserver{b.results}, Dispatch: dispatch, PollInterval: 50 * time.Millisecond,
 		// A twentieth of the configured 1 s backoff: retries come within 50 ms.
 		Jitter: func() float64 { return 0.05 }})
 	require.NoError(t, err)
-	target.Start() // after b is complete: the handler reads it
-	require.NoError(t, b.inbox.Start(b.ctx))
+	require.NoError(t, in.Start(b.ctx))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		require.NoError(t, b.inbox.Stop(ctx))
+		require.NoError(t, in.Stop(ctx))
 	})
-	return b
+	return in
 }
 
 // receive stores one event and returns its inbox id.

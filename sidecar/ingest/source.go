@@ -52,6 +52,7 @@ import (
 //	      backoff_cap_seconds: 600
 //	      require_claim: true        # a 2xx counts once the workflow claimed the event
 //	      retry_statuses: [404, 408, 409, 425, 429, "500-599"]  # the default; any other non-2xx dead-letters at once
+//	      delivered_statuses: []     # non-2xx meaning "has it already"; default [409] for an n8n resume URL
 //	    lease_policy: review         # on lease expiry: review (the default; → unknown) or reclaim
 //	    retention_days: 30           # payload retention
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
@@ -122,6 +123,13 @@ type ForwardSpec struct {
 	// to max_attempts: integers (404) or ranges written as strings
 	// ("500-599"). Unset or null: DefaultRetryStatuses.
 	RetryStatuses yaml.Node `yaml:"retry_statuses"`
+	// DeliveredStatuses is the list of non-2xx statuses that mean the
+	// target has the event already (n8n's 409 for a resume URL called a
+	// second time): the dispatch is recorded as dispatched, never retried.
+	// Same form as retry_statuses. Unset or null: [409] when url is an n8n
+	// resume URL (…/webhook-waiting/{id} or …/form-waiting/{id}), else
+	// none; an empty list is none.
+	DeliveredStatuses yaml.Node `yaml:"delivered_statuses"`
 }
 
 // Defaults of a source.
@@ -140,6 +148,12 @@ const (
 	MaxForwardTimeout = RescueStuckAfter - time.Minute
 	// RescueStuckAfter is when a running dispatch job is presumed lost.
 	RescueStuckAfter = 5 * time.Minute
+	// DispatchLeaseGrace is how long a dispatch attempt's reservation
+	// outlives its POST's deadline (the forward timeout): the lease is
+	// forward.timeout_seconds plus this, so no other run of the dispatch
+	// posts while the attempt may still be in flight. MaxForwardTimeout
+	// plus it stays below RescueStuckAfter.
+	DispatchLeaseGrace = 5 * time.Second
 )
 
 // Source is a validated, ready source.
@@ -189,6 +203,12 @@ type Forward struct {
 	// RetryStatuses are retried with backoff up to MaxAttempts; any other
 	// non-2xx answer dead-letters the event at once.
 	RetryStatuses Statuses
+	// DeliveredStatuses mean the target has the event already: the
+	// dispatch is done, never retried (disjoint from RetryStatuses).
+	DeliveredStatuses Statuses
+	// ResumeURL: URL is an n8n resume URL (…/webhook-waiting/{id},
+	// …/form-waiting/{id}), whose 409 is delivered by default.
+	ResumeURL bool
 }
 
 // Config is a parsed sources file: ingest sources, trigger sources and
@@ -479,7 +499,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	case fw.BackoffCap < fw.BackoffBase:
 		return nil, errors.New("forward.backoff_cap_seconds cannot be shorter than forward.backoff_base_seconds")
 	}
-	if fw.RetryStatuses, err = parseRetryStatuses(f.RetryStatuses); err != nil {
+	if err := forwardStatuses(fw, f); err != nil {
 		return nil, err
 	}
 	return src, nil
