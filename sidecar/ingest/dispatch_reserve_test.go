@@ -88,7 +88,7 @@ func TestDispatchRescuedWhileInFlightPostsOnce(t *testing.T) {
 			return http.StatusOK, `{}`
 		})
 	b.inbox = b.startInbox(t, true)
-	b.startInbox(t, true) // a second replica
+	b.startInbox(t, true)  // a second replica
 	t.Cleanup(releaseHeld) // runs before the inboxes stop and the target closes: a failed test never leaves the POST held
 	id := b.receive(t, "evt-held")
 
