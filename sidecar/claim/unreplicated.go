@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,12 +73,33 @@ func takeUnreplicated(pc *pgconn.PgConn) bool {
 	return true
 }
 
+// SyncRequiredKey marks, in a connection's CustomData, a session its
+// pool's owner made read-only because a commit on it would not wait for a
+// synchronous standby (claimd with CLAIMD_REQUIRE_SYNC_REPLICATION). A
+// ledger write refused there as read-only (25006) answers
+// notSynchronous's words instead of the generic read-only ones.
+const SyncRequiredKey = "claim.sync_required"
+
+// notSynchronous is the answer of a write refused on a session marked
+// SyncRequiredKey: 503, nothing kept.
+func notSynchronous(err error) error {
+	return &apperr.Error{Code: apperr.Unavailable, Err: err,
+		Message: "CLAIMD_REQUIRE_SYNC_REPLICATION is on and a commit now would not wait for a synchronous standby " +
+			"(none is connected in sync or quorum state, or synchronous_standby_names is empty: see /readyz); nothing was kept; retry"}
+}
+
 // checked turns err, the result of a write on pc, into
-// ErrUnreplicatedCommit when pc carries the mark. The mark is cleared in
-// any case, so that it never reaches the connection's next user.
+// ErrUnreplicatedCommit when pc carries the mark, and a read-only refusal
+// on a session marked SyncRequiredKey into notSynchronous. The mark is
+// cleared in any case, so that it never reaches the connection's next
+// user.
 func checked(pc *pgconn.PgConn, err error) error {
 	if takeUnreplicated(pc) && err == nil {
 		return ErrUnreplicatedCommit
+	}
+	var pgErr *pgconn.PgError
+	if err != nil && pc.CustomData()[SyncRequiredKey] == true && errors.As(err, &pgErr) && pgErr.Code == sqlstateReadOnly {
+		return notSynchronous(err)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
@@ -276,8 +277,11 @@ func requireSyncProblem(r replication, err error) string {
 // or batch), complete, fail, settle, resolve, an ingested or triggered
 // delivery, a dispatch, a console action, River's own bookkeeping — is
 // refused by PostgreSQL itself (25006 read_only_sql_transaction) before
-// anything is written, which claim.DBError answers 503 with Retry-After,
-// nothing kept. /readyz says why (requireSyncProblem).
+// anything is written, answered 503 with Retry-After, nothing kept: the
+// ledger's writes (claims, settles, resolve, release, ingest and trigger
+// stores) name the setting and the reason (claim.SyncRequiredKey), other
+// writes (the console's session bookkeeping) say the database is
+// read-only now. /readyz says why (requireSyncProblem).
 //
 // Why checking before the work is enough: once synchronous_standby_names
 // is set and synchronous_commit waits, PostgreSQL does not acknowledge a
@@ -314,8 +318,9 @@ const syncCommitSQL = `SELECT ok, CASE WHEN ok THEN '' ELSE set_config('default_
 		AND EXISTS (SELECT 1 FROM pg_stat_get_wal_senders() WHERE sync_state IN ('sync', 'quorum')) AS ok) c`
 
 // readOnlyKey marks, in a connection's CustomData, a session that
-// syncCommitSQL made read-only.
-const readOnlyKey = "claimd.sync_read_only"
+// syncCommitSQL made read-only; the ledger's writes refused there answer
+// with the setting's name and the reason (claim.SyncRequiredKey).
+const readOnlyKey = claim.SyncRequiredKey
 
 // syncGuard is the pool check of CLAIMD_REQUIRE_SYNC_REPLICATION.
 type syncGuard struct {

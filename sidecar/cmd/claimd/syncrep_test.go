@@ -92,7 +92,7 @@ func TestRequireSyncReplicationRefusesWrites(t *testing.T) {
 		status, retryAfter, answer := rawPost(t, on.url+path, key, body)
 		require.Equal(t, http.StatusServiceUnavailable, status, "%s: %s", what, answer)
 		require.Equal(t, "1", retryAfter, what)
-		require.Contains(t, answer, "CLAIMD_REQUIRE_SYNC_REPLICATION", what)
+		require.Contains(t, answer, "CLAIMD_REQUIRE_SYNC_REPLICATION is on and a commit now would not wait for a synchronous standby", what)
 		require.Contains(t, answer, "nothing was kept", what)
 	}
 	refused("claim", "/v1/claims", `{"source":"s","event_id":"on-1","request_id":"on-1"}`)
