@@ -3,16 +3,24 @@ package httpapi
 // The edge: what claimd does with a request before any route handler sees
 // it, and what an unauthenticated caller can make it spend.
 //
-//   - Framing (RFC 9112): a request whose length could be read two ways
-//     (Content-Length with Transfer-Encoding, two different Content-Length
-//     values, a transfer coding other than chunked, Transfer-Encoding on
-//     HTTP/1.0), whose headers use obsolete line folding, bare CR or LF,
-//     a field name that is not a token, or that has no or two Host headers,
-//     is answered 400 bad_request and its connection closed: a request
-//     hidden behind it is never read. fasthttp parses the first of these
-//     by the chunked framing and keeps the connection open, and takes the
-//     last of two Content-Length values, so claimd checks the raw header
-//     block itself (checkFraming) before routing.
+//   - Framing (RFC 9112): every connection passes a parser of HTTP/1.1
+//     message framing before fasthttp reads a byte (framing.go,
+//     Server.Listener): header lines end in CRLF; a field line has a
+//     colon after a token name, no whitespace before the colon, no
+//     obsolete line folding and no control byte but HTAB in its value;
+//     Content-Length is one decimal number (repeated only with the same
+//     value) and never comes with Transfer-Encoding, which is only
+//     "chunked" and never on HTTP/1.0; an HTTP/1.1 request has exactly one
+//     Host; a chunked body is exactly RFC 9112's grammar (hex chunk-size,
+//     chunk-ext with whitespace only around ';' and '=', CRLF after every
+//     line and chunk, trailer fields by the header rules), its chunk-ext
+//     and trailer section bounded. A request that breaks any of these is
+//     answered 400 bad_request at once and its connection closed: a
+//     request behind it is never parsed. fasthttp parses chunked bodies
+//     and some of these header blocks leniently (a bare LF or a control
+//     byte after a chunk size is skipped, a line without a colon waits for
+//     more), so claimd checks the raw bytes itself; checkFraming applies
+//     the header rules again to the parsed block (headerReceived).
 //   - Bodies are streamed (fiber.Config.StreamRequestBody): fasthttp reads
 //     the headers and at most 8 KiB of the body before the router runs.
 //     Each route reads the rest itself (readBody), within its own limit
@@ -231,6 +239,9 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	c.Locals(bodyStateKey, st)
 	c.SetUserContext(s.base)
 	verdict := string(c.Request().Header.Peek(refuseHeader))
+	if framingRefused(c) {
+		verdict = verdictFraming
+	}
 	defer func() {
 		if st.heavy != nil {
 			st.heavy.Release(1)
@@ -431,17 +442,19 @@ func bodyReadError(err error) error {
 // framing ambiguous or malformed, or "". The reasons are fixed texts,
 // never a header value. Rules, RFC 9112: a field line ends in CRLF (a
 // bare CR or LF is refused, section 2.2); no obsolete line folding
-// (section 5.2); a field name is a token with no whitespace before the
-// colon (section 5.1); Content-Length is one decimal number, repeated only
-// with the same value (section 6.3 item 5; RFC 9110 section 8.6);
-// Transfer-Encoding never with Content-Length (section 6.3 item 3), never
-// on HTTP/1.0 (section 6.1), and only "chunked" (claimd decodes no other
-// coding, so any other list is refused rather than guessed); exactly one
-// Host on HTTP/1.1 (section 3.2).
+// (section 5.2); a field line has a colon, and its name is a token with
+// no whitespace before the colon (section 5.1); a field value holds no
+// control character other than HTAB (RFC 9110 section 5.5: NUL, CR and LF
+// are invalid, the other CTLs are refused as a recipient may); Content-Length
+// is one decimal number, repeated only with the same value (section 6.3
+// item 5; RFC 9110 section 8.6); Transfer-Encoding never with
+// Content-Length (section 6.3 item 3), never on HTTP/1.0 (section 6.1),
+// and only "chunked" (claimd decodes no other coding, so any other list is
+// refused rather than guessed); exactly one Host on HTTP/1.1 (section
+// 3.2). The framing check on the connection (framing.go) applies the same
+// rules line by line as the bytes arrive.
 func checkFraming(raw []byte, http11 bool) string {
-	var contentLength string
-	lengths, encodings, hosts := 0, 0, 0
-	chunked := false
+	t := fieldTally{http11: http11}
 	for len(raw) > 0 {
 		i := bytes.IndexByte(raw, '\n')
 		if i < 0 {
@@ -456,55 +469,107 @@ func checkFraming(raw []byte, http11 bool) string {
 		if len(line) == 0 {
 			break // the empty line that ends the headers
 		}
-		if bytes.IndexByte(line, '\r') >= 0 {
-			return "bare CR in a header line"
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return "obsolete line folding"
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return "header line without a field name"
-		}
-		name := line[:colon]
-		for _, ch := range name {
-			if !isTokenChar(ch) {
-				return "field name is not a token"
-			}
-		}
-		value := bytes.Trim(line[colon+1:], " \t")
-		switch {
-		case asciiEqualFold(name, "content-length"):
-			for _, v := range bytes.Split(value, []byte{','}) {
-				v = bytes.Trim(v, " \t")
-				if !isDecimal(v) {
-					return "Content-Length is not a decimal number"
-				}
-				if lengths > 0 && string(v) != contentLength {
-					return "two different Content-Length values"
-				}
-				contentLength = string(v)
-				lengths++
-			}
-		case asciiEqualFold(name, "transfer-encoding"):
-			encodings++
-			if encodings > 1 || !asciiEqualFold(value, "chunked") {
-				return "Transfer-Encoding other than chunked"
-			}
-			chunked = true
-		case asciiEqualFold(name, "host"):
-			hosts++
+		if reason := t.field(line); reason != "" {
+			return reason
 		}
 	}
+	return t.end()
+}
+
+// fieldTally checks the field lines of one header block, one at a time,
+// and keeps what the rules over the whole block need.
+type fieldTally struct {
+	http11 bool
+	// length is the Content-Length (when lengths > 0).
+	length                    int64
+	lengths, encodings, hosts int
+	chunked                   bool
+}
+
+// field checks one field line (without its CRLF) and counts it; it
+// returns why the line is refused, or "".
+func (t *fieldTally) field(line []byte) string {
+	name, value, reason := checkFieldLine(line)
+	if reason != "" {
+		return reason
+	}
 	switch {
-	case encodings > 0 && lengths > 0:
+	case asciiEqualFold(name, "content-length"):
+		for rest, more := value, true; more; {
+			var v []byte
+			v, rest, more = bytes.Cut(rest, []byte{','})
+			v = bytes.Trim(v, " \t")
+			if !isDecimal(v) {
+				return "Content-Length is not a decimal number"
+			}
+			n := int64(0) // 18 digits at most: no overflow
+			for _, ch := range v {
+				n = n*10 + int64(ch-'0')
+			}
+			if t.lengths > 0 && n != t.length {
+				return "two different Content-Length values"
+			}
+			t.length = n
+			t.lengths++
+		}
+	case asciiEqualFold(name, "transfer-encoding"):
+		t.encodings++
+		if t.encodings > 1 || !asciiEqualFold(value, "chunked") {
+			return "Transfer-Encoding other than chunked"
+		}
+		t.chunked = true
+	case asciiEqualFold(name, "host"):
+		t.hosts++
+	}
+	return ""
+}
+
+// end applies the rules over the whole block once its last line was
+// counted; it returns why the block is refused, or "".
+func (t *fieldTally) end() string {
+	switch {
+	case t.encodings > 0 && t.lengths > 0:
 		return "Content-Length together with Transfer-Encoding"
-	case chunked && !http11:
+	case t.chunked && !t.http11:
 		return "Transfer-Encoding on an HTTP/1.0 request"
-	case http11 && hosts != 1:
+	case t.http11 && t.hosts != 1:
 		return "an HTTP/1.1 request needs exactly one Host header"
 	}
 	return ""
+}
+
+// checkFieldLine checks one field line of a header or trailer section
+// (without its CRLF): no obsolete line folding, a colon after a non-empty
+// token name, no control character but HTAB in the value. It returns the
+// name, the value without the whitespace around it, and why the line is
+// refused or "".
+func checkFieldLine(line []byte) (name, value []byte, reason string) {
+	if bytes.IndexByte(line, '\r') >= 0 {
+		return nil, nil, "bare CR in a header line"
+	}
+	if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+		return nil, nil, "obsolete line folding"
+	}
+	colon := bytes.IndexByte(line, ':')
+	switch {
+	case colon < 0:
+		return nil, nil, "header line without a colon"
+	case colon == 0:
+		return nil, nil, "header line without a field name"
+	}
+	name = line[:colon]
+	for _, ch := range name {
+		if !isTokenChar(ch) {
+			return nil, nil, "field name is not a token"
+		}
+	}
+	value = line[colon+1:]
+	for _, ch := range value {
+		if ch < ' ' && ch != '\t' || ch == 0x7f {
+			return nil, nil, "control character in a field value"
+		}
+	}
+	return name, bytes.Trim(value, " \t"), ""
 }
 
 // isTokenChar reports whether ch is a tchar of RFC 9110 section 5.6.2.

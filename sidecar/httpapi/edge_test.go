@@ -101,9 +101,10 @@ func TestTransportErrorsNeverEchoTheRequest(t *testing.T) {
 		{"negative Content-Length", "POST /v1/claims HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: -1\r\n\r\n{}", 400, "bad_request"},
 		{"Content-Length not a number", "POST /v1/claims HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: " + secretMarker + "\r\n\r\n{}", 400, "bad_request"},
 		{"space before the colon", "POST /v1/claims HTTP/1.1\r\nHost: x\r\n" + auth + "X-Key : " + secretMarker + "\r\nContent-Length: 2\r\n\r\n{}", 400, "bad_request"},
-		// fasthttp reads a line without a colon as an unfinished header
-		// block and waits: refused when the read time is up.
-		{"header line without a colon", "GET /v1/whoami HTTP/1.1\r\nHost: x\r\n" + auth + secretMarker + "\r\n\r\n", 408, "request_timeout"},
+		// fasthttp alone reads a line without a colon as an unfinished
+		// header block and waits; the framing check refuses it at once.
+		{"header line without a colon", "GET /v1/whoami HTTP/1.1\r\nHost: x\r\n" + auth + secretMarker + "\r\n\r\n", 400, "bad_request"},
+		{"NUL in a header value", "GET /v1/whoami HTTP/1.1\r\nHost: x\r\n" + auth + "X-A: " + secretMarker + "\x00\r\n\r\n", 400, "bad_request"},
 		{"request line garbage", secretMarker + " " + secretMarker + "\r\nHost: x\r\n" + auth + "\r\n", 405, "method_not_allowed"},
 		{"request line without a version", "GET /v1/whoami " + secretMarker + "\r\nHost: x\r\n" + auth + "\r\n", 400, "bad_request"},
 		{"unknown method", "BREW /v1/whoami HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 405, "method_not_allowed"},

@@ -357,7 +357,7 @@ func (s *Server) App() *fiber.App { return s.app }
 // through the framing check (FramingListener), until the app is shut
 // down.
 func (s *Server) Listener(ln net.Listener) error {
-	return s.app.Listener(newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), nil))
+	return s.app.Listener(s.FramingListener(newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), nil)))
 }
 
 // observe logs one line per request (never bodies or credentials) and

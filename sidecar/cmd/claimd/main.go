@@ -315,7 +315,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.MetricsAddr = mln.Addr().String()
 		metricsApp = m.server.MetricsApp()
-		go func() { _ = metricsApp.Listener(mln) }()
+		go func() { _ = metricsApp.Listener(m.server.FramingListener(mln)) }()
 	}
 	// Take SIGHUP before announcing readiness: its default action ends the process.
 	hup := make(chan os.Signal, 1)
