@@ -243,12 +243,13 @@ func (f *fence) Refusals() int64 { return f.refusals.Load() }
 //   - Servers of different PostgreSQL systems in one list: Run returns an
 //     error naming each host and its system identifier (claimd exits 1). A
 //     host list is for one cluster, a primary and its standbys.
-//   - Primaries of one system on different timelines: the newest is
-//     remembered as the fence's current identity before any connection is
-//     used, so every primary on an older timeline is refused (logged once,
-//     naming the host, counted in claimd_db_stale_server_refusals_total)
-//     and claimd writes to the newest one, or waits when it does not
-//     answer.
+//   - A primary on an older timeline of the system than another host
+//     shows (a primary, or a standby following a newer timeline, see
+//     surveySQL): the newest timeline is remembered as the fence's current
+//     identity before any connection is used, so every primary on an older
+//     timeline is refused (logged once, naming the host, counted in
+//     claimd_db_stale_server_refusals_total) and claimd writes to the
+//     newest one, or waits (not ready, 503) while none answers.
 //
 // Hosts that do not answer, or refuse the session, are skipped (the
 // start-up wait and connectRefused deal with them). Hosts are named as the
@@ -261,9 +262,20 @@ func (f *fence) Refusals() int64 { return f.refusals.Load() }
 // Cost: one connection and one query per host, in parallel, at start only;
 // nothing for a URL with one host.
 
-// surveySQL reads a server's identity for the survey: in recovery, its
-// system identifier only.
-const surveySQL = fenceSQL
+// surveySQL reads a server's identity for the survey: fenceSQL's three
+// columns, then, on a standby, the newest timeline it is known to follow
+// (decimal; 0 when none can be read): the timeline its WAL receiver
+// streams (pg_stat_wal_receiver, visible with pg_read_all_stats or
+// pg_monitor), or that of its control file's last restartpoint or minimum
+// recovery point (pg_control_checkpoint, pg_control_recovery), whichever
+// is newest. A standby that follows a newer timeline than a primary of the
+// list shows that primary is an old one, also while the promoted server
+// itself does not answer.
+const surveySQL = `SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system())::text,
+	CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END,
+	CASE WHEN pg_is_in_recovery() THEN greatest(coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0),
+		(SELECT timeline_id FROM pg_control_checkpoint()),
+		(SELECT min_recovery_end_timeline FROM pg_control_recovery()))::text ELSE '0' END`
 
 // surveyed is one host's answer to the survey.
 type surveyed struct {
@@ -329,7 +341,7 @@ func probeIdentity(ctx context.Context, addr string, cfg *pgconn.Config) surveye
 	}
 	defer pc.Close(context.Background())
 	res, err := pc.Exec(ctx, surveySQL).ReadAll()
-	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 3) {
+	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 4) {
 		err = errors.New("unexpected answer")
 	}
 	if err != nil {
@@ -339,14 +351,17 @@ func probeIdentity(ctx context.Context, addr string, cfg *pgconn.Config) surveye
 	row := res[0].Rows[0]
 	s.standby = string(row[0]) == "t"
 	s.identity.System = string(row[1])
-	if !s.standby {
-		tl, perr := strconv.ParseUint(string(row[2]), 16, 32)
-		if perr != nil {
-			s.err = perr
-			return s
-		}
-		s.identity.Timeline = uint32(tl)
+	var tl uint64
+	if s.standby {
+		tl, err = strconv.ParseUint(string(row[3]), 10, 32)
+	} else {
+		tl, err = strconv.ParseUint(string(row[2]), 16, 32)
 	}
+	if err != nil {
+		s.err = err
+		return s
+	}
+	s.identity.Timeline = uint32(tl)
 	return s
 }
 
@@ -378,9 +393,9 @@ func (f *fence) seed(answers []surveyed) error {
 	if len(systems) > 1 {
 		return &otherSystemsError{hosts: ok}
 	}
-	var newest surveyed
+	var newest surveyed // a standby's timeline counts too (surveySQL)
 	for _, a := range ok {
-		if !a.standby && a.identity.Timeline > newest.identity.Timeline {
+		if a.identity.Timeline > newest.identity.Timeline {
 			newest = a
 		}
 	}
@@ -401,9 +416,9 @@ func (f *fence) seed(answers []surveyed) error {
 		f.current = newest.identity
 	}
 	f.mu.Unlock()
-	f.log.Warn().Str("server", newest.addr).Str("system_identifier", newest.identity.System).
+	f.log.Warn().Str("server", newest.addr).Bool("standby", newest.standby).Str("system_identifier", newest.identity.System).
 		Uint32("timeline", newest.identity.Timeline).
-		Msg("database hosts disagree: primaries of one system on different timelines; claimd writes only to the newest timeline")
+		Msg("database hosts disagree: a primary is on an older timeline of the system than another host shows; claimd writes only to the newest timeline")
 	for _, a := range stale {
 		_ = f.admit(a.addr, a.identity) // refused: logged once, counted
 	}

@@ -175,6 +175,14 @@ func TestFenceSurveySeed(t *testing.T) {
 		require.NoError(t, f.admit("new:1", serverIdentity{System: "7714", Timeline: 2}))
 	}
 
+	// A standby following timeline 2 shows the primary on timeline 1 is an
+	// old one, while the promoted primary does not answer.
+	f = newFence(zerolog.Nop())
+	following := surveyed{addr: "s:2", standby: true, identity: serverIdentity{System: "7714", Timeline: 2}}
+	require.NoError(t, f.seed([]surveyed{p("old:1", "7714", 1), down, following}))
+	require.Equal(t, serverIdentity{System: "7714", Timeline: 2}, f.current)
+	require.NotNil(t, refusal(f.admit("old:1", serverIdentity{System: "7714", Timeline: 1})))
+
 	err := newFence(zerolog.Nop()).seed([]surveyed{p("a:1", "7714", 1), p("b:1", "9999", 1), down})
 	var other *otherSystemsError
 	require.ErrorAs(t, err, &other)

@@ -186,8 +186,11 @@ func TestReplicationReportFollowsFailover(t *testing.T) {
 // primaries of one system, the old one on timeline 1 and the promoted one
 // on timeline 2, and refuses the older (logged, naming it). Claims won on
 // the promoted server before are not won again; new claims land there
-// only. A host list naming servers of different systems is refused: claimd
-// does not start, and its error names the hosts, never the password.
+// only. With the promoted server down and a standby following it in the
+// list, the old primary is still refused (the standby shows timeline 2):
+// claimd waits, 503. A host list naming servers of different systems is
+// refused: claimd does not start, and its error names the hosts, never
+// the password.
 func TestStartOnAHostListWithAReturnedOldPrimary(t *testing.T) {
 	t.Parallel()
 	primary := pgtest.NewPrimary(t, pgtest.ClusterOptions{})
@@ -234,14 +237,29 @@ func TestStartOnAHostListWithAReturnedOldPrimary(t *testing.T) {
 	require.Len(t, refused, 1, second.logs.String())
 	require.Equal(t, "error", refused[0]["level"])
 
+	// The promoted server down, a standby following it in the list: the
+	// old primary is still refused (the standby shows timeline 2); claimd
+	// waits, and /readyz names the refused server.
+	follower := standby.NewStandby("standby2", pgtest.Async)
+	standby.StopImmediate()
+	third := startInProcess(t, map[string]string{"DATABASE_URL": pgtest.MultiHostURL(primary, standby, follower),
+		"CLAIMD_API_KEYS": "t1:" + key, "CLAIMD_DISPATCH": "false"})
+	status, retryAfter, body := rawPost(t, third.url+"/v1/claims", key, `{"source":"s","event_id":"after-0"}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, body)
+	require.Equal(t, "1", retryAfter)
+	ready := newAPI(t, third.url, key).must(http.StatusServiceUnavailable, "GET", "/readyz", "")
+	require.Contains(t, ready["reason"], primary.Addr())
+	require.Contains(t, ready["reason"], "timeline 1, older than timeline 2")
+	require.Equal(t, onOld, allClaims(t, primary), "nothing written to the old primary")
+
 	// Servers of different systems in one list.
 	other := pgtest.NewPrimary(t, pgtest.ClusterOptions{})
 	const password = "pw-never-shown-0123"
-	url := strings.Replace(pgtest.MultiHostURL(standby, other), "postgres@", "postgres:"+password+"@", 1)
+	url := strings.Replace(pgtest.MultiHostURL(follower, other), "postgres@", "postgres:"+password+"@", 1)
 	err := runUntilServing(t, map[string]string{"DATABASE_URL": url, "CLAIMD_API_KEYS": "t1:" + key, "CLAIMD_DISPATCH": "false"})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "DATABASE_URL lists servers of different PostgreSQL systems")
-	require.Contains(t, err.Error(), standby.Addr())
+	require.Contains(t, err.Error(), follower.Addr())
 	require.Contains(t, err.Error(), other.Addr())
 	require.NotContains(t, err.Error(), password)
 }
