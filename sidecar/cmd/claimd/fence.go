@@ -254,10 +254,10 @@ func (f *fence) Refusals() int64 { return f.refusals.Load() }
 // Hosts that do not answer, or refuse the session, are skipped (the
 // start-up wait and connectRefused deal with them). Hosts are named as the
 // URL names them (host:port); the password never appears. What the survey
-// cannot see: a host down at start (an old primary that answers while the
-// promoted one does not is still taken for the current one), and servers
-// that come back later (the fence's usual check covers those once claimd
-// has seen the newer timeline).
+// cannot see: hosts down at start (an old primary that answers while no
+// host of the newer timeline does is still taken for the current one),
+// and servers that come back later (the fence's usual check covers those
+// once claimd has seen the newer timeline).
 //
 // Cost: one connection and one query per host, in parallel, at start only;
 // nothing for a URL with one host.

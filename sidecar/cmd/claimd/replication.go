@@ -29,8 +29,8 @@ import (
 // on readiness checks (at most every replicationMaxAge), what its commits
 // wait for; logs it (a warning for asynchronous standbys); shows it in
 // /readyz (durability) and as metrics; and, with
-// CLAIMD_REQUIRE_SYNC_REPLICATION, is not ready unless commits are
-// synchronously replicated.
+// CLAIMD_REQUIRE_SYNC_REPLICATION, is not ready and acknowledges no write
+// unless commits are synchronously replicated (syncGuard, below).
 //
 // claimd does not set synchronous_commit on its sessions: the operator's
 // choice stands (a deployment may run a standby for reads only and accept
