@@ -58,8 +58,9 @@ type Config struct {
 	// ReloadInterval is how often the sources file is checked for changes
 	// (it is also reloaded on SIGHUP); 0 disables polling.
 	ReloadInterval time.Duration
-	// RequireSyncReplication makes readiness fail unless the primary's
-	// commits wait for a connected synchronous standby.
+	// RequireSyncReplication makes claimd acknowledge no write (503) and
+	// be not ready unless the primary's commits wait for a connected
+	// synchronous standby.
 	RequireSyncReplication bool
 
 	// The HTTP edge (see the README's Security section).
@@ -103,7 +104,7 @@ var Vars = []Var{
 	{"CLAIMD_ADDR", "addr", "127.0.0.1:8080", "Listen address."},
 	{"CLAIMD_API_KEYS", "api-keys", "", "Static keys, tenant:key,tenant:key (keys ≥ 16 chars). Tenant * makes an admin key, which acts for the tenant named in the X-Tenant header. Database keys: claimd keys create."},
 	{"CLAIMD_MIGRATE", "migrate", "true", "Apply pending migrations on start."},
-	{"CLAIMD_REQUIRE_SYNC_REPLICATION", "require-sync-replication", "false", "Not ready (/readyz 503) unless the primary's commits wait for a connected synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply): with asynchronous replication a failover can lose claims already acknowledged, and their redelivery runs the effect again. Reading the standbys' state needs pg_monitor (or superuser)."},
+	{"CLAIMD_REQUIRE_SYNC_REPLICATION", "require-sync-replication", "false", "No write is acknowledged unless its commit waits for a connected synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply, a standby in `sync` or `quorum` state): every write route answers 503 with `Retry-After` otherwise, nothing kept (reads are served), and /readyz is 503. With asynchronous replication a failover can lose claims already acknowledged, and their redelivery runs the effect again. Costs one query per database connection taken from the pool. Reading the standbys' state needs pg_monitor (or superuser); see \"High availability\"."},
 	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
 	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},
 	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON sources file: ingest providers, secrets (${ENV} references), forward targets and per-source policies (see README)."},
