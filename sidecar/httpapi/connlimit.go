@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
@@ -31,9 +30,8 @@ type connLimiter struct {
 	// refusing bounds the refusals being written at once; past it a
 	// refused connection is closed without an answer.
 	refusing chan struct{}
-	// refusedAddr and refusedTotal count refused connections.
-	refusedAddr, refusedTotal atomic.Int64
-	onRefuse                  func(perAddress bool)
+	// onRefuse, when set, is told of each refused connection.
+	onRefuse func(perAddress bool)
 }
 
 // refusalWriters is how many refused connections are answered at once;
@@ -109,11 +107,6 @@ func refusalResponse(status int, code apperr.Code, msg string) []byte {
 }
 
 func (l *connLimiter) refuse(c net.Conn, perAddr bool) {
-	if perAddr {
-		l.refusedAddr.Add(1)
-	} else {
-		l.refusedTotal.Add(1)
-	}
 	if l.onRefuse != nil {
 		l.onRefuse(perAddr)
 	}

@@ -69,6 +69,8 @@ func TestConnectionsPerAddress(t *testing.T) {
 		})
 	}
 	holdConnections(t, "127.0.0.52", b.addr, 4)
+	require.Contains(t, scrapeMetrics(t, "http://"+b.addr),
+		`claimd_http_connections_refused_total{reason="address"} `+strconv.Itoa(len(routeRequests))+"\n")
 }
 
 // Past MaxConnections in all, a new connection from any address is

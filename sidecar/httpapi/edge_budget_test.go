@@ -200,6 +200,7 @@ func TestStalledBodiesArePreempted(t *testing.T) {
 	require.Equal(t, "request_timeout", r.code(t))
 	require.True(t, r.closed)
 	waitHeld(t, e, (attackers-1)*sent)
+	require.Contains(t, scrapeMetrics(t, e.base), `claimd_http_ingest_bodies_cut_total{reason="preempted"} 1`+"\n")
 }
 
 // A body that falls below the minimum rate after its grace is answered 408
@@ -213,6 +214,6 @@ func TestIngestMinimumRate(t *testing.T) {
 	require.Equal(t, "request_timeout", r.code(t))
 	require.True(t, r.closed)
 	waitHeld(t, e, 0)
-	// A sender that keeps up is served: chunked, in pieces.
+	require.Contains(t, scrapeMetrics(t, e.base), `claimd_http_ingest_bodies_cut_total{reason="rate"} 1`+"\n")
 	deliverStripe(t, e, "rate", 2, 30<<10)
 }

@@ -160,15 +160,19 @@ func (b *ingestBudget) blocked(h *bodyHold, n int64) holdScope {
 
 // victim picks, and marks cancelled, the body to preempt for h within
 // scope: one still receiving, holding bytes, past its grace, of the lowest
-// average rate; nil when there is none (b.mu held).
+// average rate; nil when there is none, or when a body of the scope was
+// cut already and has not yet released its bytes (b.mu held).
 func (b *ingestBudget) victim(h *bodyHold, scope holdScope, now time.Time) *bodyHold {
 	var best *bodyHold
 	var bestRate float64
 	for o := range b.holds {
-		if o == h || o.done || o.held == 0 || o.cancelled.Load() || now.Sub(o.start) < b.grace {
+		if o == h || scope == scopeAddr && o.addr != h.addr || scope == scopeSource && o.source != h.source {
 			continue
 		}
-		if scope == scopeAddr && o.addr != h.addr || scope == scopeSource && o.source != h.source {
+		if o.cancelled.Load() && o.held > 0 {
+			return nil // its bytes are on their way back
+		}
+		if o.done || o.held == 0 || o.cancelled.Load() || now.Sub(o.start) < b.grace {
 			continue
 		}
 		rate := float64(o.held) / now.Sub(o.start).Seconds()

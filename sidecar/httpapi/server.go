@@ -25,6 +25,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/gofiber/fiber/v2/utils"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
@@ -232,6 +233,9 @@ type Server struct {
 	// heavy bounds the requests with a large body (heavyBody) processed
 	// at once: GOMAXPROCS.
 	heavy *semaphore.Weighted
+	// refusedAddr and refusedTotal count the connections Listener refused
+	// past the per-address and the total bound.
+	refusedAddr, refusedTotal atomic.Int64
 }
 
 // New builds the Fiber app with every route.
@@ -265,6 +269,16 @@ func New(cfg Config) *Server {
 		cfg.Metrics.ObserveBodyBudget("api", s.apiBodies.size, s.apiBodies.reserved.Load, s.apiBodies.received.Load)
 		// An ingest body reserves what arrived: both gauges are that.
 		cfg.Metrics.ObserveBodyBudget("ingest", s.ingestBodies.size, s.ingestBodies.arrived.heldNow.Load, s.ingestBodies.arrived.heldNow.Load)
+		counter := func(name, help, label, value string, fn func() int64) {
+			cfg.Metrics.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help,
+				ConstLabels: prometheus.Labels{label: value}}, func() float64 { return float64(fn()) }))
+		}
+		const refusedHelp = "Connections refused by claimd's listener: past CLAIMD_MAX_CONNS_PER_IP (address) or CLAIMD_MAX_CONNECTIONS (total)."
+		counter("claimd_http_connections_refused_total", refusedHelp, "reason", "address", s.refusedAddr.Load)
+		counter("claimd_http_connections_refused_total", refusedHelp, "reason", "total", s.refusedTotal.Load)
+		const cutHelp = "Ingest bodies answered 408 while arriving: below CLAIMD_INGEST_MIN_BODY_RATE_BYTES after the grace (rate), or cut to make room for another body (preempted)."
+		counter("claimd_http_ingest_bodies_cut_total", cutHelp, "reason", "rate", s.ingestBodies.arrived.slow.Load)
+		counter("claimd_http_ingest_bodies_cut_total", cutHelp, "reason", "preempted", s.ingestBodies.arrived.preempted.Load)
 	}
 	// Bodies are streamed: fasthttp reads the headers and at most 8 KiB of
 	// a body before routing; every route reads the rest within its own
@@ -357,7 +371,7 @@ func (s *Server) App() *fiber.App { return s.app }
 // through the framing check (FramingListener), until the app is shut
 // down.
 func (s *Server) Listener(ln net.Listener) error {
-	return s.app.Listener(s.FramingListener(newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), nil)))
+	return s.app.Listener(s.FramingListener(newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), s.countRefusal)))
 }
 
 // observe logs one line per request (never bodies or credentials) and
@@ -431,6 +445,15 @@ func (s *Server) readAPIBody(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Next()
+}
+
+// countRefusal counts a connection Listener refused.
+func (s *Server) countRefusal(perAddress bool) {
+	if perAddress {
+		s.refusedAddr.Add(1)
+	} else {
+		s.refusedTotal.Add(1)
+	}
 }
 
 // apiBodyLimit is the body limit of the /v1 route at path, in bytes:
