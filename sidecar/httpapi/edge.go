@@ -565,7 +565,7 @@ func checkFieldLine(line []byte) (name, value []byte, reason string) {
 	}
 	value = line[colon+1:]
 	for _, ch := range value {
-		if ch < ' ' && ch != '\t' || ch == 0x7f {
+		if isFieldCTL(ch) {
 			return nil, nil, "control character in a field value"
 		}
 	}
@@ -573,17 +573,30 @@ func checkFieldLine(line []byte) (name, value []byte, reason string) {
 }
 
 // isTokenChar reports whether ch is a tchar of RFC 9110 section 5.6.2.
-func isTokenChar(ch byte) bool {
-	switch {
-	case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
-		return true
+func isTokenChar(ch byte) bool { return byteClass[ch]&classToken != 0 }
+
+// isFieldCTL reports whether ch is a control character a field value may
+// not hold: any CTL but HTAB (RFC 9110 section 5.5).
+func isFieldCTL(ch byte) bool { return byteClass[ch]&classCTL != 0 }
+
+// Byte classes (byteClass): a table lookup per byte keeps the framing
+// check cheap.
+const (
+	classToken = 1 << iota
+	classCTL
+)
+
+var byteClass = func() (t [256]uint8) {
+	for ch := range 256 {
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", byte(ch)) >= 0:
+			t[ch] |= classToken
+		case ch < ' ' && ch != '\t', ch == 0x7f:
+			t[ch] |= classCTL
+		}
 	}
-	switch ch {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
+	return t
+}()
 
 // isDecimal: 1 to 18 ASCII digits (fits an int64 with room).
 func isDecimal(v []byte) bool {

@@ -355,11 +355,11 @@ func (p *framingParser) chunkByte(ch byte) string {
 			p.state = stExtPostQuoted
 		case ch == '\\':
 			p.state = stExtQuotedPair
-		case ch < ' ' && ch != '\t' || ch == 0x7f:
+		case isFieldCTL(ch):
 			return "malformed chunk extension"
 		}
 	case stExtQuotedPair:
-		if ch < ' ' && ch != '\t' || ch == 0x7f {
+		if isFieldCTL(ch) {
 			return "malformed chunk extension"
 		}
 		p.state = stExtQuoted
