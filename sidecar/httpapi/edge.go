@@ -218,12 +218,18 @@ const drainLimit = 256 << 10
 // plain-text answer.
 func (s *Server) methodGuard(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	body, _ := json.Marshal(ErrorBody{ErrorDetail{Code: apperr.MethodNotAllowed, Message: transportMessage[apperr.MethodNotAllowed]}})
+	framing, _ := json.Marshal(ErrorBody{ErrorDetail{Code: apperr.BadRequest, Message: transportMessage[apperr.BadRequest]}})
 	return func(ctx *fasthttp.RequestCtx) {
 		if !slices.Contains(fiber.DefaultMethods, string(ctx.Method())) {
-			s.cfg.Logger.Warn().Str("code", string(apperr.MethodNotAllowed)).Msg("request refused: unknown method")
-			ctx.Response.SetStatusCode(fiber.StatusMethodNotAllowed)
 			ctx.Response.Header.SetContentType(fiber.MIMEApplicationJSON)
 			ctx.Response.SetConnectionClose()
+			if framingRefused(ctx) { // its body is malformed: framing first, as on every route
+				ctx.Response.SetStatusCode(fiber.StatusBadRequest)
+				ctx.Response.SetBody(framing)
+				return
+			}
+			s.cfg.Logger.Warn().Str("code", string(apperr.MethodNotAllowed)).Msg("request refused: unknown method")
+			ctx.Response.SetStatusCode(fiber.StatusMethodNotAllowed)
 			ctx.Response.SetBody(body)
 			return
 		}
@@ -239,7 +245,7 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	c.Locals(bodyStateKey, st)
 	c.SetUserContext(s.base)
 	verdict := string(c.Request().Header.Peek(refuseHeader))
-	if framingRefused(c) {
+	if framingRefused(c.Context()) {
 		verdict = verdictFraming
 	}
 	defer func() {
@@ -406,10 +412,11 @@ func (s *Server) readArrivingBody(c *fiber.Ctx, limit int, b *ingestBudget) erro
 		if errors.As(err, &ae) {
 			return ae
 		}
-		if r.slow && !h.cancelled.Load() {
+		rerr := bodyReadError(err)
+		if r.slow && !h.cancelled.Load() && apperr.CodeOf(rerr) == apperr.RequestTimeout {
 			b.slow.Add(1)
 		}
-		return bodyReadError(err)
+		return rerr
 	}
 	b.finish(h)
 	st.read = true

@@ -46,8 +46,8 @@ import (
 	"net"
 	"sync/atomic"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
 )
 
 // maxChunkExt bounds the chunk-ext bytes of one chunk line (whitespace,
@@ -157,7 +157,7 @@ func (p *framingParser) feed(b []byte) (int, string) {
 				return end, "line ends in a bare LF"
 			}
 			reason := p.lineDone(line[:len(line)-1])
-			p.line = p.line[:0]
+			p.dropLine()
 			if reason != "" {
 				return end, reason
 			}
@@ -238,6 +238,15 @@ func (p *framingParser) lineDone(line []byte) string {
 func (p *framingParser) next() {
 	p.msg++
 	p.state, p.seen, p.requestLine = stHead, 0, false
+	p.dropLine()
+}
+
+// dropLine empties line, and lets a large one go: a connection keeps at
+// most 512 bytes of it between lines.
+func (p *framingParser) dropLine() {
+	if cap(p.line) > 512 {
+		p.line = nil
+	}
 	p.line = p.line[:0]
 }
 
@@ -443,11 +452,11 @@ func (s *Server) FramingListener(ln net.Listener) net.Listener {
 // framingRefused reports whether the framing check of the request's
 // connection refused the request's bytes (its chunked body, found broken
 // before its route ran). False on a connection without the check.
-func framingRefused(c *fiber.Ctx) bool {
-	conn := c.Context().Conn()
+func framingRefused(ctx *fasthttp.RequestCtx) bool {
+	conn := ctx.Conn()
 	for conn != nil {
 		if fc, ok := conn.(*framingConn); ok {
-			return fc.refusedAt(c.Context().ConnRequestNum())
+			return fc.refusedAt(ctx.ConnRequestNum())
 		}
 		u, ok := conn.(interface{ NetConn() net.Conn })
 		if !ok {

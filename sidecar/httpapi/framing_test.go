@@ -45,6 +45,7 @@ var framingRoutes = map[string]string{
 	"/healthz":          "GET /healthz HTTP/1.1\r\nHost: x\r\n",
 	"/metrics":          "GET /metrics HTTP/1.1\r\nHost: x\r\n",
 	"no such route":     "POST /nowhere HTTP/1.1\r\nHost: x\r\n",
+	"unknown method":    "BREW /v1/claims HTTP/1.1\r\nHost: x\r\n",
 	"GET /v1/whoami":    "GET /v1/whoami HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ingestAPIKey + "\r\n",
 }
 
