@@ -435,10 +435,10 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if src == nil {
 		return in.waitForSource(ctx, job, st)
 	}
-	// The POST's deadline counts from before the reservation's statement
-	// starts, so it ends before the lease (the database's now() at that
-	// statement plus Timeout plus DispatchLeaseGrace) whatever the
-	// statement's latency.
+	// The POST's deadline counts from before the reservation's
+	// transaction starts, so it ends before the lease (the database's
+	// now() in that transaction plus Timeout plus DispatchLeaseGrace)
+	// whatever the reservation's latency.
 	deadline := time.Now().Add(src.Forward.Timeout)
 	rv, err := in.reserve(ctx, job.Args, src)
 	if err != nil || rv.done {
@@ -559,25 +559,27 @@ const leaseSlack = 250 * time.Millisecond
 // reserve reserves the dispatch's next attempt for this run. The lease is
 // the source's forward timeout plus DispatchLeaseGrace from the
 // database's now(); the POST's own deadline (Work) ends before it, so a
-// lease never ends while its POST may still be in flight. Usually one
-// statement (reserveSQL); when an attempt holds the event, a transaction
+// lease never ends while its POST may still be in flight (now() is the
+// start of the transaction, which begins after Work took the deadline's
+// start). Usually one statement (reserveSQL, grouped with concurrent
+// reservations as the marks are); when an attempt holds the event, a transaction
 // that locks the record decides: the holder's lease is live → wait for it;
 // it has ended → takeOver.
 func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (reservation, error) {
 	lease := src.Forward.Timeout + DispatchLeaseGrace
 	holder := uuid.NewString()
-	var attempt int
-	err := in.pool.QueryRow(ctx, reserveSQL, a.ClaimID, holder, lease.Milliseconds()).Scan(&attempt)
-	if err == nil {
-		return reservation{holder: holder, attempt: attempt}, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	fast, err := in.reserveFast(ctx, reserveReq{claimID: a.ClaimID, holder: holder, leaseMS: lease.Milliseconds()})
+	if err != nil {
 		return reservation{}, err
+	}
+	if fast.ok {
+		return reservation{holder: holder, attempt: fast.attempt}, nil
 	}
 	var rv reservation
 	var settled func() error // Work's answer once the transaction committed
+	var unknown int          // the attempt of unknown outcome taken over, if any
 	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
-		rv, settled = reservation{}, nil
+		rv, settled, unknown = reservation{}, nil, 0
 		var state, claimState string
 		var held, live bool
 		var remainingMS float64
@@ -605,6 +607,7 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 				rv.done = true
 				return err
 			}
+			unknown = rv.attempt
 		}
 		// No holder (the last one recorded its answer since the first
 		// statement) or one taken over: reserve here.
@@ -618,6 +621,11 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 	}
 	if settled != nil {
 		return rv, settled()
+	}
+	if unknown > 0 {
+		in.obs.Dispatched(src.Name, "retry", 0)
+		in.log.Warn().Str("source", src.Name).Str("claim_id", a.ClaimID).Int("attempt", unknown).
+			Str("reason", unknownReason(unknown)).Msg("dispatch attempt of unknown outcome; posting again")
 	}
 	return rv, nil
 }
@@ -673,12 +681,7 @@ func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *S
 		dispatch_holder = NULL, dispatch_lease_until = NULL WHERE claim_id = $1 RETURNING claim_id)
 		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatch_failed', $2, $3 FROM e`,
 		a.ClaimID, attempt, reason)
-	if err != nil {
-		return false, nil, err
-	}
-	in.obs.Dispatched(src.Name, "retry", 0)
-	in.log.Warn().Str("source", src.Name).Str("claim_id", a.ClaimID).Int("attempt", attempt).Str("reason", reason).Msg("dispatch attempt of unknown outcome; posting again")
-	return true, nil, nil
+	return err == nil, nil, err
 }
 
 // waitForSource records that the dispatch waits for its source to be
@@ -972,7 +975,8 @@ func (s Statuses) String() string {
 //     dead-letters only at the attempt cap);
 //   - 408 Request Timeout, 425 Too Early, 429 Too Many Requests;
 //   - 409: what a workflow may answer while another delivery of the event
-//     holds the claim (in_progress);
+//     holds the claim (in_progress); not for an n8n resume URL, whose 409
+//     means the execution was resumed already (forwardStatuses);
 //   - 500-599: the target or a proxy in front of it is failing or starting.
 //
 // Any other 4xx (400, 401, 403, 413, 422…) is taken as permanent.

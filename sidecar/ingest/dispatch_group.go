@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +17,8 @@ import (
 // Besides River's own fetch and completion (each already one statement
 // for many jobs), every dispatch reads its stored event and, once the
 // target answered 2xx, marks it dispatched with its delivery-log row: a
-// read and a commit per event. Concurrent dispatches share them, with the
+// read and a commit per event, and each attempt is reserved before its
+// POST (reserve): a commit more. Concurrent dispatches share them, with the
 // grouping rules of the receipts (group.go, the same GroupConfig): the
 // reads of a group are one statement (claim_id = ANY), the marks of a
 // group one transaction of one pipelined batch in claim id order (so that
@@ -79,7 +81,90 @@ func (in *Inbox) newDispatchGroupers(gc group.Config) {
 	}
 	gc.MaxWeight = 0
 	in.loads = group.New(gc, in.runLoads, claim.DBError, nil)
+	in.reserves = group.New(gc, in.runReserves, claim.DBError, nil)
 	in.marks = group.New(gc, in.runMarks, claim.DBError, observe)
+}
+
+// reserveReq is an attempt to reserve with reserveSQL: holder and the
+// lease in milliseconds.
+type reserveReq struct {
+	claimID, holder string
+	leaseMS         int64
+}
+
+// reserved is reserveSQL's answer: the attempt's number, or ok false when
+// the dispatch is not pending or another attempt holds it.
+type reserved struct {
+	attempt int
+	ok      bool
+}
+
+// reserveFast runs reserveSQL for r, grouped with concurrent reservations.
+func (in *Inbox) reserveFast(ctx context.Context, r reserveReq) (reserved, error) {
+	if in.reserves == nil {
+		return in.reserveAlone(ctx, r)
+	}
+	return in.reserves.Do(ctx, r)
+}
+
+func (in *Inbox) reserveAlone(ctx context.Context, r reserveReq) (reserved, error) {
+	var out reserved
+	err := in.pool.QueryRow(ctx, reserveSQL, r.claimID, r.holder, r.leaseMS).Scan(&out.attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return reserved{}, nil
+	}
+	out.ok = err == nil
+	return out, err
+}
+
+// runReserves reserves a group (the group.Grouper's run): one
+// transaction, one pipelined batch in claim id order, as runMarks.
+func (in *Inbox) runReserves(ctx context.Context, calls []*group.Call[reserveReq, reserved]) {
+	if len(calls) == 1 {
+		calls[0].Finish(in.reserveAlone(ctx, calls[0].Item))
+		return
+	}
+	order := make([]int, len(calls))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return calls[order[a]].Item.claimID < calls[order[b]].Item.claimID })
+	out := make([]reserved, len(calls))
+	err := claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, i := range order {
+			r := calls[i].Item
+			b.Queue(reserveSQL, r.claimID, r.holder, r.leaseMS)
+		}
+		br := tx.SendBatch(ctx, b)
+		for _, i := range order {
+			out[i] = reserved{}
+			err := br.QueryRow().Scan(&out[i].attempt)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				br.Close()
+				return err
+			default:
+				out[i].ok = true
+			}
+		}
+		return br.Close()
+	})
+	switch {
+	case err == nil:
+		for i, c := range calls {
+			c.Finish(out[i], nil)
+		}
+	case claim.RetryableDB(err):
+		for _, c := range calls {
+			c.Finish(reserved{}, err)
+		}
+	default:
+		for _, c := range calls {
+			c.Finish(in.reserveAlone(ctx, c.Item))
+		}
+	}
 }
 
 // load reads the stored event of claim id.

@@ -74,10 +74,12 @@ type Inbox struct {
 	// receipts groups concurrent deliveries (group.go); nil when grouping
 	// is off.
 	receipts *group.Grouper[*delivery, []Receipt]
-	// loads and marks group the dispatcher's reads and 2xx marks
-	// (dispatch_group.go); nil when grouping is off.
-	loads *group.Grouper[string, loaded]
-	marks *group.Grouper[mark, bool]
+	// loads, reserves and marks group the dispatcher's reads, attempt
+	// reservations and 2xx marks (dispatch_group.go); nil when grouping
+	// is off.
+	loads    *group.Grouper[string, loaded]
+	reserves *group.Grouper[reserveReq, reserved]
+	marks    *group.Grouper[mark, bool]
 }
 
 // Source returns the configured ingest source name (an ingest door, with
