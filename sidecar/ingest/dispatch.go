@@ -526,6 +526,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 // the lease does that), or an operator changed the record. The job stays
 // scheduled; its next run reads what the record says now.
 func (in *Inbox) lostReservation(source, claimID string, attempt int) error {
+	in.obs.Dispatched(source, "reservation_lost", 0)
 	in.log.Warn().Str("source", source).Str("claim_id", claimID).Int("attempt", attempt).
 		Msg("dispatch attempt's answer not recorded: its reservation was taken over after its lease ended")
 	return fmt.Errorf("attempt %d no longer holds the dispatch (its lease ended and another run took it over)", attempt)

@@ -232,3 +232,50 @@ func TestDispatchLeaseOutlastsThePost(t *testing.T) {
 		int((ingest.MaxForwardTimeout+time.Second)/time.Second))), envOf(nil))
 	require.ErrorContains(t, err, fmt.Sprintf("forward.timeout_seconds must be at most %d", int(ingest.MaxForwardTimeout/time.Second)))
 }
+
+// TestDispatchAnswerAfterLeaseIsFenced: a POST held past its lease (a
+// process stalled mid-attempt) loses the event to the next run, which
+// logs attempt 1 as of unknown outcome and posts attempt 2. When the
+// stalled attempt's 200 finally comes back, its answer is not recorded
+// over attempt 2's: the record and the log keep attempt 2's outcome.
+func TestDispatchAnswerAfterLeaseIsFenced(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
+	b := newDispatchBundle(t, "/webhook/plain", ", require_claim: false, timeout_seconds: 60",
+		func(_ *retryBundle, n int, _ *http.Request) (int, string) {
+			if n == 1 {
+				close(arrived)
+				<-release
+			}
+			return http.StatusOK, `{}`
+		})
+	b.inbox = b.startInbox(t, true)
+	b.startInbox(t, true)
+	t.Cleanup(releaseHeld)
+	id := b.receive(t, "evt-stalled")
+	select {
+	case <-arrived:
+	case <-time.After(retryWait):
+		t.Fatal("the first POST never arrived")
+	}
+	// The stall outlasts the lease: as if its 65 s had passed.
+	_, err := b.pool.Exec(b.ctx, `UPDATE inbox_events SET dispatch_lease_until = now() - interval '1 second' WHERE claim_id = $1`, id)
+	require.NoError(t, err)
+	b.rescue(t, id)
+	require.Equal(t, "retry", b.next(t), "attempt 1's outcome is unknown")
+	require.Equal(t, "dispatched", b.next(t), "attempt 2 delivered")
+	releaseHeld()
+	require.Equal(t, "reservation_lost", b.next(t), "attempt 1's late 200 is not recorded")
+
+	require.EqualValues(t, 2, b.hits.Load())
+	v := b.row(t, id)
+	require.Equal(t, "dispatched", v.state)
+	require.Equal(t, 2, v.attempts)
+	require.Equal(t, []logEntry{
+		{"dispatch_failed", 1, "attempt 1's outcome is unknown: its dispatcher stopped before recording an answer " +
+			"(a crash, or a stall past its lease); the target may have received it"},
+		{"dispatched", 2, "HTTP 200"},
+	}, b.dispatchLog(t, id))
+}
