@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"strconv"
@@ -31,10 +32,12 @@ func holdConnections(t *testing.T, local, addr string, n int) {
 		c := dialFrom(t, local, addr)
 		_, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 		require.NoError(t, err)
-		replies := readReplies(t, c, 200*time.Millisecond) // then quiet: the connection stays open
-		require.Len(t, replies, 1)
-		require.Equal(t, http.StatusOK, replies[0].status)
-		require.False(t, replies[0].closed)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.False(t, res.Close, "the connection stays open")
 	}
 }
 
@@ -110,4 +113,20 @@ func TestConnectionPlaceIsGivenBack(t *testing.T) {
 			return replies[0].status == http.StatusOK
 		})
 	}
+}
+
+// With the defaults, idle connections from one address take at most
+// DefaultMaxConnsPerIP places: the next is refused in JSON with
+// Retry-After, and a claim from another address is answered.
+func TestOneAddressCannotTakeEveryConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	holdConnections(t, "127.0.0.90", b.addr, httpapi.DefaultMaxConnsPerIP)
+	r := refusedReply(t, "127.0.0.90", b.addr, claimRequest("conn", "evt-refused"))
+	require.Equal(t, http.StatusTooManyRequests, r.status, "%s", r.body)
+	require.Equal(t, "rate_limited", r.code(t))
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	replies := rawExchange(t, b.addr, claimRequest("conn", "evt-served"), time.Second)
+	require.Len(t, replies, 1)
+	require.Equal(t, http.StatusOK, replies[0].status, "%s", replies[0].body)
 }
