@@ -23,7 +23,8 @@ import (
 //     minimum data rate (IngestMinBodyRate bytes per second, counted from
 //     its start): a body that falls behind is answered 408 request_timeout,
 //     its connection closed and its bytes released. So a body holds b bytes
-//     for at most grace + b/rate (and never past the read timeout).
+//     for at most grace + b/rate, and at most the read timeout counted
+//     from when its headers were read.
 //   - One client address (IPv6: its /64) holds at most its share of the
 //     budget (IngestAddressShare percent), one source at most its share
 //     (IngestSourceShare percent); a body alone at its address or source
@@ -217,8 +218,8 @@ const ingestChunk = 16 << 10
 
 // ingestReader reads an ingest body for readBody: each read first sets the
 // connection's read deadline to when the body falls below the minimum rate
-// (never past hard, the read timeout), and what arrives is added to the
-// budget.
+// (never past hard: the read timeout from when the headers were read),
+// and what arrives is added to the budget.
 type ingestReader struct {
 	r    io.Reader
 	b    *ingestBudget
