@@ -30,15 +30,19 @@ package httpapi
 //     bytes.
 //
 // At a violation the offending byte is replaced by 'X' (a byte that can
-// end no line, so fasthttp always holds an unfinished request or body)
-// and every later read fails: fasthttp answers a broken header block 400
-// through the error handler (after any answers still due to the requests
-// before it on the connection), a route reading the body gets an error
-// (400), and edge refuses a request whose body was found broken before
-// its route ran (400, framing). The connection is closed in every case;
-// nothing behind the violation is ever parsed. The parser copies nothing
-// but a line that spans two reads, skips body bytes in O(1) per read and
-// keeps no state across messages.
+// end no line, so fasthttp always holds an unfinished request or body:
+// it closes silently when a read fails before any byte of a request or
+// after only CR and LF) and every later read fails: fasthttp answers a
+// broken header block 400 through the error handler, after any answers
+// still due to the requests before it on the connection (431 when the
+// block is over the limit: fasthttp's buffer of the same size is full
+// first); a route reading the body gets an error (400); and edge (or
+// methodGuard, for an unknown method) refuses a request whose body was
+// found broken before its route ran (400, framing). The connection is
+// closed in every case; nothing behind the violation is ever parsed. The
+// parser copies nothing but a line that spans two reads, skips body bytes
+// in O(1) per read and keeps no state across messages. It reads the bytes
+// of the TCP connection: claimd serves plain HTTP (TLS ends at a proxy).
 
 import (
 	"bytes"
