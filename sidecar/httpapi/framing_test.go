@@ -2,12 +2,14 @@ package httpapi_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,10 +318,56 @@ func readRawReply(t *testing.T, conn net.Conn, br *bufio.Reader) rawReply {
 	return rawReply{status: res.StatusCode, header: res.Header, body: body, closed: res.Close}
 }
 
-// requireClosed: the server closed the connection (nothing more comes).
+// requireClosed: the server closed the connection and nothing more came
+// (EOF, or a reset when it closed with bytes of ours unread).
 func requireClosed(t *testing.T, conn net.Conn, br *bufio.Reader) {
 	t.Helper()
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err := br.ReadByte()
-	require.ErrorIs(t, err, io.EOF, "the connection stays open")
+	if !errors.Is(err, syscall.ECONNRESET) {
+		require.ErrorIs(t, err, io.EOF, "the connection stays open")
+	}
+}
+
+// A malformed chunked body that arrives a byte per write, after its route
+// started reading, and a trailer section past its bound (more than one
+// read of the server) are refused alike: 400, connection closed, nothing
+// behind them run.
+func TestMalformedChunkedBodyInPieces(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, framingSources, ingestOptions{})
+	addr := strings.TrimPrefix(e.base, "http://")
+	trailers := strings.Repeat("X-Pad: "+strings.Repeat("p", 100)+"\r\n", 90) // 9.9 KiB
+	n := 0
+	for _, route := range []string{"/v1/claims", "/ingest/hooks", "/v1/trigger/hooks"} {
+		for name, body := range map[string]string{
+			"bare LF in chunk-ext, a byte per write": "2b;a\nzz\r\n" + data43 + "\r\n0\r\n\r\n",
+			"space after the size, a byte per write": "2b \r\n" + data43 + "\r\n0\r\n\r\n",
+			"oversized trailer section":              "2b\r\n" + data43 + "\r\n0\r\n" + trailers + "\r\n",
+		} {
+			t.Run(route+"/"+name, func(t *testing.T) {
+				n++
+				conn := dialRaw(t, addr)
+				writeRaw(t, conn, framingRoutes[route]+"Transfer-Encoding: chunked\r\n\r\n")
+				if strings.HasSuffix(name, "a byte per write") {
+					for i := range len(body) {
+						if _, err := io.WriteString(conn, body[i:i+1]); err != nil {
+							break // the server refused and closed: the rest is not wanted
+						}
+					}
+				} else {
+					writeRaw(t, conn, body)
+				}
+				_, _ = io.WriteString(conn, smuggledClaim(fmt.Sprintf("evt-pieces-%d", n)))
+				br := bufio.NewReader(conn)
+				r := readRawReply(t, conn, br)
+				require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+				require.Equal(t, "bad_request", r.code(t))
+				require.True(t, r.closed)
+				requireClosed(t, conn, br)
+			})
+		}
+	}
+	require.Equal(t, ingestCounts{}, e.counts(t, "smuggled"), "a request behind a refused body ran")
+	require.Equal(t, ingestCounts{}, e.counts(t, "hooks"))
 }
