@@ -88,3 +88,37 @@ func FuzzFramingParser(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFramingHeaderBlock feeds a request line and arbitrary header lines
+// to the framing parser and the same header block to checkFraming (which
+// headerReceived runs on fasthttp's parse): both accept it or both refuse
+// it, whatever the parser's reads.
+func FuzzFramingHeaderBlock(f *testing.F) {
+	for _, s := range []string{
+		"Host: x\r\n\r\n", "Host: x\r\nnocolon\r\n\r\n", "Host: x\r\nX-A: a\x00b\r\n\r\n", "Host: x\r\nX-A: a\tb\r\n\r\n",
+		"Host: x\r\nX-A : b\r\n\r\n", "Host: x\r\n b\r\n\r\n", "Host: x\r\nContent-Length: 3, 3\r\n\r\n",
+		"Host: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", "\r\n", "Host: x\nX: y\r\n\r\n",
+		"Host: x\r\nX: a\rb\r\n\r\n", "Host: x\r\nHost: y\r\n\r\n", "Host: x\r\nTransfer-Encoding: Chunked\r\n\r\n",
+	} {
+		f.Add([]byte(s), uint8(1))
+	}
+	const requestLine = "GET / HTTP/1.1\r\n"
+	f.Fuzz(func(t *testing.T, fields []byte, step uint8) {
+		in := append([]byte(requestLine), fields...)
+		end := bytes.Index(in[len(requestLine)-2:], []byte("\r\n\r\n"))
+		if end < 0 {
+			return
+		}
+		head := in[:len(requestLine)-2+end+4]
+		want := checkFraming(head[len(requestLine):], true)
+		for _, st := range []int{0, 1, int(step%16) + 2} {
+			stop, reason, _, _, _ := feedAll(head, st)
+			if reason == "header block too large" {
+				continue
+			}
+			if (reason == "") != (want == "") {
+				t.Fatalf("head %q (reads of %d): parser %q at %d, checkFraming %q", head, st, reason, stop, want)
+			}
+		}
+	})
+}
