@@ -69,7 +69,7 @@ func New(stats StatsFunc) *Metrics {
 	}, []string{"source", "result"})
 	m.dispatch = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "claimd_dispatch_total",
-		Help: "Dispatch attempts to targets by source and result (dispatched, retry, dead_lettered), and checks of dispatches waiting for their source to be configured again (waiting).",
+		Help: "Dispatch attempts to targets by source and result (dispatched, retry, dead_lettered), checks of dispatches waiting for their source to be configured again (waiting), runs that waited for another attempt's live lease (in_flight), and answers not recorded because their attempt's lease was taken over (reservation_lost).",
 	}, []string{"source", "result"})
 	m.dispatchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "claimd_dispatch_latency_seconds", Help: "Time from receipt to successful dispatch, in seconds.",
