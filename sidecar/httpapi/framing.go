@@ -27,7 +27,10 @@ package httpapi
 //     accept it: "2b \r\n" and "2b;a \r\n" are refused), every line ends
 //     in CRLF, chunk data is followed by CRLF, and the trailer section's
 //     field lines pass the header rules, at most Config.MaxHeaderBytes
-//     bytes.
+//     bytes. Trailer fields are then dropped from the stream: fasthttp
+//     would merge them into the request's header fields (a signature sent
+//     as a trailer would count as the header), which RFC 9110 section
+//     6.5.1 forbids; claimd uses none.
 //
 // At a violation the offending byte is replaced by 'X' (a byte that can
 // end no line, so fasthttp always holds an unfinished request or body:
@@ -119,6 +122,31 @@ type framingParser struct {
 	digits, ext int
 	// decoded counts the data bytes of the current chunked body.
 	decoded int64
+	// drops are the ranges of the bytes of the last feed that fasthttp is
+	// not to read (trailer field lines), in order; keepLine: the current
+	// trailer line starts with CR and is kept.
+	drops    [][2]int
+	keepLine bool
+}
+
+// kept moves the bytes of b[:n] that the last feed(b) did not drop to the
+// front of b and returns how many there are.
+func (p *framingParser) kept(b []byte, n int) int {
+	if len(p.drops) == 0 {
+		return n
+	}
+	w, r := 0, 0
+	for _, d := range p.drops {
+		if d[0] >= n {
+			break
+		}
+		w += copy(b[w:], b[r:d[0]])
+		r = min(d[1], n)
+	}
+	if r < n {
+		w += copy(b[w:], b[r:n])
+	}
+	return w
 }
 
 func newFramingParser(maxHead int) framingParser {
@@ -130,6 +158,7 @@ func newFramingParser(maxHead int) framingParser {
 // that breaks the framing and why (a fixed text). After a violation the
 // parser must not be fed again.
 func (p *framingParser) feed(b []byte) (int, string) {
+	p.drops = p.drops[:0]
 	i := 0
 	for i < len(b) {
 		switch p.state {
@@ -139,6 +168,24 @@ func (p *framingParser) feed(b []byte) (int, string) {
 				limit = p.maxTrailer
 			}
 			j := bytes.IndexByte(b[i:], '\n')
+			if p.state == stTrailer {
+				// Trailer fields are checked, then dropped from what
+				// fasthttp reads: it would merge them into the request's
+				// header fields, where claimd reads provider headers
+				// (RFC 9110 section 6.5.1 lets a recipient discard them).
+				// Only the empty line that ends the section passes; a line
+				// starting with CR is that line or is refused.
+				if len(p.line) == 0 {
+					p.keepLine = b[i] == '\r'
+				}
+				if !p.keepLine {
+					to := len(b)
+					if j >= 0 {
+						to = i + j + 1
+					}
+					p.drops = append(p.drops, [2]int{i, to})
+				}
+			}
 			if j < 0 {
 				if p.seen+len(b)-i > limit {
 					return i + limit - p.seen, p.tooLarge()
@@ -405,21 +452,28 @@ type framingConn struct {
 }
 
 func (c *framingConn) Read(b []byte) (int, error) {
-	if c.refused.Load() != 0 {
-		return 0, errFramingRefused
+	for {
+		if c.refused.Load() != 0 {
+			return 0, errFramingRefused
+		}
+		n, err := c.Conn.Read(b)
+		if n <= 0 {
+			return n, err
+		}
+		k, reason := c.p.feed(b[:n])
+		w := c.p.kept(b, k)
+		if reason != "" {
+			c.refused.Store(c.p.msg)
+			c.log.Warn().Str("reason", reason).Msg("request refused: ambiguous or malformed framing")
+			b[w] = 'X'
+			return w + 1, nil
+		}
+		if w > 0 || err != nil {
+			return w, err
+		}
+		// Only dropped trailer bytes came: read on rather than return
+		// nothing.
 	}
-	n, err := c.Conn.Read(b)
-	if n <= 0 {
-		return n, err
-	}
-	k, reason := c.p.feed(b[:n])
-	if reason == "" {
-		return n, err
-	}
-	c.refused.Store(c.p.msg)
-	c.log.Warn().Str("reason", reason).Msg("request refused: ambiguous or malformed framing")
-	b[k] = 'X'
-	return k + 1, nil
 }
 
 // refusedAt reports whether the framing of the connection's request

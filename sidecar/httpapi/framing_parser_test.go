@@ -122,3 +122,25 @@ func BenchmarkFramingParser(b *testing.B) {
 		})
 	}
 }
+
+// Trailer fields are checked and dropped from what fasthttp reads (it
+// would merge them into the header fields): only the empty line that ends
+// the trailer section passes, whatever the reads.
+func TestFramingParserDropsTrailerFields(t *testing.T) {
+	t.Parallel()
+	next := "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	in := chunkedHead + "2\r\nab\r\n0;e=1\r\nX-Hub-Signature-256: sha256=00\r\nY: " + strings.Repeat("w", 300) + "\r\n\r\n" + next
+	want := chunkedHead + "2\r\nab\r\n0;e=1\r\n\r\n" + next
+	for _, step := range []int{len(in), 1, 2, 3, 7, 64} {
+		p := newFramingParser(DefaultMaxHeaderBytes)
+		var got []byte
+		for off := 0; off < len(in); off += step {
+			piece := []byte(in[off:min(off+step, len(in))])
+			n, reason := p.feed(piece)
+			require.Empty(t, reason)
+			got = append(got, piece[:p.kept(piece, n)]...)
+		}
+		require.Equal(t, want, string(got), "step %d", step)
+		require.Equal(t, uint64(3), p.msg)
+	}
+}

@@ -371,3 +371,35 @@ func TestMalformedChunkedBodyInPieces(t *testing.T) {
 	require.Equal(t, ingestCounts{}, e.counts(t, "smuggled"), "a request behind a refused body ran")
 	require.Equal(t, ingestCounts{}, e.counts(t, "hooks"))
 }
+
+// Trailer fields never stand in for header fields: a GitHub delivery whose
+// signature comes only as a trailer field is unauthenticated (fasthttp
+// merged trailer fields into the headers, where the signature is read),
+// while the same delivery with its signature as a header and other
+// trailer fields is stored.
+func TestTrailerFieldsAreNotHeaders(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, framingSources, ingestOptions{})
+	addr := strings.TrimPrefix(e.base, "http://")
+	body := `{"ref":"refs/heads/main","id":"trailer-1"}`
+	d := githubDelivery(dispatchSecret, "trailer-1", []byte(body))
+	head, sig := "POST /ingest/hooks HTTP/1.1\r\nHost: x\r\n", ""
+	for _, kv := range d.header {
+		if kv[0] == "X-Hub-Signature-256" {
+			sig = kv[0] + ": " + kv[1] + "\r\n"
+			continue
+		}
+		head += kv[0] + ": " + kv[1] + "\r\n"
+	}
+	chunks := fmt.Sprintf("%x\r\n%s\r\n0\r\n", len(body), body)
+	replies := rawExchange(t, addr, head+"Transfer-Encoding: chunked\r\n\r\n"+chunks+sig+"\r\n", 10*time.Second)
+	require.Len(t, replies, 1)
+	require.Equal(t, http.StatusUnauthorized, replies[0].status, "a signature in a trailer is no signature: %s", replies[0].body)
+	require.Equal(t, ingestCounts{}, e.counts(t, "hooks"))
+
+	replies = rawExchange(t, addr, head+sig+"Transfer-Encoding: chunked\r\n\r\n"+chunks+"X-GitHub-Delivery: other\r\nX-Checksum: c\r\n\r\n", 10*time.Second)
+	require.Len(t, replies, 1)
+	require.Equal(t, http.StatusOK, replies[0].status, "%s", replies[0].body)
+	require.Contains(t, string(replies[0].body), `"event_id":"trailer-1"`, "the header's delivery id, not the trailer's")
+	require.Equal(t, 1, e.counts(t, "hooks").inbox)
+}
