@@ -13,17 +13,25 @@ import (
 // the message it was in then, and after each message that ended, the
 // offset just past it and the chunked data bytes it decoded.
 func feedAll(s []byte, step int) (stop int, reason string, msg uint64, ends []int, decoded []int64) {
+	stop, reason, msg, ends, decoded, _ = feedKept(s, step)
+	return stop, reason, msg, ends, decoded
+}
+
+// feedKept is feedAll that also returns the bytes fasthttp would read
+// (trailer fields dropped) up to where the parser stopped.
+func feedKept(s []byte, step int) (stop int, reason string, msg uint64, ends []int, decoded []int64, kept []byte) {
 	p := newFramingParser(DefaultMaxHeaderBytes)
 	if step <= 0 {
 		step = len(s) + 1
 	}
 	off := 0
 	for off < len(s) {
-		piece := s[off:min(off+step, len(s))]
+		piece := append([]byte(nil), s[off:min(off+step, len(s))]...)
 		before := p.msg
 		n, r := p.feed(piece)
+		kept = append(kept, piece[:p.kept(piece, n)]...)
 		if r != "" {
-			return off + n, r, p.msg, ends, decoded
+			return off + n, r, p.msg, ends, decoded, kept
 		}
 		if step == 1 && p.msg != before {
 			ends = append(ends, off+1)
@@ -31,7 +39,7 @@ func feedAll(s []byte, step int) (stop int, reason string, msg uint64, ends []in
 		}
 		off += len(piece)
 	}
-	return len(s), "", p.msg, ends, decoded
+	return len(s), "", p.msg, ends, decoded, kept
 }
 
 // chunkedHead is a request head that announces a chunked body.
@@ -40,7 +48,8 @@ const chunkedHead = "POST /ingest/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding
 // FuzzFramingParser feeds a request head and arbitrary bytes as its
 // chunked body (and what follows it) to the framing parser: it never
 // panics; where it stops and why do not depend on how the bytes are split
-// into reads (whole, two pieces, byte by byte); a body it accepts is one
+// into reads (whole, two pieces, byte by byte), and neither do the bytes
+// it passes on (trailer fields dropped); a body it accepts is one
 // Go's own chunked reader (net/http/httputil) decodes without error to
 // exactly as many bytes.
 func FuzzFramingParser(f *testing.F) {
@@ -56,12 +65,18 @@ func FuzzFramingParser(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, cut uint16) {
 		in := append([]byte(chunkedHead), body...)
-		stop, reason, msg, ends, decoded := feedAll(in, 1)
+		stop, reason, msg, ends, decoded, kept := feedKept(in, 1)
 		for _, step := range []int{0, int(cut%64) + 2} {
-			s2, r2, m2, _, _ := feedAll(in, step)
+			s2, r2, m2, _, _, k2 := feedKept(in, step)
 			if s2 != stop || r2 != reason || m2 != msg {
 				t.Fatalf("split %d: stop %d %q msg %d, byte by byte: stop %d %q msg %d", step, s2, r2, m2, stop, reason, msg)
 			}
+			if !bytes.Equal(k2, kept) {
+				t.Fatalf("split %d: kept %q, byte by byte %q", step, k2, kept)
+			}
+		}
+		if len(kept) > stop || !bytes.HasPrefix(in, kept[:min(len(kept), len(chunkedHead))]) {
+			t.Fatalf("kept %q of %q stopped at %d", kept, in, stop)
 		}
 		if reason != "" && stop >= len(in) {
 			t.Fatalf("stop %d past the input (%d)", stop, len(in))
