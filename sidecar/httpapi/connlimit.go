@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
@@ -19,6 +20,18 @@ import (
 // bound, 503 unavailable past the total, each with Retry-After: 1 and
 // Connection: close; then it is closed. fasthttp's own bounds answer in
 // plain text without Retry-After, so they are set above these.
+//
+// When the total is reached, a new connection within its address's bound
+// takes the place of one that does no work (reclaim), if there is one:
+// first the connection kept alive longest with no request in progress
+// (closed: RFC 9112 section 9.3.1 has clients anticipate the close of a
+// kept-alive connection and open another), else, among the connections in
+// a request's header block for at least headerGrace (a new connection
+// that has sent nothing included), the one whose header bytes arrived at
+// the lowest rate, the oldest at equal rates. A connection whose header
+// block was read (its body arriving, its handler running or its response
+// being written) is never reclaimed; when every connection is such, the
+// new one is refused 503.
 type connLimiter struct {
 	net.Listener
 	max, perAddr int
@@ -26,6 +39,14 @@ type connLimiter struct {
 	mu     sync.Mutex
 	open   int
 	byAddr map[string]int
+	// conns are the connections being served, for reclaim.
+	conns map[*limitedConn]struct{}
+	// headerGrace is how long a header block may take before its
+	// connection may be reclaimed.
+	headerGrace time.Duration
+	// onReclaim, when set, is told of each connection reclaimed: idle
+	// between requests, else in a header block.
+	onReclaim func(idle bool)
 
 	// refusing bounds the refusals being written at once; past it a
 	// refused connection is closed without an answer.
@@ -43,8 +64,14 @@ const (
 	refuseTime     = 2 * time.Second
 )
 
+// defaultHeaderGrace is how long a connection may spend in a header block
+// (from its accept or its request's first byte) without being reclaimed:
+// a client sends its header block in one round trip.
+const defaultHeaderGrace = time.Second
+
 func newConnLimiter(ln net.Listener, maxConns, perAddr int, onRefuse func(perAddress bool)) *connLimiter {
 	return &connLimiter{Listener: ln, max: maxConns, perAddr: perAddr, byAddr: map[string]int{},
+		conns: map[*limitedConn]struct{}{}, headerGrace: defaultHeaderGrace,
 		refusing: make(chan struct{}, refusalWriters), onRefuse: onRefuse}
 }
 
@@ -57,18 +84,76 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		key := connAddress(c)
+		now := time.Now()
 		l.mu.Lock()
 		perAddr := l.perAddr > 0 && l.byAddr[key] >= l.perAddr
-		if perAddr || l.open >= l.max {
+		var victim *limitedConn
+		if !perAddr && l.open >= l.max {
+			victim = l.reclaimLocked(now)
+		}
+		if perAddr || (l.open >= l.max && victim == nil) {
 			l.mu.Unlock()
 			l.refuse(c, perAddr)
 			continue
 		}
+		lc := &limitedConn{Conn: c, l: l, key: key}
+		lc.since.Store(now.UnixNano())
 		l.open++
 		l.byAddr[key]++
+		l.conns[lc] = struct{}{}
 		l.mu.Unlock()
-		return &limitedConn{Conn: c, l: l, key: key}, nil
+		if victim != nil {
+			_ = victim.Conn.Close()
+			if l.onReclaim != nil {
+				l.onReclaim(victim.reclaimedIdle)
+			}
+		}
+		return lc, nil
 	}
+}
+
+// reclaimLocked picks the connection to close for a new one (see
+// connLimiter), marks it reclaimed and gives its place back; nil when
+// every connection is at work. The caller holds mu and closes it.
+func (l *connLimiter) reclaimLocked(now time.Time) *limitedConn {
+	for range 4 { // a connection may change phase under the scan: scan again
+		var idle, head *limitedConn
+		var idleSince int64
+		var headRate float64
+		var headSince int64
+		for c := range l.conns {
+			since := c.since.Load()
+			switch c.phase.Load() {
+			case phaseIdle:
+				if idle == nil || since < idleSince {
+					idle, idleSince = c, since
+				}
+			case phaseHead:
+				age := now.UnixNano() - since
+				if age < int64(l.headerGrace) || age <= 0 {
+					continue
+				}
+				rate := float64(c.headBytes.Load()) / float64(age)
+				if head == nil || rate < headRate || (rate == headRate && since < headSince) {
+					head, headRate, headSince = c, rate, since
+				}
+			}
+		}
+		victim, from := idle, phaseIdle
+		if victim == nil {
+			victim, from = head, phaseHead
+		}
+		if victim == nil {
+			return nil
+		}
+		if !victim.phase.CompareAndSwap(from, phaseReclaimed) || !victim.released.CompareAndSwap(false, true) {
+			continue
+		}
+		victim.reclaimedIdle = from == phaseIdle
+		l.releaseLocked(victim)
+		return victim
+	}
+	return nil
 }
 
 // Open is the number of connections being served.
@@ -78,13 +163,18 @@ func (l *connLimiter) Open() int64 {
 	return int64(l.open)
 }
 
-func (l *connLimiter) done(key string) {
+func (l *connLimiter) done(c *limitedConn) {
 	l.mu.Lock()
-	l.open--
-	if l.byAddr[key]--; l.byAddr[key] <= 0 {
-		delete(l.byAddr, key)
-	}
+	l.releaseLocked(c)
 	l.mu.Unlock()
+}
+
+func (l *connLimiter) releaseLocked(c *limitedConn) {
+	l.open--
+	if l.byAddr[c.key]--; l.byAddr[c.key] <= 0 {
+		delete(l.byAddr, c.key)
+	}
+	delete(l.conns, c)
 }
 
 // Refusal answers: whole HTTP/1.1 responses, written before the request is
@@ -148,15 +238,58 @@ func connAddress(c net.Conn) string {
 	return addressGroup(net.ParseIP(host))
 }
 
-// limitedConn gives its place back when closed.
+// A connection's phase, as reclaim sees it.
+const (
+	phaseHead      int32 = iota // accepted, or in a request's header block
+	phaseIdle                   // kept alive after a response, nothing of a next request read
+	phaseBusy                   // a request's header block was read: body, handler or response
+	phaseReclaimed              // closed by the listener to make room
+)
+
+// limitedConn gives its place back when closed. Its phase is set by the
+// framing check on the connection (framingConn), which sees its bytes
+// and fasthttp's request cycle.
 type limitedConn struct {
 	net.Conn
-	l    *connLimiter
-	key  string
-	once sync.Once
+	l        *connLimiter
+	key      string
+	released atomic.Bool
+
+	phase atomic.Int32
+	// since is when the current phase began, in Unix nanoseconds.
+	since atomic.Int64
+	// headBytes are the bytes of the current header block so far.
+	headBytes atomic.Int64
+	// reclaimedIdle: reclaimed while idle (else in a header block); set
+	// under the limiter's mu before it is read.
+	reclaimedIdle bool
+}
+
+// moveTo sets the connection's phase to p (with the bytes of its header
+// block so far in phaseHead). It reports false when the connection was
+// reclaimed: its next read is then to fail.
+func (c *limitedConn) moveTo(p int32, headBytes int64) bool {
+	for {
+		old := c.phase.Load()
+		if old == phaseReclaimed {
+			return false
+		}
+		if p == phaseHead {
+			c.headBytes.Store(headBytes)
+		}
+		if old == p {
+			return true
+		}
+		c.since.Store(time.Now().UnixNano())
+		if c.phase.CompareAndSwap(old, p) {
+			return true
+		}
+	}
 }
 
 func (c *limitedConn) Close() error {
-	c.once.Do(func() { c.l.done(c.key) })
+	if c.released.CompareAndSwap(false, true) {
+		c.l.done(c)
+	}
 	return c.Conn.Close()
 }

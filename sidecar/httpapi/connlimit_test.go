@@ -76,15 +76,16 @@ func TestConnectionsPerAddress(t *testing.T) {
 		`claimd_http_connections_refused_total{reason="address"} `+strconv.Itoa(len(routeRequests))+"\n")
 }
 
-// Past MaxConnections in all, a new connection from any address is
-// answered 503 unavailable in the API's error shape with Retry-After.
+// Past MaxConnections in all, with every connection at work (none idle
+// to reclaim), a new connection from any address is answered 503
+// unavailable in the API's error shape with Retry-After.
 func TestConnectionsInAll(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) {
 		o.server = func(c *httpapi.Config) { c.MaxConnections = 16; c.MaxConnsPerIP = -1 }
 	})
-	for i := range 4 {
-		holdConnections(t, "127.0.0."+strconv.Itoa(60+i), b.addr, 4)
+	for i := range 16 {
+		holdBusy(t, "127.0.0."+strconv.Itoa(60+i%4), b.addr, "evt-in-all-"+strconv.Itoa(i))
 	}
 	for name, req := range routeRequests {
 		t.Run(name, func(t *testing.T) {

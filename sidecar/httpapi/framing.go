@@ -105,6 +105,8 @@ type framingParser struct {
 	state framingState
 	// msg is the number of the message being parsed, from 1.
 	msg uint64
+	// heads counts the header blocks read whole.
+	heads uint64
 	// line is the current header or trailer line when it spans reads.
 	line []byte
 	// seen counts the bytes of the current header block (empty lines
@@ -274,6 +276,7 @@ func (p *framingParser) lineDone(line []byte) string {
 	if reason := p.tally.end(); reason != "" {
 		return reason
 	}
+	p.heads++
 	switch {
 	case p.tally.chunked:
 		p.state, p.left, p.digits, p.ext, p.decoded = stChunkSize, 0, 0, 0, 0
@@ -449,6 +452,50 @@ type framingConn struct {
 	// while none was. Read sets it and edge reads it on the connection's
 	// goroutine; atomic for any other reader.
 	refused atomic.Uint64
+
+	// lc is the connection within the listener's bounds, nil when there
+	// are none; its phase is kept here (track), on the connection's
+	// goroutine, from the parser and fasthttp's request cycle.
+	lc *limitedConn
+	// started counts the requests fasthttp started handling (its
+	// StateActive); handling: one is being handled (until StateIdle);
+	// served: one was answered.
+	started          uint64
+	handling, served bool
+}
+
+// track sets the connection's phase for reclaim; false when the listener
+// reclaimed it.
+func (c *framingConn) track() bool {
+	switch p := &c.p; {
+	case c.lc == nil:
+		return true
+	case c.handling || p.heads > c.started || p.state != stHead:
+		return c.lc.moveTo(phaseBusy, 0)
+	case p.seen > 0 || p.requestLine || !c.served:
+		return c.lc.moveTo(phaseHead, int64(p.seen))
+	default:
+		return c.lc.moveTo(phaseIdle, 0)
+	}
+}
+
+// connState is fasthttp's ConnState hook for connections served through
+// Listener: it follows each request's cycle for reclaim.
+func connState(nc net.Conn, state fasthttp.ConnState) {
+	c, ok := nc.(*framingConn)
+	if !ok || c.lc == nil {
+		return
+	}
+	switch state {
+	case fasthttp.StateActive:
+		c.started++
+		c.handling = true
+	case fasthttp.StateIdle:
+		c.handling, c.served = false, true
+	default:
+		return
+	}
+	c.track()
 }
 
 func (c *framingConn) Read(b []byte) (int, error) {
@@ -462,6 +509,9 @@ func (c *framingConn) Read(b []byte) (int, error) {
 		}
 		k, reason := c.p.feed(b[:n])
 		w := c.p.kept(b, k)
+		if !c.track() {
+			return 0, net.ErrClosed
+		}
 		if reason != "" {
 			c.refused.Store(c.p.msg)
 			c.log.Warn().Str("reason", reason).Msg("request refused: ambiguous or malformed framing")
@@ -495,7 +545,8 @@ func (l framingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &framingConn{Conn: conn, p: newFramingParser(l.s.cfg.MaxHeaderBytes), log: &l.s.cfg.Logger}, nil
+	lc, _ := conn.(*limitedConn)
+	return &framingConn{Conn: conn, p: newFramingParser(l.s.cfg.MaxHeaderBytes), log: &l.s.cfg.Logger, lc: lc}, nil
 }
 
 // FramingListener returns ln with the framing check on every connection

@@ -154,8 +154,10 @@ type Config struct {
 	// default 8192. Past it: 431 header_too_large.
 	MaxHeaderBytes int
 	// MaxConnections bounds the connections served at once; default 4096.
-	// Past it a new connection is answered 503 unavailable (JSON, with
-	// Retry-After) and closed (Listener).
+	// At it a new connection takes the place of one doing no work (idle
+	// between requests, else slowest in its header block; see
+	// connLimiter); when every connection is at work it is answered 503
+	// unavailable (JSON, with Retry-After) and closed (Listener).
 	MaxConnections int
 	// MaxConnsPerIP bounds the connections of one client address (IPv6:
 	// its /64); 0 takes DefaultMaxConnsPerIP, a negative value is no
@@ -236,6 +238,9 @@ type Server struct {
 	// refusedAddr and refusedTotal count the connections Listener refused
 	// past the per-address and the total bound.
 	refusedAddr, refusedTotal atomic.Int64
+	// reclaimedIdle and reclaimedHead count the connections Listener
+	// closed to make room: idle between requests, in a header block.
+	reclaimedIdle, reclaimedHead atomic.Int64
 }
 
 // New builds the Fiber app with every route.
@@ -276,6 +281,9 @@ func New(cfg Config) *Server {
 		const refusedHelp = "Connections refused by claimd's listener: past CLAIMD_MAX_CONNS_PER_IP (address) or CLAIMD_MAX_CONNECTIONS (total)."
 		counter("claimd_http_connections_refused_total", refusedHelp, "reason", "address", s.refusedAddr.Load)
 		counter("claimd_http_connections_refused_total", refusedHelp, "reason", "total", s.refusedTotal.Load)
+		const reclaimedHelp = "Connections closed by claimd's listener at CLAIMD_MAX_CONNECTIONS to serve a new one: kept alive with no request in progress (idle), or slowest in a header block (header)."
+		counter("claimd_http_connections_reclaimed_total", reclaimedHelp, "state", "idle", s.reclaimedIdle.Load)
+		counter("claimd_http_connections_reclaimed_total", reclaimedHelp, "state", "header", s.reclaimedHead.Load)
 		const cutHelp = "Ingest bodies answered 408 while arriving: below CLAIMD_INGEST_MIN_BODY_RATE_BYTES after the grace (rate), or cut to make room for another body (preempted)."
 		counter("claimd_http_ingest_bodies_cut_total", cutHelp, "reason", "rate", s.ingestBodies.arrived.slow.Load)
 		counter("claimd_http_ingest_bodies_cut_total", cutHelp, "reason", "preempted", s.ingestBodies.arrived.preempted.Load)
@@ -302,6 +310,7 @@ func New(cfg Config) *Server {
 	srv := s.app.Server()
 	srv.CloseOnShutdown = true
 	srv.HeaderReceived = s.headerReceived
+	srv.ConnState = connState
 	srv.Handler = s.methodGuard(srv.Handler)
 	if cfg.Metrics != nil {
 		cfg.Metrics.ObserveOpenConnections(func() int64 { return int64(srv.GetOpenConnectionsCount()) }, int64(cfg.MaxConnections))
@@ -371,7 +380,15 @@ func (s *Server) App() *fiber.App { return s.app }
 // through the framing check (FramingListener), until the app is shut
 // down.
 func (s *Server) Listener(ln net.Listener) error {
-	return s.app.Listener(s.FramingListener(newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), s.countRefusal)))
+	limiter := newConnLimiter(ln, s.cfg.MaxConnections, max(s.cfg.MaxConnsPerIP, 0), s.countRefusal)
+	limiter.onReclaim = func(idle bool) {
+		if idle {
+			s.reclaimedIdle.Add(1)
+		} else {
+			s.reclaimedHead.Add(1)
+		}
+	}
+	return s.app.Listener(s.FramingListener(limiter))
 }
 
 // observe logs one line per request (never bodies or credentials) and
