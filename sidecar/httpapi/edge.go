@@ -384,10 +384,12 @@ func (s *Server) readArrivingBody(c *fiber.Ctx, limit int, b *ingestBudget) erro
 	req := c.Request()
 	declared := req.Header.ContentLength()
 	fc := c.Context()
-	h := &bodyHold{addr: addressGroup(fc.RemoteIP()), source: c.Params("source"), start: time.Now(), conn: fc.Conn()}
+	hard := fc.Time().Add(s.cfg.ReadTimeout)
+	h := &bodyHold{addr: addressGroup(fc.RemoteIP()), source: c.Params("source"), start: time.Now(), conn: fc.Conn(),
+		want: int64(declared), hard: hard}
 	b.open(h)
 	st.hold = h
-	r := &ingestReader{r: fc.RequestBodyStream(), b: b, h: h, hard: fc.Time().Add(s.cfg.ReadTimeout),
+	r := &ingestReader{r: fc.RequestBodyStream(), b: b, h: h, hard: hard,
 		wait: s.cfg.RequestTimeout, base: c.UserContext()}
 	// The buffer grows with what arrives, never to a declared length
 	// that has not.

@@ -165,25 +165,46 @@ func TestOneSourceHoldsItsShare(t *testing.T) {
 	deliverStripe(t, e, "source", 3, 20<<10)
 }
 
-// Senders that fill the whole budget fast and then stall (the shares set
-// to 100%) are preempted: a signed delivery that finds no room cuts the
+// Senders that fill the whole budget fast and then stall, or trickle a
+// byte every 100 ms (below 4 times the minimum rate), with the shares set
+// to 100%, are preempted: a signed delivery that finds no room cuts the
 // slowest body past its grace (408, connection closed) and is stored.
 func TestStalledBodiesArePreempted(t *testing.T) {
 	t.Parallel()
+	for i, trickle := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stalled", true: "trickling"}[trickle], func(t *testing.T) {
+			t.Parallel()
+			preemptStalled(t, 30+10*i, trickle)
+		})
+	}
+}
+
+func preemptStalled(t *testing.T, firstHost int, trickle bool) {
 	e := setupBudget(t, func(c *httpapi.Config) {
 		c.IngestBodyGrace = time.Millisecond
-		c.IngestMinBodyRate = 1
+		c.IngestMinBodyRate = 8 // a trickle of 10 B/s keeps above it, but below 4 times it
 		c.IngestAddressSharePercent = 100
 		c.IngestSourceSharePercent = 100
+		c.RequestTimeout = 10 * time.Second // the newcomer waits until a body has slowed for a second
 	})
 	const attackers, sent = 4, 60000 // 240,000 of 262,144 bytes
 	conns := make([]net.Conn, attackers)
 	for i := range attackers {
-		conns[i] = slowSender(t, e, fmt.Sprintf("127.0.0.%d", 30+i), "/ingest/slow", 64<<10, sent)
+		conns[i] = slowSender(t, e, fmt.Sprintf("127.0.0.%d", firstHost+i), "/ingest/slow", 64<<10, sent)
 		waitHeld(t, e, int64((i+1)*sent))
 	}
 	replies := make(chan rawReply, attackers)
 	for _, c := range conns {
+		if trickle {
+			go func() {
+				for range 600 {
+					if _, err := c.Write([]byte("a")); err != nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond) // the attacker's pace, not a synchronisation
+				}
+			}()
+		}
 		go func() {
 			br := bufio.NewReader(c)
 			res, err := http.ReadResponse(br, nil)
@@ -199,8 +220,10 @@ func TestStalledBodiesArePreempted(t *testing.T) {
 	require.Equal(t, http.StatusRequestTimeout, r.status, "%s", r.body)
 	require.Equal(t, "request_timeout", r.code(t))
 	require.True(t, r.closed)
-	waitHeld(t, e, (attackers-1)*sent)
 	require.Contains(t, scrapeMetrics(t, e.base), `claimd_http_ingest_bodies_cut_total{reason="preempted"} 1`+"\n")
+	if !trickle {
+		waitHeld(t, e, (attackers-1)*sent)
+	}
 }
 
 // A body that falls below the minimum rate after its grace is answered 408
@@ -216,4 +239,93 @@ func TestIngestMinimumRate(t *testing.T) {
 	waitHeld(t, e, 0)
 	require.Contains(t, scrapeMetrics(t, e.base), `claimd_http_ingest_bodies_cut_total{reason="rate"} 1`+"\n")
 	deliverStripe(t, e, "rate", 2, 30<<10)
+}
+
+// steadyShape is a set of signed Stripe deliveries sent at once: bodies of
+// size bytes, from addresses (one body each, else all from the first), of
+// which the first part is sent before the rest is sent steadily.
+type steadyShape struct {
+	name            string
+	bodies, size    int
+	first           int
+	manyAddresses   bool
+	wantPassesShare string
+}
+
+// Honest deliveries that together pass their address's or their source's
+// share while they keep arriving well above the minimum rate are never
+// preempted: the younger wait for room while the oldest ends, and every
+// one is stored. (The shapes of the defect report, scaled to a 256 KiB
+// budget: two and three bodies from one address past its 64 KiB share,
+// three from three addresses past the source's 128 KiB share.)
+func TestHonestBodiesPastAShareAreNotPreempted(t *testing.T) {
+	t.Parallel()
+	for i, sh := range []steadyShape{
+		{name: "two from one address", bodies: 2, size: 48 << 10, first: 30 << 10, wantPassesShare: "address"},
+		{name: "three from one address", bodies: 3, size: 40 << 10, first: 20 << 10, wantPassesShare: "address"},
+		{name: "five from one address", bodies: 5, size: 24 << 10, first: 12 << 10, wantPassesShare: "address"},
+		{name: "three addresses, one source", bodies: 3, size: 56 << 10, first: 40 << 10, manyAddresses: true, wantPassesShare: "source"},
+	} {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupBudget(t, func(c *httpapi.Config) {
+				c.IngestBodyGrace = 100 * time.Millisecond
+				c.IngestMinBodyRate = 1024 // preemptible below 4 KiB/s; these arrive at about 100 KiB/s
+				c.RequestTimeout = 10 * time.Second
+			})
+			before := e.counts(t, "stripe").inbox
+			require.Greater(t, sh.bodies*sh.size, map[string]int{"address": 64 << 10, "source": 128 << 10}[sh.wantPassesShare])
+			conns := make([]net.Conn, sh.bodies)
+			rests := make([][]byte, sh.bodies)
+			for j := range sh.bodies {
+				local := fmt.Sprintf("127.0.%d.2", 60+i)
+				if sh.manyAddresses {
+					local = fmt.Sprintf("127.0.%d.%d", 60+i, 2+j)
+				}
+				d := stripeDelivery(fmt.Sprintf("evt_steady_%d_%d", i, j), sh.size)
+				var head strings.Builder
+				head.WriteString("POST /ingest/stripe HTTP/1.1\r\nHost: x\r\n")
+				for _, kv := range d.header {
+					head.WriteString(kv[0] + ": " + kv[1] + "\r\n")
+				}
+				head.WriteString("Content-Length: " + strconv.Itoa(len(d.body)) + "\r\n\r\n")
+				conns[j] = dialFrom(t, local, strings.TrimPrefix(e.base, "http://"))
+				_, err := io.WriteString(conns[j], head.String()+string(d.body[:sh.first]))
+				require.NoError(t, err)
+				rests[j] = d.body[sh.first:]
+				waitHeld(t, e, int64((j+1)*sh.first))
+			}
+			// Every body is in and past its grace; now all send the rest
+			// at once, 1 KiB every 10 ms.
+			replies := make(chan rawReply, sh.bodies)
+			for j, c := range conns {
+				go func() {
+					for rest := rests[j]; len(rest) > 0; {
+						n := min(len(rest), 1<<10)
+						if _, err := c.Write(rest[:n]); err != nil {
+							break
+						}
+						rest = rest[n:]
+						time.Sleep(10 * time.Millisecond) // the sender's pace, not a synchronisation
+					}
+				}()
+				go func() {
+					res, err := http.ReadResponse(bufio.NewReader(c), nil)
+					if err != nil {
+						replies <- rawReply{}
+						return
+					}
+					body, _ := io.ReadAll(res.Body)
+					replies <- rawReply{status: res.StatusCode, body: body}
+				}()
+			}
+			for range sh.bodies {
+				r := <-replies
+				require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+			}
+			require.Equal(t, before+sh.bodies, e.counts(t, "stripe").inbox, "every delivery is in the inbox")
+			require.NotRegexp(t, `claimd_http_ingest_bodies_cut_total\{reason="preempted"\} [1-9]`, scrapeMetrics(t, e.base), "no body was preempted")
+			waitHeld(t, e, 0)
+		})
+	}
 }

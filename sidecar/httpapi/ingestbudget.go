@@ -27,18 +27,28 @@ import (
 //     from when its headers were read.
 //   - One client address (IPv6: its /64) holds at most its share of the
 //     budget (IngestAddressShare percent), one source at most its share
-//     (IngestSourceShare percent); a body alone at its address or source
-//     may take more, up to the whole budget, so that the largest body
-//     still fits.
-//   - A body that finds no room preempts: the receiving body, past its
-//     grace, that arrives at the lowest average rate within the bound that
-//     is full (all bodies, its address's, or its source's) is answered 408
-//     and closed. An attacker can thus keep an authentic delivery out only
-//     by sending faster than it, body after body: what it holds it must
-//     have sent within the last grace seconds.
+//     (IngestSourceShare percent). The oldest body of an address or a
+//     source still receiving is bound only by the whole budget, so that
+//     the largest body fits and honest deliveries that together pass a
+//     share end one after the other (the younger wait) instead of
+//     blocking each other.
+//   - A body that finds no room waits for it, and meanwhile preempts only
+//     a body that is stalling or hopeless: one past its grace, still
+//     receiving and not itself waiting for room, whose recent rate (bytes
+//     over its last one to two windows, a window being the grace but at
+//     least a second) is below preemptRateFactor times the minimum rate,
+//     or at which the rest of its declared length cannot arrive before
+//     its read timeout (a chunked body: the rate alone). Within the bound
+//     that is full (all bodies, its address's or its source's), the one
+//     of the lowest recent rate is answered 408 and closed. So a body
+//     arriving at preemptRateFactor times the minimum rate or more, on
+//     course to end within its read timeout, is never preempted; what an
+//     attacker holds it must keep sending at that rate, and it releases
+//     it within the read timeout.
 //   - A body that still finds no room within the request timeout (every
-//     holder is younger than its grace, or already read and being
-//     answered) is answered 503 unavailable with Retry-After.
+//     holder is younger than its grace, arriving fast enough, waiting, or
+//     already read and being answered) is answered 503 unavailable with
+//     Retry-After.
 //
 // A body read to its end is no longer preempted: it is verified, stored
 // and answered within the request timeout, and its bytes are released when
@@ -71,10 +81,27 @@ func newIngestBudget(size int64, addrPercent, sourcePercent int, grace time.Dura
 		changed: make(chan struct{})}
 }
 
+// preemptRateFactor: a body whose recent rate is below this multiple of
+// the minimum rate may be preempted; at or above it (and on course to end
+// within its read timeout) it never is.
+const preemptRateFactor = 4
+
 // bodyHold is one ingest body's share of the budget.
 type bodyHold struct {
 	addr, source string
 	start        time.Time
+	// want is the body's declared length, -1 for a chunked body; hard is
+	// its read deadline.
+	want int64
+	hard time.Time
+	// got is what arrived, last when; markAt/markGot and prevAt/prevGot
+	// are the starts of the current and the previous rate window (guarded
+	// by the budget's mu). waiting: the body is waiting for room.
+	got              int64
+	last             time.Time
+	markAt, prevAt   time.Time
+	markGot, prevGot int64
+	waiting          bool
 	// conn is the body's connection: preemption ends its read by setting
 	// a read deadline in the past.
 	conn net.Conn
@@ -93,6 +120,7 @@ var (
 
 func (b *ingestBudget) open(h *bodyHold) {
 	b.mu.Lock()
+	h.last, h.markAt, h.prevAt = h.start, h.start, h.start
 	b.holds[h] = struct{}{}
 	b.mu.Unlock()
 }
@@ -101,6 +129,14 @@ func (b *ingestBudget) open(h *bodyHold) {
 // preempting a slower body when there is none. Errors: errPreempted when h
 // itself was preempted, errIngestFull when ctx ends first.
 func (b *ingestBudget) grow(ctx context.Context, h *bodyHold, n int64) error {
+	b.mu.Lock()
+	b.arrived(h, n, time.Now())
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		h.waiting = false
+		b.mu.Unlock()
+	}()
 	for {
 		b.mu.Lock()
 		if h.cancelled.Load() {
@@ -118,6 +154,7 @@ func (b *ingestBudget) grow(ctx context.Context, h *bodyHold, n int64) error {
 			b.mu.Unlock()
 			return nil
 		}
+		h.waiting = true
 		victim := b.victim(h, scope, time.Now())
 		changed := b.changed
 		b.mu.Unlock()
@@ -127,12 +164,45 @@ func (b *ingestBudget) grow(ctx context.Context, h *bodyHold, n int64) error {
 				_ = victim.conn.SetReadDeadline(time.Unix(1, 0))
 			}
 		}
+		// A holder may become a victim without any release (it stalls):
+		// look again after a while.
+		recheck := time.NewTimer(b.window() / 4)
 		select {
 		case <-changed:
+		case <-recheck.C:
 		case <-ctx.Done():
+			recheck.Stop()
 			return errIngestFull
 		}
+		recheck.Stop()
 	}
+}
+
+// window is the span over which a body's recent rate is measured: the
+// grace, at least a second.
+func (b *ingestBudget) window() time.Duration { return max(b.grace, time.Second) }
+
+// arrived records n bytes of h arriving at now (b.mu held).
+func (b *ingestBudget) arrived(h *bodyHold, n int64, now time.Time) {
+	h.got += n
+	h.last = now
+	if now.Sub(h.markAt) >= b.window() {
+		h.prevAt, h.prevGot = h.markAt, h.markGot
+		h.markAt, h.markGot = now, h.got
+	}
+}
+
+// recentRate is h's rate in bytes per second over its last one to two
+// windows; 0 when nothing arrived within the last window (b.mu held).
+func (b *ingestBudget) recentRate(h *bodyHold, now time.Time) float64 {
+	if now.Sub(h.last) >= b.window() {
+		return 0
+	}
+	span := now.Sub(h.prevAt).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(h.got-h.prevGot) / span
 }
 
 type holdScope int
@@ -146,22 +216,38 @@ const (
 
 // blocked tells which bound n more bytes of h would pass (b.mu held). The
 // shares bound a body only while others of its address or source hold
-// bytes too.
+// bytes too, and never the oldest body of its address or source still
+// receiving.
 func (b *ingestBudget) blocked(h *bodyHold, n int64) holdScope {
 	switch {
 	case b.held+n > b.size:
 		return scopeAll
-	case b.byAddr[h.addr]+n > b.addrShare && b.byAddr[h.addr] > h.held:
+	case b.byAddr[h.addr]+n > b.addrShare && b.byAddr[h.addr] > h.held && !b.oldest(h, scopeAddr):
 		return scopeAddr
-	case b.bySource[h.source]+n > b.sourceShare && b.bySource[h.source] > h.held:
+	case b.bySource[h.source]+n > b.sourceShare && b.bySource[h.source] > h.held && !b.oldest(h, scopeSource):
 		return scopeSource
 	}
 	return scopeNone
 }
 
+// oldest tells whether h started first among the bodies of its address
+// or source (scope) still receiving (b.mu held).
+func (b *ingestBudget) oldest(h *bodyHold, scope holdScope) bool {
+	for o := range b.holds {
+		if o == h || o.done || o.cancelled.Load() || scope == scopeAddr && o.addr != h.addr || scope == scopeSource && o.source != h.source {
+			continue
+		}
+		if o.start.Before(h.start) {
+			return false
+		}
+	}
+	return true
+}
+
 // victim picks, and marks cancelled, the body to preempt for h within
-// scope: one still receiving, holding bytes, past its grace, of the lowest
-// average rate; nil when there is none, or when a body of the scope was
+// scope: one still receiving, not waiting for room, holding bytes, past
+// its grace and stalling or hopeless (see ingestBudget), of the lowest
+// recent rate; nil when there is none, or when a body of the scope was
 // cut already and has not yet released its bytes (b.mu held).
 func (b *ingestBudget) victim(h *bodyHold, scope holdScope, now time.Time) *bodyHold {
 	var best *bodyHold
@@ -173,10 +259,13 @@ func (b *ingestBudget) victim(h *bodyHold, scope holdScope, now time.Time) *body
 		if o.cancelled.Load() && o.held > 0 {
 			return nil // its bytes are on their way back
 		}
-		if o.done || o.held == 0 || o.cancelled.Load() || now.Sub(o.start) < b.grace {
+		if o.done || o.waiting || o.held == 0 || o.cancelled.Load() || now.Sub(o.start) < b.grace {
 			continue
 		}
-		rate := float64(o.held) / now.Sub(o.start).Seconds()
+		rate := b.recentRate(o, now)
+		if rate >= preemptRateFactor*float64(b.rate) && (o.want < 0 || float64(o.want-o.got) <= rate*o.hard.Sub(now).Seconds()) {
+			continue // arriving fast enough to end in time
+		}
 		if best == nil || rate < bestRate {
 			best, bestRate = o, rate
 		}
