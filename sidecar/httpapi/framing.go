@@ -457,11 +457,10 @@ type framingConn struct {
 	// are none; its phase is kept here (track), on the connection's
 	// goroutine, from the parser and fasthttp's request cycle.
 	lc *limitedConn
-	// started counts the requests fasthttp started handling (its
-	// StateActive); handling: one is being handled (until StateIdle);
-	// served: one was answered.
-	started          uint64
-	handling, served bool
+	// answered counts the requests fasthttp finished (its StateIdle: the
+	// answer written). fasthttp's StateActive comes with a request's
+	// first byte, not its header block, so it is not used.
+	answered uint64
 }
 
 // track sets the connection's phase for reclaim; false when the listener
@@ -470,9 +469,9 @@ func (c *framingConn) track() bool {
 	switch p := &c.p; {
 	case c.lc == nil:
 		return true
-	case c.handling || p.heads > c.started || p.state != stHead:
+	case p.heads > c.answered || p.state != stHead:
 		return c.lc.moveTo(phaseBusy, 0)
-	case p.seen > 0 || p.requestLine || !c.served:
+	case p.seen > 0 || p.requestLine || c.answered == 0:
 		return c.lc.moveTo(phaseHead, int64(p.seen))
 	default:
 		return c.lc.moveTo(phaseIdle, 0)
@@ -486,16 +485,10 @@ func connState(nc net.Conn, state fasthttp.ConnState) {
 	if !ok || c.lc == nil {
 		return
 	}
-	switch state {
-	case fasthttp.StateActive:
-		c.started++
-		c.handling = true
-	case fasthttp.StateIdle:
-		c.handling, c.served = false, true
-	default:
-		return
+	if state == fasthttp.StateIdle {
+		c.answered++
+		c.track()
 	}
-	c.track()
 }
 
 func (c *framingConn) Read(b []byte) (int, error) {

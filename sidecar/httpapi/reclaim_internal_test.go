@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"bufio"
+	"errors"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 )
 
 // The choice of the connection reclaimed, on connections whose phase,
@@ -72,4 +77,104 @@ func BenchmarkReclaimScan(b *testing.B) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// On a real fasthttp server behind the listener and the framing check,
+// with no header grace: an idle connection is reclaimed first, then the
+// connection in its header block, never one whose handler runs; with
+// every connection busy the next one is refused 503.
+func TestReclaimOrderOnConnections(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newConnLimiter(raw, 3, 0, nil)
+	l.headerGrace = 0
+	reclaimed := make(chan bool, 8)
+	l.onReclaim = func(idle bool) { reclaimed <- idle }
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	srv := &fasthttp.Server{ConnState: connState, Handler: func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		ctx.SetBodyString("ok")
+	}}
+	s := &Server{cfg: Config{MaxHeaderBytes: 8192}}
+	go func() { _ = srv.Serve(s.FramingListener(l)) }()
+	t.Cleanup(func() { close(release); _ = srv.Shutdown() })
+	addr := raw.Addr().String()
+
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	send := func(c net.Conn, s string) {
+		_, err := io.WriteString(c, s)
+		require.NoError(t, err)
+	}
+	// answered reads one answer on c; false when c was closed instead.
+	answered := func(c net.Conn, br *bufio.Reader) (int, bool) {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a failing test's bound
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			var ne net.Error
+			require.False(t, errors.As(err, &ne) && ne.Timeout(), "no answer and no close")
+			return 0, false
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode, true
+	}
+	hold := func() net.Conn {
+		c := dial()
+		send(c, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+		<-entered
+		return c
+	}
+
+	busy := hold()
+	idle := dial()
+	idleBR := bufio.NewReader(idle)
+	send(idle, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+	status, ok := answered(idle, idleBR)
+	require.True(t, ok)
+	require.Equal(t, 200, status)
+
+	head := dial()
+	send(head, "GET /ok HTTP/1.1\r\nHo")
+	// Every place is taken. fasthttp marks a connection idle just after
+	// writing its answer: wait for that mark.
+	waitIdle := func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for c := range l.conns {
+			if c.phase.Load() == phaseIdle {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; !waitIdle(); i++ {
+		require.Less(t, i, 3000, "the answered connection is never marked idle")
+		time.Sleep(time.Millisecond)
+	}
+
+	second := hold()
+	require.True(t, <-reclaimed, "the idle connection goes first")
+	_, ok = answered(idle, idleBR)
+	require.False(t, ok, "the idle connection was closed")
+
+	third := hold()
+	require.False(t, <-reclaimed, "then the connection in its header block")
+	_, ok = answered(head, bufio.NewReader(head))
+	require.False(t, ok, "the header block's connection was closed")
+
+	refused := dial()
+	send(refused, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+	status, ok = answered(refused, bufio.NewReader(refused))
+	require.True(t, ok)
+	require.Equal(t, 503, status, "every connection is busy")
+	require.Empty(t, reclaimed)
+	_, _, _ = busy, second, third
 }
