@@ -2,11 +2,13 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +187,42 @@ func TestReclaimNothingWhenEveryConnectionIsBusy(t *testing.T) {
 	for _, c := range busy {
 		c.finish(t)
 	}
+}
+
+// The same on the ingest route: with every place taken by kept-alive
+// connections, a provider's signed delivery on a new connection is
+// stored, one idle connection closed for it.
+func TestReclaimIdleConnectionForSignedDelivery(t *testing.T) {
+	t.Parallel()
+	e := setupBudget(t, func(c *httpapi.Config) { c.MaxConnections = 8; c.MaxConnsPerIP = -1 })
+	addr := strings.TrimPrefix(e.base, "http://")
+	var kept []*keptConn
+	for i := range 8 {
+		kept = append(kept, holdIdle(t, "127.0.2."+strconv.Itoa(10+i%4), addr))
+	}
+	d := stripeDelivery("evt_reclaim_delivery", 512)
+	waitForCondition(t, "the delivery on a new connection to be answered", func() bool {
+		req, err := http.NewRequest(http.MethodPost, e.base+"/ingest/stripe", bytes.NewReader(d.body))
+		require.NoError(t, err)
+		for _, kv := range d.header {
+			req.Header[kv[0]] = append(req.Header[kv[0]], kv[1])
+		}
+		c := dialFrom(t, "127.0.2.20", addr)
+		_ = req.Write(c) // a refusal may already be on its way
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		res.Body.Close()
+		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, res.StatusCode, "%s", body)
+		return res.StatusCode == http.StatusOK
+	})
+	require.Equal(t, 1, e.counts(t, "stripe").inbox, "the delivery is in the inbox")
+	closed := 0
+	for _, k := range kept {
+		if !k.ask(t) {
+			closed++
+		}
+	}
+	require.Equal(t, 1, closed, "one idle connection was reclaimed")
 }
