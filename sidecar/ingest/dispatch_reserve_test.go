@@ -76,20 +76,7 @@ func (b *retryBundle) next(t *testing.T) string {
 // made due, finds it dispatched and completes the job. Exactly one POST.
 func TestDispatchRescuedWhileInFlightPostsOnce(t *testing.T) {
 	t.Parallel()
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
-	b := newDispatchBundle(t, "/webhook/plain", ", require_claim: false, timeout_seconds: 60",
-		func(_ *retryBundle, n int, _ *http.Request) (int, string) {
-			if n == 1 {
-				close(arrived)
-				<-release
-			}
-			return http.StatusOK, `{}`
-		})
-	b.inbox = b.startInbox(t, true)
-	b.startInbox(t, true)  // a second replica
-	t.Cleanup(releaseHeld) // runs before the inboxes stop and the target closes: a failed test never leaves the POST held
+	b, arrived, releaseHeld := heldFirstPost(t)
 	id := b.receive(t, "evt-held")
 
 	select {
@@ -240,20 +227,7 @@ func TestDispatchLeaseOutlastsThePost(t *testing.T) {
 // over attempt 2's: the record and the log keep attempt 2's outcome.
 func TestDispatchAnswerAfterLeaseIsFenced(t *testing.T) {
 	t.Parallel()
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
-	b := newDispatchBundle(t, "/webhook/plain", ", require_claim: false, timeout_seconds: 60",
-		func(_ *retryBundle, n int, _ *http.Request) (int, string) {
-			if n == 1 {
-				close(arrived)
-				<-release
-			}
-			return http.StatusOK, `{}`
-		})
-	b.inbox = b.startInbox(t, true)
-	b.startInbox(t, true)
-	t.Cleanup(releaseHeld)
+	b, arrived, releaseHeld := heldFirstPost(t)
 	id := b.receive(t, "evt-stalled")
 	select {
 	case <-arrived:
@@ -278,4 +252,28 @@ func TestDispatchAnswerAfterLeaseIsFenced(t *testing.T) {
 			"(a crash, or a stall past its lease); the target may have received it"},
 		{"dispatched", 2, "HTTP 200"},
 	}, b.dispatchLog(t, id))
+}
+
+// heldFirstPost starts two inbox replicas dispatching to a target that
+// does not claim (require_claim: false) and holds the first POST until
+// releaseHeld is called; arrived is closed when that POST reaches it.
+// releaseHeld is also registered as a cleanup that runs before the inboxes
+// stop and the target closes, so a failed test never leaves the POST held.
+func heldFirstPost(t *testing.T) (b *retryBundle, arrived chan struct{}, releaseHeld func()) {
+	t.Helper()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseHeld = func() { releaseOnce.Do(func() { close(release) }) }
+	b = newDispatchBundle(t, "/webhook/plain", ", require_claim: false, timeout_seconds: 60",
+		func(_ *retryBundle, n int, _ *http.Request) (int, string) {
+			if n == 1 {
+				close(arrived)
+				<-release
+			}
+			return http.StatusOK, `{}`
+		})
+	b.inbox = b.startInbox(t, true)
+	b.startInbox(t, true) // a second replica
+	t.Cleanup(releaseHeld)
+	return b, arrived, releaseHeld
 }
