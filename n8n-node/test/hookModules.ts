@@ -100,6 +100,7 @@ export interface Settler {
 		options: { executionId: string; waitMs?: number },
 	): Promise<void>;
 	idle(): Promise<void>;
+	retryNow(): void;
 	close(): void;
 	backoff(attempts: number, retryAfterMs?: number): number;
 }
@@ -120,12 +121,14 @@ export interface N8nServices {
 export type PostExecute = (run: unknown, workflow: unknown, executionId: string) => Promise<void>;
 
 export interface Hook {
-	hooks: { workflow: { postExecute: PostExecute[] } };
+	hooks: { workflow: { postExecute: PostExecute[] }; n8n: { stop: Array<() => Promise<void>> } };
 	active: boolean;
 	role?: string;
 	settler?: Settler;
 	onJobStalled?: (event: { executionId: string }) => void;
 	postExecute?: PostExecute;
+	stop?: () => Promise<void>;
+	idle?: () => Promise<void>;
 }
 
 export interface HookModule {
@@ -137,6 +140,7 @@ export interface HookModule {
 		logger?: Logger;
 		fetch?: typeof fetch;
 		settlerOptions?: Partial<SettlerOptions>;
+		stopDrainMs?: number;
 	}): Hook;
 }
 

@@ -80,7 +80,7 @@ function build(n8n: N8nServices, env: Record<string, string> = {}) {
 
 async function end(h: Hook, run: unknown, workflow: unknown, executionId: string) {
 	await h.hooks.workflow.postExecute[0](run, workflow, executionId);
-	await h.settler?.idle();
+	await h.idle?.();
 }
 
 const workflow = {
@@ -147,7 +147,7 @@ describe('settings', () => {
 			const logger = memoryLogger();
 			const built = lib.createHook({ env, n8n: fakeN8n('regular', 'main'), logger });
 			expect(built.active).toBe(false);
-			expect(built.hooks).toEqual({ workflow: { postExecute: [] } });
+			expect(built.hooks).toEqual({ workflow: { postExecute: [] }, n8n: { stop: [] } });
 			expect(logger.lines).toHaveLength(1);
 			expect(logger.lines[0].level).toBe('error');
 			expect(logger.lines[0].message).toMatch(
@@ -192,7 +192,7 @@ describe('settings', () => {
 		if (!read.ok) expect(read.problem).toMatch(problem);
 	});
 
-	it('has defaults: unknown, 3600 s, 10000 pending, 1000 ms wait; keeps a path prefix', () => {
+	it('has defaults: unknown, 3600 s, 10000 pending, no wait; keeps a path prefix', () => {
 		const read = configLib.readConfig(
 			{ ...ENV, IDEMPOTENT_CLAIM_URL: 'https://proxy.example/claimd/' },
 			() => '',
@@ -205,7 +205,7 @@ describe('settings', () => {
 				onError: 'unknown',
 				retrySeconds: 3600,
 				maxPending: 10000,
-				waitMs: 1000,
+				waitMs: 0,
 			},
 		});
 		const missingFile = configLib.readConfig(
@@ -478,10 +478,11 @@ describe('never in n8n’s way', () => {
 		] as Array<[unknown, unknown]>) {
 			await expect(h.hooks.workflow.postExecute[0](r, w, '9')).resolves.toBeUndefined();
 		}
+		await h.idle?.();
 		const throwingFetch = build(fakeN8n('regular', 'main'));
 		throwingFetch.settler?.close();
 		const h2 = lib.createHook({
-			env: ENV,
+			env: { ...ENV, IDEMPOTENT_CLAIM_SETTLE_WAIT_MS: '50' },
 			n8n: fakeN8n('regular', 'main'),
 			logger: memoryLogger(),
 			fetch: (() => {
@@ -505,5 +506,151 @@ describe('never in n8n’s way', () => {
 		const text = h.logger.lines.map((l) => l.message).join('\n');
 		expect(text).toContain('claim-1');
 		expect(text).not.toMatch(/tok-SECRET|ic_key|a@b\.example/);
+	});
+});
+
+describe('the end of an execution and n8n’s stop', () => {
+	/** claimd as a fetch whose answers wait until release() (or fail while down). */
+	function heldClaimd() {
+		const calls: string[] = [];
+		let down = false;
+		let releases: Array<() => void> = [];
+		let watchers: Array<() => void> = [];
+		const changed = () => {
+			const waiting = watchers;
+			watchers = [];
+			for (const wake of waiting) wake();
+		};
+		/** Resolves once fn() is true; checked again on every call claimd gets. */
+		const when = async (fn: () => boolean) => {
+			while (!fn()) await new Promise<void>((resolve) => watchers.push(resolve));
+		};
+		const fetch = async (url: string | URL | Request, init?: RequestInit) => {
+			const body = JSON.parse(String(init?.body)) as { claims: Array<{ claim_id: string }> };
+			calls.push(String(url));
+			if (down) {
+				changed();
+				return new Response('{}', { status: 503 });
+			}
+			const answered = new Promise<void>((resolve) => releases.push(resolve));
+			changed();
+			await answered;
+			const results = body.claims.map((c) => ({ claim_id: c.claim_id, state: 'completed' }));
+			return new Response(JSON.stringify({ results }), { status: 200 });
+		};
+		return {
+			calls,
+			fetch: fetch as FetchFunction,
+			setDown: (value: boolean) => {
+				down = value;
+			},
+			release: () => {
+				const waiting = releases;
+				releases = [];
+				for (const resolve of waiting) resolve();
+			},
+			/** Resolves once n requests wait for release(). */
+			held: async (n: number) => await when(() => releases.length >= n),
+			/** Resolves once claimd got n requests. */
+			called: async (n: number) => await when(() => calls.length >= n),
+		};
+	}
+
+	function buildHeld(env: Record<string, string> = {}, stopDrainMs?: number) {
+		const claimd = heldClaimd();
+		const logger = memoryLogger();
+		const h = lib.createHook({
+			env: { ...ENV, ...env },
+			n8n: fakeN8n('regular', 'main'),
+			logger,
+			fetch: claimd.fetch,
+			settlerOptions: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
+			stopDrainMs,
+		});
+		return { h, claimd, logger };
+	}
+
+	it('by default ends the execution at once and settles after it', async () => {
+		const { h, claimd } = buildHeld();
+		await h.hooks.workflow.postExecute[0](run('success'), workflow, '7');
+		// n8n has its execution back before anything was sent.
+		expect(claimd.calls).toEqual([]);
+		await claimd.held(1);
+		expect(claimd.calls).toEqual(['http://claimd:8080/v1/claims/complete/batch']);
+		claimd.release();
+		await h.idle?.();
+		expect(h.settler?.pending()).toBe(0);
+	});
+
+	it('with a wait, holds the execution until the first try landed', async () => {
+		const { h, claimd } = buildHeld({ IDEMPOTENT_CLAIM_SETTLE_WAIT_MS: '30000' });
+		let ended = false;
+		const done = h.hooks.workflow.postExecute[0](run('success'), workflow, '7').then(() => {
+			ended = true;
+		});
+		await claimd.held(1);
+		expect(ended).toBe(false);
+		claimd.release();
+		await done;
+		expect(h.settler?.pending()).toBe(0);
+	});
+
+	it('n8n’s stop sends the settles not yet sent and waits until claimd took them', async () => {
+		const { h, claimd } = buildHeld();
+		expect(h.hooks.n8n.stop).toHaveLength(1);
+		await h.hooks.workflow.postExecute[0](run('success'), workflow, '7');
+		await h.hooks.workflow.postExecute[0](run('success'), workflow, '8');
+		let stopped = false;
+		const stop = h.hooks.n8n.stop[0]().then(() => {
+			stopped = true;
+		});
+		// Sent by the stop itself, not by the deferred timer.
+		expect(claimd.calls).toHaveLength(2);
+		await claimd.held(2);
+		expect(stopped).toBe(false);
+		claimd.release();
+		await stop;
+		expect(h.settler?.pending()).toBe(0);
+	});
+
+	it('n8n’s stop retries at once a settle waiting for its backoff', async () => {
+		const { h, claimd } = buildHeld();
+		claimd.setDown(true);
+		await h.hooks.workflow.postExecute[0](run('success'), workflow, '7');
+		await claimd.called(1);
+		// The next try is a minute away (baseDelayMs); claimd is back.
+		claimd.setDown(false);
+		const stop = h.hooks.n8n.stop[0]();
+		await claimd.held(1);
+		claimd.release();
+		await stop;
+		expect(claimd.calls).toHaveLength(2);
+		expect(h.settler?.pending()).toBe(0);
+	});
+
+	it('an execution that ends while n8n stops waits for its first try', async () => {
+		const { h, claimd } = buildHeld();
+		await h.hooks.n8n.stop[0]();
+		let ended = false;
+		const done = h.hooks.workflow.postExecute[0](run('success'), workflow, '9').then(() => {
+			ended = true;
+		});
+		await claimd.held(1);
+		expect(ended).toBe(false);
+		claimd.release();
+		await done;
+		expect(h.settler?.pending()).toBe(0);
+	});
+
+	it('n8n’s stop waits at most its bound and says which claims it leaves to their leases', async () => {
+		const { h, claimd, logger } = buildHeld({}, 50);
+		claimd.setDown(true);
+		await h.hooks.workflow.postExecute[0](run('success'), workflow, '7');
+		await h.hooks.n8n.stop[0]();
+		expect(h.settler?.pending()).toBe(2);
+		expect(logger.lines.map((l) => `${l.level}: ${l.message}`).join('\n')).toMatch(
+			/warn: .*n8n is stopping and claimd has not taken 2 claims' settles within 0\.05 s; their leases decide them/,
+		);
+		h.settler?.close();
 	});
 });

@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -262,4 +267,135 @@ func checkNoNewExecution(t testing.TB, d *triggerDeployment, workflowID string, 
 			t.Errorf("a redelivery started execution %s; the trigger must answer it without one", id)
 		}
 	}
+}
+
+// settleGate is a reverse proxy between the settle hook and claimd. It
+// passes every request through, except while held: then a request waits
+// until Open, and one whose caller went away meanwhile (its n8n process
+// exited) is dropped unsent, as a request cut by the exit would be.
+type settleGate struct {
+	URL     string
+	mu      sync.Mutex
+	hold    chan struct{}
+	arrived chan string
+}
+
+func newSettleGate(t testing.TB, upstream string) *settleGate {
+	t.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatalf("settle gate: %v", err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	g := &settleGate{arrived: make(chan string, 64)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		hold := g.hold
+		g.mu.Unlock()
+		if hold != nil {
+			select {
+			case g.arrived <- r.URL.Path:
+			default:
+			}
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		g.Open()
+		srv.Close()
+	})
+	g.URL = srv.URL
+	return g
+}
+
+// Hold makes requests arriving from now on wait until Open.
+func (g *settleGate) Hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.hold == nil {
+		g.hold = make(chan struct{})
+	}
+}
+
+// Open lets held requests through and stops holding new ones.
+func (g *settleGate) Open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.hold != nil {
+		close(g.hold)
+		g.hold = nil
+	}
+}
+
+// Arrived returns the path of the next request held, or fails the test
+// after deadline.
+func (g *settleGate) Arrived(t testing.TB, deadline time.Duration) string {
+	t.Helper()
+	select {
+	case path := <-g.arrived:
+		return path
+	case <-time.After(deadline):
+		t.Fatalf("no settle reached claimd's gate within %s", deadline)
+		return ""
+	}
+}
+
+// hookStopping is what the settle hook logs when n8n stops with settles
+// still on their way to claimd.
+const hookStopping = "Idempotent Claim hook: n8n is stopping; sending the settles of"
+
+// checkStopWaitsForSettle (regular mode): the hook sends a settle after the
+// execution ended, without holding it. n8n is stopped (SIGTERM) while that
+// settle is held on its way to claimd: n8n's stop must wait for it, so the
+// claim is completed when n8n has exited. Were n8n to exit first, the held
+// request would be dropped with its connection and the claim left processing.
+// n8n is started again afterwards.
+func checkStopWaitsForSettle(t *testing.T, d *triggerDeployment) {
+	ev := newStripeEvent(t, "stop")
+	d.gate.Hold()
+	defer d.gate.Open()
+	if a := d.deliver(t, 0, d.path, ev, d.secret); outcome(a) != "200 won" {
+		t.Fatalf("delivery: %s, want 200 won", outcome(a))
+	}
+	if path := d.gate.Arrived(t, settleDeadline); path != "/v1/claims/complete/batch" {
+		t.Fatalf("held request: %s, want the hook's complete", path)
+	}
+	exec := waitExecutionEnded(t, d.n, d.wf, ev.ID, settleDeadline)
+	if rec, ok := findClaim(t, d.claimd.Claimd, triggerSource, ev.ID); !ok || rec.State != "processing" {
+		t.Fatalf("before the stop: claim %+v (found %v), want processing", rec, ok)
+	}
+	stopping := countInLogs(t, d.n, hookStopping)
+	main := d.n.Main
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		main.Stop(t)
+	}()
+	// The hook says it waits; only then is the settle let through.
+	waitInLogs(t, d.n, hookStopping, stopping+1, settleDeadline)
+	if exited, _ := main.Exited(); exited {
+		t.Fatalf("n8n exited before the held settle reached claimd")
+	}
+	d.gate.Open()
+	<-stopped
+	if _, err := main.Exited(); err != nil {
+		t.Errorf("n8n's exit after SIGTERM: %v, want a clean exit", err)
+	}
+	rec, ok := findClaim(t, d.claimd.Claimd, triggerSource, ev.ID)
+	if !ok || rec.State != "completed" || !namesExecution(rec.ResultRef, exec) {
+		t.Fatalf("after n8n exited: claim %+v (found %v), want completed naming execution %s", rec, ok, exec)
+	}
+	d.n.RestartMain(t, false)
+	if a := d.deliver(t, 0, d.path, ev, d.secret); outcome(a) != "200 duplicate" {
+		t.Errorf("redelivery after the restart: %s, want 200 duplicate", outcome(a))
+	}
+	checkEffects(t, d.counter, "n8n stopped while the settle was held", 1, d.key(ev))
 }

@@ -58,6 +58,9 @@ type triggerDeployment struct {
 	n       *N8N
 	claimd  *crashableClaimd
 	counter *Counter
+	// gate stands between the settle hook and claimd (the hook's
+	// IDEMPOTENT_CLAIM_URL); it passes everything through unless held.
+	gate *settleGate
 	// secret is the Stripe source's signing secret.
 	secret string
 	// wf and failing are the workflow ids of the example and of its copy
@@ -76,6 +79,7 @@ func startTriggerDeployment(t *testing.T, queue bool) *triggerDeployment {
 	d := &triggerDeployment{counter: NewCounter(t), secret: "whsec_" + RandomHex(t, 24)}
 	sources := writeStripeTriggerSources(t, triggerSource, d.secret)
 	d.claimd = startCrashableClaimd(t, map[string]string{"CLAIMD_SOURCES_FILE": sources})
+	d.gate = newSettleGate(t, d.claimd.URL())
 	if d.claimd.Tenant != "e2e" {
 		t.Fatalf("StartClaimd's tenant is %q; the sources file names e2e", d.claimd.Tenant)
 	}
@@ -92,7 +96,7 @@ func startTriggerDeployment(t *testing.T, queue bool) *triggerDeployment {
 		NodePackage: nodePackageDir,
 		HookFiles:   []string{settleHookFile},
 		Env: map[string]string{
-			"IDEMPOTENT_CLAIM_URL":     d.claimd.URL(),
+			"IDEMPOTENT_CLAIM_URL":     d.gate.URL,
 			"IDEMPOTENT_CLAIM_API_KEY": d.claimd.APIKey,
 			// n8n's default pool answers a 70-way storm on two cores with
 			// "503 Database is not ready!" (N8N.md).
@@ -248,6 +252,9 @@ func TestTriggerRegularMode(t *testing.T) {
 	t.Parallel()
 	d := startTriggerDeployment(t, false)
 	runTriggerChecks(t, d)
+	t.Run("n8n stopped while a settle is on its way: it waits for it", func(t *testing.T) {
+		checkStopWaitsForSettle(t, d)
+	})
 }
 
 // TestTriggerQueueMode is the same in queue mode (main, one webhook process

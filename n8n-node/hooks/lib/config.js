@@ -10,7 +10,7 @@
  * | IDEMPOTENT_CLAIM_ON_ERROR | retry kind for claims of a failed execution whose item names none: unknown, retryable, permanent | unknown |
  * | IDEMPOTENT_CLAIM_SETTLE_RETRY_SECONDS | how long a settle that claimd did not take is retried | 3600 |
  * | IDEMPOTENT_CLAIM_MAX_PENDING | claims waiting for a retry, at most; past it the oldest are dropped | 10000 |
- * | IDEMPOTENT_CLAIM_SETTLE_WAIT_MS | how long the end of an execution waits for the first try | 1000 |
+ * | IDEMPOTENT_CLAIM_SETTLE_WAIT_MS | how long the end of an execution waits for the first try; 0: not at all, the settle is sent after n8n answered (n8n's stop still waits for it) | 0 |
  *
  * readConfig never throws: a missing or invalid setting gives
  * `{ ok: false, problem }`, one sentence naming the variable (never its
@@ -105,7 +105,7 @@ function readConfig(env, readFile) {
 	if (retry.problem) return { ok: false, problem: retry.problem };
 	const pending = positiveInteger(env, 'IDEMPOTENT_CLAIM_MAX_PENDING', 10000);
 	if (pending.problem) return { ok: false, problem: pending.problem };
-	const wait = positiveInteger(env, 'IDEMPOTENT_CLAIM_SETTLE_WAIT_MS', 1000, { allowZero: true });
+	const wait = positiveInteger(env, 'IDEMPOTENT_CLAIM_SETTLE_WAIT_MS', 0, { allowZero: true });
 	if (wait.problem) return { ok: false, problem: wait.problem };
 	if (wait.value > 30000) {
 		return { ok: false, problem: 'IDEMPOTENT_CLAIM_SETTLE_WAIT_MS must be at most 30000' };

@@ -12,9 +12,22 @@
  * stored execution earlier, when n8n reports the job stalled
  * (`job-stalled`), and keeps the claims it lists until the hook runs.
  *
- * The hook never throws into n8n and never holds an execution's end longer
- * than IDEMPOTENT_CLAIM_SETTLE_WAIT_MS: what did not land by then is
- * retried in the background (settler.js).
+ * The hook never throws into n8n. By default (IDEMPOTENT_CLAIM_SETTLE_WAIT_MS
+ * 0) it holds an execution's end for nothing: postExecute queues the run
+ * and returns, and the settle is worked out and sent on the next timer
+ * turn, after n8n has answered the webhook (postExecute is n8n's last
+ * workflowExecuteAfter handler, so nothing of n8n's waits for it). With a
+ * wait above 0 the execution's end waits for the first try, at most that
+ * long. Either way what did not land is retried in the background
+ * (settler.js).
+ *
+ * n8n's stop (`n8n.stop`, which every n8n command runs before it waits for
+ * its running executions and exits) sends what is queued at once and waits,
+ * up to STOP_DRAIN_MS, for every settle in flight or waiting for a retry;
+ * an execution that ends after that (n8n lets running ones finish) waits
+ * for its own first try, up to the same bound. So a restart or a deploy
+ * loses no settle that claimd takes within that time; one it does not is
+ * logged with its claim ids and left to the claims' leases.
  */
 const { readConfig } = require('./config');
 const {
@@ -36,6 +49,13 @@ const MAX_STALLED = 1000;
 const STALLED_TTL_MS = 10 * 60 * 1000;
 /** How long the hook waits for a stalled execution's read to finish. */
 const STALLED_READ_WAIT_MS = 10_000;
+/**
+ * How long n8n's stop waits for settles still queued, in flight or waiting
+ * for a retry, and how long an execution ending while n8n stops waits for
+ * its first try. Below n8n's own graceful-stop bound
+ * (N8N_GRACEFUL_SHUTDOWN_TIMEOUT, 30 s by default).
+ */
+const STOP_DRAIN_MS = 10_000;
 
 /** A logger over console, for when n8n's own is not reachable. */
 const consoleLogger = {
@@ -66,11 +86,15 @@ function withTimeout(promise, ms, setTimer, clearTimer) {
  * Builds the hook. deps:
  * - env (process.env), argv (process.argv), readFile(path) (for the key file);
  * - n8n: n8n.js's services (or fakes); each method may throw;
- * - optional logger, fetch, now, setTimer, clearTimer, settlerOptions (tests).
+ * - optional logger, fetch, now, setTimer, clearTimer, settlerOptions,
+ *   stopDrainMs (tests).
  *
- * Returns `{ hooks, active, role, settler, onJobStalled, postExecute }`;
- * `hooks` is what the hook file exports to n8n. With missing or invalid
- * settings the hook logs one line and registers nothing.
+ * Returns `{ hooks, active, role, settler, onJobStalled, postExecute,
+ * stop, idle }`; `hooks` is what the hook file exports to n8n
+ * (`workflow.postExecute` and `n8n.stop`); `idle()` resolves when no
+ * settle is queued, being worked out, in flight or waiting for a retry.
+ * With missing or invalid settings the hook logs one line and registers
+ * nothing.
  */
 function createHook(deps) {
 	const env = deps.env || {};
@@ -85,13 +109,14 @@ function createHook(deps) {
 			return timer;
 		});
 	const clearTimer = deps.clearTimer || clearTimeout;
+	const stopDrainMs = deps.stopDrainMs || STOP_DRAIN_MS;
 
 	const read = readConfig(env, deps.readFile || (() => ''));
 	if (!read.ok) {
 		logger.error(
 			`Idempotent Claim hook: inactive: ${read.problem}. It settles no claims; their leases decide them.`,
 		);
-		return { hooks: { workflow: { postExecute: [] } }, active: false };
+		return { hooks: { workflow: { postExecute: [] }, n8n: { stop: [] } }, active: false };
 	}
 	const config = read.config;
 
@@ -171,7 +196,7 @@ function createHook(deps) {
 		}
 	}
 
-	async function settle(run, workflow, executionId) {
+	async function settle(run, workflow, executionId, waitMs) {
 		const action = actionFor(run);
 		if (action === 'none') return;
 		const who = whoActs({ role, run, offloadManual });
@@ -227,13 +252,13 @@ function createHook(deps) {
 			`Idempotent Claim hook: execution ${executionId} ended (${status})${note ? ': ' + note : ''}: ${action} ${claims.length} claims${byExecution ? ' and the claims it won by execution id' : ''}`,
 			{ executionId: String(executionId), claimIds: claims.map((c) => c.claimId) },
 		);
-		await settler.submit(requests, { executionId, waitMs: config.waitMs });
+		await settler.submit(requests, { executionId, waitMs });
 	}
 
-	/** n8n's workflow.postExecute: (fullRunData, workflowData, executionId). Never throws. */
-	async function postExecute(fullRunData, workflowData, executionId) {
+	/** settle(), logged instead of thrown. */
+	async function settleLogged(run, workflow, executionId, waitMs) {
 		try {
-			await settle(fullRunData, workflowData, executionId);
+			await settle(run, workflow, executionId, waitMs);
 		} catch (error) {
 			logger.error(
 				`Idempotent Claim hook: execution ${executionId} not settled (${error && error.message}); its claims are left to their leases`,
@@ -242,16 +267,94 @@ function createHook(deps) {
 		}
 	}
 
+	/** Ended executions whose settle is not worked out yet: [run, workflow, executionId]. */
+	let deferred = [];
+	let deferTimer = null;
+	/** settle() calls still running (a stalled execution's read, say). */
+	const working = new Set();
+	let stopping = false;
+
+	function track(promise) {
+		working.add(promise);
+		void promise.finally(() => working.delete(promise));
+	}
+
+	function runDeferred() {
+		if (deferTimer !== null) clearTimer(deferTimer);
+		deferTimer = null;
+		const ended = deferred;
+		deferred = [];
+		for (const [run, workflow, executionId] of ended) {
+			track(settleLogged(run, workflow, executionId, 0));
+		}
+	}
+
+	/**
+	 * n8n's workflow.postExecute: (fullRunData, workflowData, executionId).
+	 * Never throws. With no wait it only queues the run (see the file's
+	 * comment); while n8n stops it waits for the first try.
+	 */
+	async function postExecute(fullRunData, workflowData, executionId) {
+		if (stopping || config.waitMs > 0) {
+			const waitMs = stopping ? Math.max(config.waitMs, stopDrainMs) : config.waitMs;
+			const done = settleLogged(fullRunData, workflowData, executionId, waitMs);
+			track(done);
+			await done;
+			return;
+		}
+		deferred.push([fullRunData, workflowData, executionId]);
+		if (deferTimer === null) deferTimer = setTimer(runDeferred, 0);
+	}
+
+	/** Resolves when nothing is deferred, being worked out, in flight or waiting for a retry. */
+	async function idle() {
+		while (deferred.length > 0 || working.size > 0) {
+			if (deferred.length > 0) runDeferred();
+			await Promise.all([...working]);
+		}
+		await settler.idle();
+	}
+
+	/** n8n's n8n.stop: send what is queued now and wait for it, at most STOP_DRAIN_MS. Never throws. */
+	async function stop() {
+		stopping = true;
+		try {
+			runDeferred();
+			settler.retryNow();
+			const pending = settler.pending();
+			if (pending > 0 || working.size > 0) {
+				logger.info(
+					`Idempotent Claim hook: n8n is stopping; sending the settles of ${pending} claims before it exits (at most ${stopDrainMs / 1000} s)`,
+				);
+			}
+			const drained = await withTimeout(
+				idle().then(() => true),
+				stopDrainMs,
+				setTimer,
+				clearTimer,
+			);
+			if (drained === null && settler.pending() > 0) {
+				logger.warn(
+					`Idempotent Claim hook: n8n is stopping and claimd has not taken ${settler.pending()} claims' settles within ${stopDrainMs / 1000} s; their leases decide them`,
+				);
+			}
+		} catch (error) {
+			logger.warn(`Idempotent Claim hook: n8n.stop not handled (${error && error.message})`);
+		}
+	}
+
 	logger.info(
 		`Idempotent Claim hook: active as ${role === 'enqueuer' ? 'queue-mode main/webhook (settles only after a worker died)' : role === 'worker' ? 'queue-mode worker' : 'regular-mode n8n'}; claimd ${config.url}; failed executions' claims: ${config.onError} unless the trigger's item names its own`,
 	);
 	return {
-		hooks: { workflow: { postExecute: [postExecute] } },
+		hooks: { workflow: { postExecute: [postExecute] }, n8n: { stop: [stop] } },
 		active: true,
 		role,
 		settler,
 		onJobStalled,
 		postExecute,
+		stop,
+		idle,
 	};
 }
 

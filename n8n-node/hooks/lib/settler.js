@@ -29,6 +29,8 @@
 const CONCURRENCY = 4;
 /** Rounds of POST /v1/claims/fail/execution while claimd answers `more`. */
 const MAX_ROUNDS = 100;
+/** The longest wait between tries once n8n stops (retryNow). */
+const HURRY_DELAY_MS = 250;
 /** A Retry-After longer than this is shortened to it. */
 const MAX_RETRY_AFTER_MS = 300_000;
 
@@ -99,6 +101,7 @@ class Settler {
 		this.requestTimeoutMs = options.requestTimeoutMs || 10_000;
 		this.concurrency = options.concurrency || CONCURRENCY;
 
+		this.hurry = false;
 		this.seq = 0;
 		this.waiting = [];
 		this.inFlight = 0;
@@ -161,6 +164,18 @@ class Settler {
 	idle() {
 		if (this.waiting.length === 0 && this.inFlight === 0) return Promise.resolve();
 		return new Promise((resolve) => this.idleWaiters.push(resolve));
+	}
+
+	/**
+	 * n8n's stop: tries every request that waits for a retry now, not at
+	 * its backoff's end, and from then on waits at most HURRY_DELAY_MS
+	 * between tries (or claimd's Retry-After, if longer).
+	 */
+	retryNow() {
+		this.hurry = true;
+		const now = this.now();
+		for (const job of this.waiting) job.nextAt = Math.min(job.nextAt, now);
+		this.pump();
 	}
 
 	/** Drops every queued request and the retry timer (tests). */
@@ -309,7 +324,8 @@ class Settler {
 	/** Delay before the next try: exponential from baseDelayMs, capped, half of it jittered; at least Retry-After. */
 	backoff(attempts, retryAfter) {
 		const exp = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** Math.min(attempts - 1, 30));
-		return Math.max(exp / 2 + this.random() * (exp / 2), retryAfter || 0);
+		const delay = exp / 2 + this.random() * (exp / 2);
+		return Math.max(this.hurry ? Math.min(delay, HURRY_DELAY_MS) : delay, retryAfter || 0);
 	}
 
 	setHealthy(healthy, reason) {
