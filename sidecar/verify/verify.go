@@ -66,6 +66,9 @@ func (f HeaderFunc) Get(name string) string { return f(name) }
 
 // Request is what a verifier sees of an incoming webhook delivery.
 type Request struct {
+	// Method is the HTTP method; "" means POST. Only providers whose
+	// [Provider.Methods] list GET or HEAD ever see those (a handshake).
+	Method string
 	// Header holds the request headers. A nil Header behaves as empty.
 	Header Header
 	// RawQuery is the request URL's query string exactly as received, without
