@@ -45,9 +45,11 @@ import (
 // delivery is inside the time the client measures and nothing of it comes
 // after: the trigger's call to claimd, the nodes, n8n's write of the
 // finished execution and the workflow.postExecute hooks (the settle hook
-// holds the end of an execution until its first try landed, at most
-// IDEMPOTENT_CLAIM_SETTLE_WAIT_MS, 1 s). With "Immediately" (the trigger's
-// default) n8n answers once the execution is created: Remove Duplicates',
+// by default holds nothing: it sends its settle on the next timer turn,
+// after n8n answered; with IDEMPOTENT_CLAIM_SETTLE_WAIT_MS above 0 it holds
+// the end of an execution until its first try landed, at most that
+// long). With "Immediately" (the trigger's default) n8n answers once the
+// execution is created: Remove Duplicates',
 // Claim's, Complete's and the hook's work would come after the answer,
 // unseen by a paced client, and only the trigger's claimd call would
 // count. With a Respond to Webhook node n8n's write of the execution and
