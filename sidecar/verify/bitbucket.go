@@ -1,0 +1,119 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// Bitbucket Cloud delivery headers
+// (https://support.atlassian.com/bitbucket-cloud/docs/event-payloads/#HTTP-headers).
+const (
+	BitbucketSignatureHeader = "X-Hub-Signature"
+	BitbucketEventKeyHeader  = "X-Event-Key"
+	BitbucketRequestUUID     = "X-Request-UUID"
+	BitbucketHookUUIDHeader  = "X-Hook-UUID"
+	BitbucketAttemptHeader   = "X-Attempt-Number"
+)
+
+// TypeBitbucket is the "bitbucket" provider: Bitbucket Cloud repository and
+// workspace webhooks.
+//
+// Verification, per
+// https://support.atlassian.com/bitbucket-cloud/docs/manage-webhooks/#Secure-webhooks:
+// a webhook with a secret sends X-Hub-Signature "sha256=" and the hex
+// HMAC-SHA256 of the raw body keyed with the secret (the prefix names the
+// algorithm; only sha256 is accepted, anything else fails closed). A
+// webhook without a secret sends no signature and is refused. Nothing is
+// timestamped, so there is no replay window. Several secrets may be
+// configured while one is changed.
+//
+// Identity: ID is X-Request-UUID, the request whose attempts
+// X-Attempt-Number counts; X-Hook-UUID names the webhook (the same for all
+// its events) and is the Scope. Type is X-Event-Key ("repo:push",
+// "pullrequest:created").
+//
+// Redelivery: a response in the 500–599 range is retried up to two more
+// times, and a request not answered within 10 s times out
+// (https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/);
+// every attempt carries X-Attempt-Number.
+const TypeBitbucket Type = "bitbucket"
+
+func init() {
+	Register(Provider{
+		Type: TypeBitbucket,
+		Name: "Bitbucket Cloud",
+		Docs: []string{
+			"https://support.atlassian.com/bitbucket-cloud/docs/manage-webhooks/",
+			"https://support.atlassian.com/bitbucket-cloud/docs/event-payloads/",
+			"https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/",
+		},
+		Build: func(core Core, _ any) (Verifier, error) {
+			if err := core.Validate(TypeBitbucket, false); err != nil {
+				return nil, err
+			}
+			return &bitbucketVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
+		},
+		CredentialHeaders: func(any) []string { return []string{BitbucketSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`X-Request-UUID` header (kept by the attempts `X-Attempt-Number` counts)",
+			Retries: "on 5xx, up to 2 more attempts; 10 s timeout",
+			Horizon: "forever (UUIDs)",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
+}
+
+type bitbucketVerifier struct {
+	keys  [][]byte
+	types TypeFilter
+}
+
+func (*bitbucketVerifier) Type() Type { return TypeBitbucket }
+
+// parseSHA256Hex decodes "sha256=<64 hex digits>" (hex in either case), the
+// X-Hub-Signature layout of Bitbucket, Jira and Meta. ok is false for any
+// other layout, including another algorithm's prefix.
+func parseSHA256Hex(s string) ([]byte, bool) {
+	alg, sig, found := strings.Cut(s, "=")
+	if !found || !strings.EqualFold(alg, "sha256") || len(sig) != hex.EncodedLen(sha256.Size) {
+		return nil, false
+	}
+	b, err := hex.DecodeString(sig)
+	return b, err == nil
+}
+
+// verifySHA256Hex checks an X-Hub-Signature style header against the body.
+func verifySHA256Hex(h Header, name string, keys [][]byte, body []byte) *Error {
+	raw := header(h, name)
+	if raw == "" {
+		return missingHeader(name)
+	}
+	sig, ok := parseSHA256Hex(raw)
+	if !ok {
+		return headerErr(CodeMalformedHeader, name, "must be sha256= followed by 64 hex digits")
+	}
+	if !anyMACMatches(sha256.New, keys, [][]byte{sig}, body) {
+		return headerErr(CodeBadSignature, name, "signature does not match the payload under any configured secret")
+	}
+	return nil
+}
+
+func (v *bitbucketVerifier) Verify(r Request) (Result, error) {
+	if e := verifySHA256Hex(r.Header, BitbucketSignatureHeader, v.keys, r.Body); e != nil {
+		return Result{}, e
+	}
+	id := header(r.Header, BitbucketRequestUUID)
+	if id == "" {
+		return Result{}, authenticated(missingHeader(BitbucketRequestUUID))
+	}
+	event := header(r.Header, BitbucketEventKeyHeader)
+	if event == "" {
+		return Result{}, authenticated(missingHeader(BitbucketEventKeyHeader))
+	}
+	if err := v.types.Check(event, InHeader, BitbucketEventKeyHeader); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: id, Type: event, Scope: header(r.Header, BitbucketHookUUIDHeader)}}}, nil
+}
