@@ -1,0 +1,103 @@
+package verify
+
+import (
+	"crypto/sha1" //nolint:gosec // Intercom signs notifications with HMAC-SHA1.
+)
+
+// IntercomSignatureHeader carries Intercom's notification signature
+// (https://developers.intercom.com/docs/webhooks/setting-up-webhooks#signed-notifications).
+const IntercomSignatureHeader = "X-Hub-Signature"
+
+// TypeIntercom is Intercom's webhook notifications.
+const TypeIntercom Type = "intercom"
+
+// The "intercom" provider verifies Intercom webhook notifications, per
+// https://developers.intercom.com/docs/webhooks/setting-up-webhooks#signed-notifications:
+//
+//   - X-Hub-Signature is "sha1=" and the lower-case hex HMAC-SHA1 of the
+//     raw body, keyed with the app's client secret (Developer Hub, Basic
+//     Info); Intercom signs nothing else and no timestamp, so there is no
+//     replay window: a replay is caught by its notification id;
+//   - several client secrets may be configured while one is rotated.
+//
+// The body is a notification object
+// (https://developers.intercom.com/docs/references/webhooks/webhook-models):
+// ID is its "id" (notif_…, one per notification, kept when Intercom retries
+// it), Type its "topic" ("conversation.user.created", or "ping" for the
+// test notification), Scope "app_id", ObjectID data.item.id.
+// delivery_attempts, delivery_status and delivered_at describe the
+// delivery, not the event, and are volatile.
+//
+// Redelivery: Intercom retries a notification that did not get a 2xx within
+// its timeout, with the same id; endpoints that keep failing are suspended
+// (https://developers.intercom.com/docs/webhooks/setting-up-webhooks#handling-failures).
+type intercomVerifier struct {
+	keys  [][]byte
+	types TypeFilter
+}
+
+func init() {
+	Register(Provider{
+		Type: TypeIntercom,
+		Name: "Intercom",
+		Docs: []string{
+			"https://developers.intercom.com/docs/webhooks/setting-up-webhooks",
+			"https://developers.intercom.com/docs/references/webhooks/webhook-models",
+		},
+		Build: func(core Core, _ any) (Verifier, error) {
+			core = core.WithDefaults(0)
+			if err := core.Validate(TypeIntercom, false); err != nil {
+				return nil, err
+			}
+			return &intercomVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
+		},
+		CredentialHeaders: func(any) []string { return []string{IntercomSignatureHeader} },
+		VolatileFields:    []string{"/delivery_attempts", "/delivery_status", "/delivered_at"},
+		Redelivery: Redelivery{
+			Key:     "notification `id` (notif_…)",
+			Retries: "a notification without a timely 2xx is retried with the same id; failing endpoints are suspended",
+			Horizon: "forever (one id per notification)",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
+}
+
+func (*intercomVerifier) Type() Type { return TypeIntercom }
+
+func (v *intercomVerifier) Verify(r Request) (Result, error) {
+	raw := header(r.Header, IntercomSignatureHeader)
+	if raw == "" {
+		return Result{}, missingHeader(IntercomSignatureHeader)
+	}
+	sig, ok := macFromHex(raw, "sha1=", sha1.Size)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, IntercomSignatureHeader, `must be "sha1=" followed by 40 hex digits`)
+	}
+	if !anyMACMatches(sha1.New, v.keys, [][]byte{sig}, r.Body) {
+		return Result{}, headerErr(CodeBadSignature, IntercomSignatureHeader, "signature does not match the body under any configured client secret")
+	}
+	var n struct {
+		ID    string     `json:"id"`
+		Topic string     `json:"topic"`
+		AppID flexString `json:"app_id"`
+		Data  struct {
+			Item struct {
+				ID flexString `json:"id"`
+			} `json:"item"`
+		} `json:"data"`
+	}
+	if e := unmarshalBody(r.Body, &n); e != nil {
+		return Result{}, authenticated(e)
+	}
+	if n.ID == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/id", "the notification has no id"))
+	}
+	if n.Topic == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/topic", "the notification has no topic"))
+	}
+	if err := v.types.Check(n.Topic, InBody, "/topic"); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: n.ID, Type: n.Topic, Scope: string(n.AppID), ObjectID: string(n.Data.Item.ID)}}}, nil
+}
