@@ -172,3 +172,12 @@ func p26ConfigField(t *testing.T, err error, field string) {
 		t.Fatalf("got %v, want a config error naming %s", err, field)
 	}
 }
+
+func mustProvider(t *testing.T, typ verify.Type) *verify.Provider {
+	t.Helper()
+	p, ok := verify.Lookup(typ)
+	if !ok {
+		t.Fatalf("provider %q is not registered", typ)
+	}
+	return p
+}
