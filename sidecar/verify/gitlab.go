@@ -27,38 +27,44 @@ const (
 // TypeGitLab is the "gitlab" provider: GitLab project, group and system
 // hooks.
 //
-// Verification, per
-// https://docs.gitlab.com/user/project/integrations/webhooks/#validate-payloads-by-using-a-secret-token:
+// Verification, per https://docs.gitlab.com/user/project/integrations/webhooks/:
 //
 //   - the hook's secret token arrives verbatim in X-Gitlab-Token; it is
 //     compared in constant time with each of the source's secrets (several
 //     during rotation). A token proves origin, not integrity, and GitLab
 //     signs no timestamp with it;
-//   - newer GitLab can also sign with a signing token
-//     (https://gitlab.com/gitlab-org/gitlab/-/merge_requests/230944, behind
-//     the webhook_signing_token feature flag; the token is "whsec_" and the
-//     base64 of a 32-byte key): webhook-signature holds space-separated
-//     "v1,<base64 HMAC-SHA256>" entries over "<webhook-id>.<webhook-timestamp>.<raw body>",
+//   - newer GitLab also signs, with a signing token
+//     (https://docs.gitlab.com/user/project/integrations/webhooks/#signing-tokens,
+//     the Standard Webhooks layout: "whsec_" and the base64 of the key,
+//     https://gitlab.com/gitlab-org/gitlab/-/merge_requests/230944):
+//     webhook-signature holds space-separated "v1,<base64 HMAC-SHA256>"
+//     entries over "<webhook-id>.<webhook-timestamp>.<raw body>";
 //     webhook-timestamp is unix seconds and must be within Tolerance of the
-//     clock (default [DefaultTolerance], the Standard Webhooks value GitLab
-//     follows). Configure signing tokens in options.signing_tokens; when
-//     any is configured every delivery must carry a valid signature, and
-//     when secrets are configured too, the X-Gitlab-Token as well.
+//     clock (default [DefaultTolerance], the Standard Webhooks value).
+//     GitLab recommends signing tokens over secret tokens for new hooks.
+//     Configure them in options.signing_tokens (several while one is
+//     changed); when any is configured every delivery must carry a valid
+//     signature, and when secrets are configured too, the X-Gitlab-Token
+//     as well.
 //
-// Identity: ID is the Idempotency-Key header (GitLab 17.4 and later, "a
-// unique ID that remains consistent across webhook retries",
-// https://gitlab.com/gitlab-org/gitlab/-/merge_requests/160952; webhook-id
-// carries the same value on signed deliveries). Older GitLab sends none:
+// Identity: ID is the Idempotency-Key header (GitLab 17.4 and later,
+// "unique ID consistent across webhook retries",
+// https://docs.gitlab.com/user/project/integrations/webhooks/#delivery-headers;
+// webhook-id, which carries the same value on signed deliveries, when
+// Idempotency-Key is absent). Older GitLab sends none:
 // then ID is JoinKey(X-Gitlab-Event-UUID, "sha256:" and the hex SHA-256 of
 // the body), because X-Gitlab-Event-UUID is shared by the recursive hooks
 // one event triggers (a different body under one UUID is a different
 // event). Type is X-Gitlab-Event ("Push Hook"), Scope X-Gitlab-Instance.
 //
-// Redelivery: GitLab does not retry a failed delivery on its own; a hook
-// that keeps failing is disabled, first for a while and then for good
-// (https://docs.gitlab.com/user/project/integrations/webhooks/#auto-disabled-webhooks),
-// and a request can be resent by hand from the hook's request history,
-// which keeps Idempotency-Key.
+// Redelivery: GitLab documents no automatic retry of a failed delivery
+// (it is dropped; retry policies are an open proposal,
+// https://gitlab.com/gitlab-org/gitlab/-/issues/355721); a hook failing 4
+// times in a row is disabled for a while (1 minute, backing off to 24
+// hours), after 40 for good
+// (https://docs.gitlab.com/user/project/integrations/webhooks/#auto-disabled-webhooks);
+// a request can be resent by hand from the hook's recent events, with the
+// same Idempotency-Key.
 const TypeGitLab Type = "gitlab"
 
 // GitLabOptions are the gitlab provider's options.
@@ -76,7 +82,7 @@ func init() {
 		Docs: []string{
 			"https://docs.gitlab.com/user/project/integrations/webhooks/",
 			"https://docs.gitlab.com/user/project/integrations/webhook_events/",
-			"https://gitlab.com/gitlab-org/gitlab/-/merge_requests/160952",
+			"https://gitlab.com/gitlab-org/gitlab/-/issues/355721",
 			"https://gitlab.com/gitlab-org/gitlab/-/merge_requests/230944",
 		},
 		Options:         func() any { return &GitLabOptions{} },
@@ -86,8 +92,8 @@ func init() {
 			return []string{GitLabTokenHeader, GitLabWebhookSignatureHeader}
 		},
 		Redelivery: Redelivery{
-			Key:     "`Idempotency-Key` header (GitLab 17.4+); before: `X-Gitlab-Event-UUID` + body digest",
-			Retries: "no automatic retries; failing hooks are disabled; manual resend from the request history keeps `Idempotency-Key`",
+			Key:     "`Idempotency-Key` header (17.4+) or `webhook-id`; before: `X-Gitlab-Event-UUID` + body digest",
+			Retries: "none automatic (dropped); hooks failing 4 times are disabled for a while, 40 for good; a manual resend keeps `Idempotency-Key`",
 			Horizon: "forever (UUIDs)",
 			Batches: "no",
 			Resends: "no",
@@ -163,7 +169,7 @@ func (v *gitlabVerifier) Verify(r Request) (Result, error) {
 		return Result{}, authenticated(missingHeader(GitLabEventHeader))
 	}
 	id := header(r.Header, GitLabIdempotencyKeyHeader)
-	if id == "" && len(v.signKeys) > 0 {
+	if id == "" {
 		id = header(r.Header, GitLabWebhookIDHeader)
 	}
 	if id == "" {
