@@ -33,7 +33,9 @@ func TestZendesk(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	v := p26MustBuild(t, verify.TypeZendesk, verify.Core{Secrets: []string{verifytest.ZendeskSecret}, Now: p26Clock(now)}, nil)
 	body := verifytest.ZendeskEvent("e-1", "zen:event-type:ticket.created", 7)
-	good := func() verifytest.Delivery { return verifytest.ZendeskDelivery(verifytest.ZendeskSecret, "inv-1", now, body) }
+	good := func() verifytest.Delivery {
+		return verifytest.ZendeskDelivery(verifytest.ZendeskSecret, "inv-1", now, body)
+	}
 
 	t.Run("fixture", func(t *testing.T) { p26Fixture(t, "zendesk", verify.Core{}) })
 
