@@ -1,9 +1,13 @@
 package verify_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,3 +182,13 @@ func pvHeader(h http.Header, kv ...string) http.Header {
 	}
 	return c
 }
+
+// hmacHex is the hex HMAC-SHA256 of body under secret, computed here
+// independently of package verifytest.
+func hmacHex(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,79 @@
+package verify_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
+)
+
+// Linear publishes no example signature: the vectors are computed here from
+// the documented construction (hex HMAC-SHA256 of the raw body,
+// https://linear.app/developers/webhooks#securing-webhooks).
+
+func linearHeaders(sig string) http.Header {
+	h := http.Header{}
+	if sig != "" {
+		h.Set("Linear-Signature", sig)
+	}
+	h.Set("Linear-Delivery", "del-1")
+	return h
+}
+
+func TestLinear(t *testing.T) {
+	v := pvBuild(t, verify.TypeLinear, verify.Core{Secrets: []string{"old", "new"}}, nil)
+	ms := pvNow.UnixMilli()
+	body := verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", ms)
+
+	ev := pvOne(t, v, verify.Request{Header: linearHeaders(hmacHex("new", body)), Body: body})
+	require.Equal(t, verify.JoinKey("org-1", "Issue", "update", "9f6c2b1e-0000-4000-8000-00000000a001", "2026-12-05T04:00:05.000Z"), ev.ID)
+	require.Equal(t, "Issue.update", ev.Type)
+	require.Equal(t, "org-1", ev.Scope)
+	require.Equal(t, pvNow, ev.Timestamp)
+	pvOne(t, v, verify.Request{Header: linearHeaders(strings.ToUpper(hmacHex("old", body))), Body: body})
+
+	_, err := v.Verify(verify.Request{Header: linearHeaders(""), Body: body})
+	pvCode(t, err, verify.CodeMissingHeader, "Linear-Signature")
+	_, err = v.Verify(verify.Request{Header: linearHeaders("sha256=" + hmacHex("new", body)), Body: body})
+	pvCode(t, err, verify.CodeMalformedHeader, "Linear-Signature")
+	_, err = v.Verify(verify.Request{Header: linearHeaders(hmacHex("wrong", body)), Body: body})
+	pvCode(t, err, verify.CodeBadSignature, "Linear-Signature")
+
+	// The documented 60 s window is the default, both ways.
+	for _, off := range []time.Duration{61 * time.Second, -61 * time.Second} {
+		b := verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(off).UnixMilli())
+		_, err = v.Verify(verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+		pvCode(t, err, verify.CodeTimestampOutsideTolerance, "/webhookTimestamp")
+	}
+	b := verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(59*time.Second).UnixMilli())
+	pvOne(t, v, verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+	// A source's tolerance replaces it.
+	wide := pvBuild(t, verify.TypeLinear, verify.Core{Secrets: []string{"new"}, Tolerance: 5 * time.Minute}, nil)
+	b = verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(-4*time.Minute).UnixMilli())
+	pvOne(t, wide, verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+
+	noTS := []byte(`{"action":"create","type":"Issue","data":{"id":"x"},"createdAt":"t"}`)
+	_, err = v.Verify(verify.Request{Header: linearHeaders(hmacHex("new", noTS)), Body: noTS})
+	pvCode(t, err, verify.CodeMissingField, "/webhookTimestamp")
+
+	// Payloads without data.id are keyed by Linear-Delivery.
+	agent := []byte(`{"type":"AgentSessionEvent","action":"created","createdAt":"2026-12-05T04:00:00.000Z","agentSession":{"id":"s-1"},"webhookTimestamp":` + itoa(ms) + `}`)
+	ev = pvOne(t, v, verify.Request{Header: linearHeaders(hmacHex("new", agent)), Body: agent})
+	require.Equal(t, "del-1", ev.ID)
+	_, err = v.Verify(verify.Request{Header: pvHeader(linearHeaders(hmacHex("new", agent)), "Linear-Delivery", ""), Body: agent})
+	require.True(t, pvCode(t, err, verify.CodeMissingHeader, "Linear-Delivery").Authenticated)
+
+	only := pvBuild(t, verify.TypeLinear, verify.Core{Secrets: []string{"new"}, AllowedEventTypes: []string{"Comment.*"}}, nil)
+	_, err = only.Verify(verify.Request{Header: linearHeaders(hmacHex("new", body)), Body: body})
+	pvCode(t, err, verify.CodeEventTypeNotAllowed, "/type")
+
+	p, _ := verify.Lookup(verify.TypeLinear)
+	require.Equal(t, []string{"/webhookTimestamp"}, p.VolatileFields)
+}
+
+func TestLinearFixture(t *testing.T) { pvReplay(t, "linear") }
