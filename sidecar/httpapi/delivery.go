@@ -200,11 +200,11 @@ func sendAnswer(c *fiber.Ctx, a providerAnswer) error {
 }
 
 // acceptedStatus is the 2xx a source's provider expects for a delivery
-// whose events were taken: 202 Accepted for Microsoft Graph (documented),
-// 200 for every other.
+// whose events were taken: its registered verify.Provider.AcceptedStatus
+// (202 for Microsoft Graph), 200 when it names none.
 func acceptedStatus(src *ingest.Source) int {
-	if src.Provider == verify.TypeMSGraph {
-		return fiber.StatusAccepted
+	if p, ok := verify.Lookup(src.Provider); ok && p.AcceptedStatus != 0 {
+		return p.AcceptedStatus
 	}
 	return fiber.StatusOK
 }

@@ -409,7 +409,11 @@ func looksJSON(contentType string, content []byte) bool {
 // id) identify the event and data is its content (CloudEvents spec §3.1).
 // In structured mode data is a JSON value, or, for a non-JSON
 // datacontenttype, a string holding the data itself (JSON event format
-// §3.1), or data_base64.
+// §3.1), or data_base64. It tests the provider type itself, the one place
+// outside sidecar/verify that does: the rule is the CloudEvents event
+// format's, applied to the stored payload when it is hashed (a verifier
+// only proves and names events), and no other provider has two encodings
+// of one event.
 func (s *Source) hashedContent(contentType string, payload []byte) ([]byte, error) {
 	structured := strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "application/cloudevents")
 	if s.Provider != verify.TypeCloudEvents || !structured {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -13,124 +12,60 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
-// The provider-specific part of a source: its verify.*Config, built from
-// the sources file's secrets, tolerance, allowed event types and options.
+// The provider-specific part of a source: the verifier its provider's
+// registration (verify.Lookup) builds from the sources file's secrets,
+// tolerance, allowed event types and options.
 
-// credentialHeaders names the headers of cfg's scheme that carry a
-// signature or a shared token, lower-case. The fixed names of the provider
-// schemes are listed too, although ForwardableHeaders' generic filter
-// already catches them; the configurable ones (hmac, token, cloudevents)
-// can be named anything.
-func credentialHeaders(cfg verify.Config) []string {
-	var hs []string
-	switch c := cfg.(type) {
-	case *verify.StripeConfig:
-		hs = []string{verify.StripeSignatureHeader}
-	case *verify.GitHubConfig:
-		hs = []string{verify.GitHubSignatureHeader, verify.GitHubLegacySignatureHeader}
-	case *verify.StandardWebhooksConfig:
-		hs = []string{verify.StandardWebhookSignatureHeader, verify.SvixSignatureHeader}
-	case *verify.ShopifyConfig:
-		hs = []string{verify.ShopifyHMACHeader}
-	case *verify.SlackConfig:
-		hs = []string{verify.SlackSignatureHeader}
-	case *verify.ZoomConfig:
-		hs = []string{verify.ZoomSignatureHeader}
-	case *verify.PaddleConfig:
-		hs = []string{verify.PaddleSignatureHeader}
-	case *verify.TwilioConfig:
-		hs = []string{verify.TwilioSignatureHeader}
-	case *verify.HMACConfig:
-		hs = []string{c.Signature.Header}
-	case *verify.TokenConfig:
-		hs = []string{c.WithDefaults().Header}
-	case *verify.CloudEventsConfig:
-		if d := c.WithDefaults(); d.Auth == verify.CloudEventsAuthHMAC {
-			hs = []string{d.Signature.Header}
-		} else {
-			hs = []string{"Authorization"}
-		}
-	}
-	out := make([]string, 0, len(hs))
-	for _, h := range hs {
-		if h != "" {
-			out = append(out, strings.ToLower(h))
-		}
-	}
-	return out
-}
-
-// verifierConfig builds the verify config of type t: the common fields
-// (secrets, tolerance, allowed event types) plus options, whose snake_case
-// keys name the config struct's fields (client_state → ClientState).
-func verifierConfig(t verify.Type, s SourceSpec, secrets []string) (verify.Config, error) {
-	var cfg verify.Config
-	switch t {
-	case verify.TypeStripe:
-		cfg = &verify.StripeConfig{}
-	case verify.TypeGitHub:
-		cfg = &verify.GitHubConfig{}
-	case verify.TypeStandardWebhooks:
-		cfg = &verify.StandardWebhooksConfig{}
-	case verify.TypeShopify:
-		cfg = &verify.ShopifyConfig{}
-	case verify.TypeSlack:
-		cfg = &verify.SlackConfig{}
-	case verify.TypeMSGraph:
-		cfg = &verify.MSGraphConfig{}
-	case verify.TypeCloudEvents:
-		cfg = &verify.CloudEventsConfig{}
-	case verify.TypeHMAC:
-		cfg = &verify.HMACConfig{}
-	case verify.TypeToken:
-		cfg = &verify.TokenConfig{}
-	case verify.TypePaddle:
-		cfg = &verify.PaddleConfig{}
-	case verify.TypeZoom:
-		cfg = &verify.ZoomConfig{}
-	case verify.TypeTwilio:
-		cfg = &verify.TwilioConfig{}
-	default:
-		return nil, fmt.Errorf("provider %q has no configuration mapping", t)
+// sourceVerifier builds the verifier of a source of provider p: the shared
+// core (secrets, tolerance_seconds, allowed_event_types) and s.Options
+// decoded into p's own options struct, whose snake_case keys name its
+// fields (id_header → IDHeader; an unknown one is an error naming it). It
+// also returns the lower-case names of the headers that carry the source's
+// signature or shared token, from p.CredentialHeaders (for a configurable
+// header such as the token provider's options.header they can be named
+// anything, so the generic filter of ForwardableHeaders is not enough).
+// Errors name the field as written in the file (see fileError).
+func sourceVerifier(p *verify.Provider, s SourceSpec, secrets []string) (verify.Verifier, []string, error) {
+	var opts any
+	if p.Options != nil {
+		opts = p.Options()
 	}
 	if len(s.Options) > 0 {
-		opts, err := camelKeys(s.Options, "options")
-		if err != nil {
-			return nil, err
+		into := opts
+		if into == nil {
+			into = &struct{}{} // takes no options: every key is unknown
 		}
-		raw, err := json.Marshal(opts)
+		camel, err := camelKeys(s.Options, "options")
 		if err != nil {
-			return nil, fmt.Errorf("options: %w", err)
+			return nil, nil, err
+		}
+		raw, err := json.Marshal(camel)
+		if err != nil {
+			return nil, nil, fmt.Errorf("options: %w", err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(cfg); err != nil {
-			return nil, fmt.Errorf("options: %w", err)
+		if err := dec.Decode(into); err != nil {
+			return nil, nil, fmt.Errorf("options: %w", err)
 		}
 	}
-	v := reflect.ValueOf(cfg).Elem()
-	set := func(field string, val any) error {
-		f := v.FieldByName(field)
-		if !f.IsValid() {
-			return fmt.Errorf("%s does not apply to provider %s", snake(field), t)
-		}
-		f.Set(reflect.ValueOf(val))
-		return nil
+	if s.ToleranceSeconds != 0 && !p.SignsTimestamp {
+		return nil, nil, fmt.Errorf("tolerance does not apply to provider %s: it signs no timestamp", p.Type)
 	}
-	if err := set("Secrets", secrets); err != nil {
-		return nil, err
+	core := verify.Core{Secrets: secrets, Tolerance: time.Duration(s.ToleranceSeconds) * time.Second, AllowedEventTypes: s.AllowedEventTypes}
+	v, err := verify.New(p.Type, core, opts)
+	if err != nil {
+		return nil, nil, fileError(err)
 	}
-	if s.ToleranceSeconds != 0 {
-		if err := set("Tolerance", time.Duration(s.ToleranceSeconds)*time.Second); err != nil {
-			return nil, err
-		}
-	}
-	if len(s.AllowedEventTypes) > 0 {
-		if err := set("AllowedEventTypes", s.AllowedEventTypes); err != nil {
-			return nil, err
+	var creds []string
+	if p.CredentialHeaders != nil {
+		for _, h := range p.CredentialHeaders(opts) {
+			if h != "" {
+				creds = append(creds, strings.ToLower(h))
+			}
 		}
 	}
-	return cfg, nil
+	return v, creds, nil
 }
 
 // fileError names a verifier configuration error's field as it is written in

@@ -16,6 +16,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,16 +33,16 @@ import (
 //	sources:
 //	  stripe:                        # the {source} of POST /ingest/{source}
 //	    tenant: acme                 # whose ledger the events go to
-//	    provider: stripe             # a verify.Type
+//	    provider: stripe             # a registered verify.Type (verify.Types)
 //	    secrets: ["${STRIPE_WEBHOOK_SECRET}"]   # ${VAR} reads the environment
 //	    tolerance_seconds: 300
 //	    allowed_event_types: ["invoice.*"]
 //	    max_body_bytes: 1048576
 //	    unauthenticated_status: 401  # or a 2xx to answer bad signatures silently
-//	    volatile_fields: ["/createdAt"]  # JSON pointers left out of the payload hash
+//	    volatile_fields: ["/createdAt"]  # JSON pointers left out of the payload hash, besides the provider's own (Stripe: /pending_webhooks)
 //	    dedupe_scope: stripe-acme    # sources sharing a scope share one key space (default: the source name)
 //	    key: {fields: ["/id"], headers: []}  # replaces the provider's event id (see KeySpec)
-//	    options: {}                  # provider-specific verify.*Config fields, snake_case
+//	    options: {}                  # the provider's options struct (verify.HMACOptions…), snake_case
 //	    forward:                     # optional: without forward.url the source is a trigger source
 //	      url: http://n8n:5678/webhook/stripe
 //	      headers: {Authorization: "Bearer ${N8N_HOOK_TOKEN}"}
@@ -78,7 +79,11 @@ type SourceSpec struct {
 	MaxBodyBytes          int            `yaml:"max_body_bytes"`
 	UnauthenticatedStatus int            `yaml:"unauthenticated_status"`
 	Options               map[string]any `yaml:"options"`
-	VolatileFields        []string       `yaml:"volatile_fields"`
+	// VolatileFields are JSON pointers left out of the payload hash, added
+	// to the provider's defaults (verify.Provider.VolatileFields: the
+	// fields it changes on every retry, such as Stripe's
+	// /pending_webhooks), so a retry is a duplicate, not a conflict.
+	VolatileFields []string `yaml:"volatile_fields"`
 	// DedupeScope is the claim-ledger source the events are keyed in;
 	// default the source's own name. Several sources (two endpoints or
 	// subscriptions of one provider account, each with its own secret) that
@@ -178,6 +183,10 @@ type Source struct {
 	// this source's signature or shared token (a configured generic header
 	// such as X-Api-Key included). They are never stored or forwarded.
 	CredentialHeaders []string
+	// Methods are the HTTP methods besides POST the source's provider
+	// sends (verify.Provider.Methods: GET, HEAD), answered with its
+	// handshake; nil for most.
+	Methods []string
 	// Forward is the dispatch target; its zero value (no URL) for a
 	// trigger source (TriggerOnly).
 	Forward Forward
@@ -383,8 +392,26 @@ func (s SourceSpec) policy() claim.Policy {
 		KeyRetention: time.Duration(s.KeyRetentionDays) * 24 * time.Hour,
 		// The same volatile rule on every attempt: claims of this source
 		// leave these fields out of their payload hash too.
-		VolatileFields: s.VolatileFields,
+		VolatileFields: s.volatileFields(),
 	}
+}
+
+// volatileFields are the JSON pointers left out of the payload hash of the
+// source's events and claims: its provider's defaults
+// (verify.Provider.VolatileFields, fields the provider changes on every
+// retry, such as Stripe's /pending_webhooks), then its own
+// volatile_fields, each once.
+func (s SourceSpec) volatileFields() []string {
+	var out []string
+	if p, ok := verify.Lookup(verify.Type(s.Provider)); ok {
+		out = append(out, p.VolatileFields...)
+	}
+	for _, f := range s.VolatileFields {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (s SourceSpec) build(name string, getenv func(string) string) (*Source, error) {
@@ -398,6 +425,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	p, _ := verify.Lookup(t)
 	secrets := make([]string, 0, len(s.Secrets))
 	for i, sec := range s.Secrets {
 		v, err := expand(sec, getenv)
@@ -406,15 +434,14 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		}
 		secrets = append(secrets, v)
 	}
-	vcfg, err := verifierConfig(t, s, secrets)
+	v, creds, err := sourceVerifier(p, s, secrets)
 	if err != nil {
 		return nil, err
 	}
-	v, err := verify.New(vcfg)
-	if err != nil {
-		return nil, fileError(err)
+	if _, err := parseVolatile(s.VolatileFields); err != nil {
+		return nil, err
 	}
-	volatile, err := parseVolatile(s.VolatileFields)
+	volatile, err := parseVolatile(s.volatileFields())
 	if err != nil {
 		return nil, err
 	}
@@ -431,7 +458,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	src := &Source{Name: name, Scope: scope, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile, key: key,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
-		CredentialHeaders: credentialHeaders(vcfg)}
+		CredentialHeaders: creds, Methods: slices.Clone(p.Methods)}
 	if src.MaxBodyBytes == 0 {
 		src.MaxBodyBytes = DefaultMaxBodyBytes
 	}

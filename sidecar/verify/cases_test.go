@@ -134,7 +134,7 @@ const (
 type expectation struct {
 	outcome outcome
 	// config builds the verifier config for this step (nil: the case's).
-	config func(secret string, now func() time.Time) Config
+	config func(secret string, now func() time.Time) config
 	// header adjusts the request headers (e.g. adds route auth the case
 	// leaves to the deployment).
 	header func(h http.Header)
@@ -153,7 +153,7 @@ type expectation struct {
 	why string
 	// altConfig verifies the step a second time under another key rule and
 	// compares with altSameAs / altDistinct (alternative routes in a case).
-	altConfig   func(secret string, now func() time.Time) Config
+	altConfig   func(secret string, now func() time.Time) config
 	altSameAs   []string
 	altDistinct []string
 	// parallel verifies the step this many times concurrently.
@@ -168,20 +168,20 @@ const (
 	documensoSecret = "documenso-shared-secret-FAKE"
 )
 
-func stdCfg(secret string, now func() time.Time) Config {
-	return StandardWebhooksConfig{Secrets: []string{secret}, Now: now}
+func stdCfg(secret string, now func() time.Time) config {
+	return cfg(TypeStandardWebhooks, Core{Secrets: []string{secret}, Now: now}, nil)
 }
 
-func stripeCfg(secret string, now func() time.Time) Config {
-	return StripeConfig{Secrets: []string{secret}, Now: now}
+func stripeCfg(secret string, now func() time.Time) config {
+	return cfg(TypeStripe, Core{Secrets: []string{secret}, Now: now}, nil)
 }
 
-func githubCfg(secret string, _ func() time.Time) Config {
-	return GitHubConfig{Secrets: []string{secret}}
+func githubCfg(secret string, _ func() time.Time) config {
+	return cfg(TypeGitHub, Core{Secrets: []string{secret}}, nil)
 }
 
-func slackCfg(secret string, now func() time.Time) Config {
-	return SlackConfig{Secrets: []string{secret}, Now: now}
+func slackCfg(secret string, now func() time.Time) config {
+	return cfg(TypeSlack, Core{Secrets: []string{secret}, Now: now}, nil)
 }
 
 func bearer(h http.Header) {
@@ -209,8 +209,8 @@ var caseTable = map[string]expectation{
 
 	// C03 Stripe-Signature.
 	"C03/1": {outcome: accept, config: stripeCfg, id: "evt_1TestCustomerCreated01", typ: "customer.created", object: "cus_TestCustomer0001"},
-	"C03/2": {outcome: accept, config: func(_ string, now func() time.Time) Config {
-		return StripeConfig{Secrets: []string{"whsec_test_secret_rolled_key"}, Now: now}
+	"C03/2": {outcome: accept, config: func(_ string, now func() time.Time) config {
+		return cfg(TypeStripe, Core{Secrets: []string{"whsec_test_secret_rolled_key"}, Now: now}, nil)
 	}, sameAs: []string{"C03/1"}},
 	"C03/3": {outcome: reject, config: stripeCfg, code: CodeBadSignature, field: StripeSignatureHeader},
 	"C03/4": {outcome: reject, config: stripeCfg, code: CodeMalformedHeader, field: StripeSignatureHeader},
@@ -342,52 +342,44 @@ var caseTable = map[string]expectation{
 	"C27/4": {outcome: reject, config: linearCfg, code: CodeTimestampOutsideTolerance, field: "/webhookTimestamp"},
 }
 
-func twilioCfg(secret string, _ func() time.Time) Config {
-	return TwilioConfig{Secrets: []string{secret}, URL: "https://mycompany.com/myapp.php"}
+func twilioCfg(secret string, _ func() time.Time) config {
+	return cfg(TypeTwilio, Core{Secrets: []string{secret}}, &TwilioOptions{URL: "https://mycompany.com/myapp.php"})
 }
 
-func shopifyCfg(secret string, _ func() time.Time) Config {
-	return ShopifyConfig{Secrets: []string{secret}}
+func shopifyCfg(secret string, _ func() time.Time) config {
+	return cfg(TypeShopify, Core{Secrets: []string{secret}}, nil)
 }
 
-func graphCfg(string, func() time.Time) Config {
-	return MSGraphConfig{Secrets: []string{"SecretClientState"}}
+func graphCfg(string, func() time.Time) config {
+	return cfg(TypeMSGraph, Core{Secrets: []string{"SecretClientState"}}, nil)
 }
 
-func pubsubCfg(string, func() time.Time) Config {
-	return TokenConfig{Secrets: []string{testBearer}, Key: KeyRule{IDPointers: []string{"/subscription", "/message/messageId"}}}
+func pubsubCfg(string, func() time.Time) config {
+	return cfg(TypeToken, Core{Secrets: []string{testBearer}}, &TokenOptions{Key: KeyRule{IDPointers: []string{"/subscription", "/message/messageId"}}})
 }
 
-func pubsubEventIDCfg(string, func() time.Time) Config {
-	return TokenConfig{Secrets: []string{testBearer}, Key: KeyRule{IDPointers: []string{"/subscription", "/message/attributes/eventId"}}}
+func pubsubEventIDCfg(string, func() time.Time) config {
+	return cfg(TypeToken, Core{Secrets: []string{testBearer}}, &TokenOptions{Key: KeyRule{IDPointers: []string{"/subscription", "/message/attributes/eventId"}}})
 }
 
-func ceCfg(string, func() time.Time) Config {
-	return CloudEventsConfig{Secrets: []string{testBearer}}
+func ceCfg(string, func() time.Time) config {
+	return cfg(TypeCloudEvents, Core{Secrets: []string{testBearer}}, nil)
 }
 
-func zoomCfg(secret string, now func() time.Time) Config {
-	return ZoomConfig{Secrets: []string{secret}, Now: now}
+func zoomCfg(secret string, now func() time.Time) config {
+	return cfg(TypeZoom, Core{Secrets: []string{secret}, Now: now}, nil)
 }
 
-func documensoCfg(string, func() time.Time) Config {
-	return TokenConfig{Header: "X-Documenso-Secret", Secrets: []string{documensoSecret},
-		Key: KeyRule{IDPointers: []string{"/event", "/payload/id", "/payload/status"}, TypePointer: "/event"}}
+func documensoCfg(string, func() time.Time) config {
+	return cfg(TypeToken, Core{Secrets: []string{documensoSecret}}, &TokenOptions{Header: "X-Documenso-Secret", Key: KeyRule{IDPointers: []string{"/event", "/payload/id", "/payload/status"}, TypePointer: "/event"}})
 }
 
-func paddleCfg(secret string, now func() time.Time) Config {
-	return PaddleConfig{Secrets: []string{secret}, Now: now}
+func paddleCfg(secret string, now func() time.Time) config {
+	return cfg(TypePaddle, Core{Secrets: []string{secret}, Now: now}, nil)
 }
 
-func linearCfg(_ string, now func() time.Time) Config {
-	return HMACConfig{
-		Secrets:          []string{linearSecret},
-		Signature:        SignatureSpec{Header: "Linear-Signature"},
-		TimestampPointer: "/webhookTimestamp",
-		TimestampUnit:    UnitMilliseconds,
-		Key:              KeyRule{IDHeader: "Linear-Delivery", TypeHeader: "Linear-Event"},
-		Now:              now,
-	}
+func linearCfg(_ string, now func() time.Time) config {
+	return cfg(TypeHMAC, Core{Secrets: []string{linearSecret}, Now: now}, &HMACOptions{Signature: SignatureSpec{Header: "Linear-Signature"}, TimestampPointer: "/webhookTimestamp", TimestampUnit: UnitMilliseconds, Key: KeyRule{IDHeader: "Linear-Delivery", TypeHeader: "Linear-Event"}})
 }
 
 // bigStandardBody builds C25's 15 MiB body the way tools/resign.py does and
@@ -493,7 +485,7 @@ func TestCases(t *testing.T) {
 						} else {
 							body = stepBody(t, s)
 						}
-						v, err := New(e.config(secret, now))
+						v, err := newFrom(e.config(secret, now))
 						require.NoError(t, err)
 						req := Request{Header: h, RawQuery: s.Query, Body: body}
 						res, err := v.Verify(req)
@@ -502,7 +494,7 @@ func TestCases(t *testing.T) {
 							verifyConcurrently(t, v, req, e.parallel, res)
 						}
 						if e.altConfig != nil {
-							av, err := New(e.altConfig(secret, now))
+							av, err := newFrom(e.altConfig(secret, now))
 							require.NoError(t, err)
 							ares, err := av.Verify(req)
 							if err == nil && len(ares.Events) > 0 {
@@ -635,7 +627,7 @@ func runConfigErrorStep(t *testing.T, key string) {
 	t.Helper()
 	require.Equal(t, "C02/2", key)
 	for _, secret := range []string{"whsec_", "whsec_!!!!", "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 23))} {
-		_, err := New(StandardWebhooksConfig{Secrets: []string{secret}})
+		_, err := newFrom(cfg(TypeStandardWebhooks, Core{Secrets: []string{secret}}, nil))
 		require.Error(t, err, "secret %q must be refused", secret)
 		var ce *ConfigError
 		require.True(t, errors.As(err, &ce))

@@ -29,7 +29,8 @@ const (
 	CloudEventsAuthHMAC   = "hmac"   // an HMAC of the raw body in Signature.Header
 )
 
-// CloudEventsConfig configures the "cloudevents" scheme: CloudEvents 1.0
+// CloudEventsOptions are the options of the "cloudevents" provider type:
+// CloudEvents 1.0
 // over HTTP
 // (https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/bindings/http-protocol-binding.md)
 // in any of its three modes:
@@ -45,33 +46,53 @@ const (
 //
 // Authentication comes first and covers the raw body: Auth "bearer" (the
 // default) compares the Authorization Bearer token with Secrets in constant
-// time; Auth "hmac" checks an HMAC of the raw body as described by
-// Signature. There is no unauthenticated mode.
+// time; Auth "hmac" checks an HMAC of the raw body (keyed with one of
+// Core.Secrets, raw strings) as described by Signature. There is no unauthenticated mode.
 //
 // The identity: the spec makes source+id unique per distinct event
 // (https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/spec.md#id),
 // so ID is JoinKey(source, id): the same event sent in binary and in
 // structured mode gets the same key, the same id from another source does
 // not. Type is the type attribute, ObjectID the subject attribute.
-type CloudEventsConfig struct {
+type CloudEventsOptions struct {
 	// Auth is "bearer" (default) or "hmac".
 	Auth string
-	// Secrets are the bearer tokens or HMAC keys (raw strings); several may
-	// be active during rotation. Required.
-	Secrets []string
 	// Signature locates the HMAC for Auth "hmac" (Signature.Header
 	// required then; algorithm default sha256, encoding default hex).
 	Signature SignatureSpec
-	// AllowedEventTypes restricts the type attribute (exact, "*" or a
-	// "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
 }
 
-// Type implements [Config].
-func (CloudEventsConfig) Type() Type { return TypeCloudEvents }
+func init() {
+	Register(Provider{
+		Type: TypeCloudEvents,
+		Name: "CloudEvents (HTTP binding)",
+		Docs: []string{
+			"https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/bindings/http-protocol-binding.md",
+			"https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/spec.md#id",
+		},
+		Options: func() any { return &CloudEventsOptions{} },
+		Build: func(c Core, opts any) (Verifier, error) {
+			return opts.(*CloudEventsOptions).WithDefaults().compile(c)
+		},
+		CredentialHeaders: func(opts any) []string {
+			if o := opts.(*CloudEventsOptions).WithDefaults(); o.Auth == CloudEventsAuthHMAC {
+				return []string{o.Signature.Header}
+			}
+			return []string{"Authorization"}
+		},
+		Redelivery: Redelivery{
+			Key:     "`source` + `id`",
+			Retries: "the sender's; a re-sent event keeps `source` and `id`",
+			Horizon: "forever: source + id is unique per distinct event",
+			Batches: "batch mode (`application/cloudevents-batch+json`): one record per event",
+			Resends: "no",
+		},
+	})
+}
 
-// WithDefaults returns a copy with Auth and the signature defaults applied.
-func (c CloudEventsConfig) WithDefaults() CloudEventsConfig {
+// WithDefaults returns a copy with Auth (and, for hmac, Signature's
+// algorithm and encoding) defaulted.
+func (c CloudEventsOptions) WithDefaults() CloudEventsOptions {
 	if c.Auth == "" {
 		c.Auth = CloudEventsAuthBearer
 	}
@@ -81,39 +102,21 @@ func (c CloudEventsConfig) WithDefaults() CloudEventsConfig {
 	return c
 }
 
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c CloudEventsConfig) Validate() error {
-	c = c.WithDefaults()
-	_, err := c.compile()
-	return err
-}
-
-func (c CloudEventsConfig) compile() (*cloudEventsVerifier, error) {
+func (c CloudEventsOptions) compile(core Core) (*cloudEventsVerifier, error) {
 	const t = TypeCloudEvents
-	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
-		return nil, err
-	}
-	v := &cloudEventsVerifier{types: newTypeFilter(c.AllowedEventTypes)}
+	v := &cloudEventsVerifier{types: newTypeFilter(core.AllowedEventTypes)}
 	switch c.Auth {
 	case CloudEventsAuthBearer:
-		v.token = &tokenAuth{header: "Authorization", scheme: "Bearer", tokens: append([]string(nil), c.Secrets...)}
+		v.token = &tokenAuth{header: "Authorization", scheme: "Bearer", tokens: append([]string(nil), core.Secrets...)}
 	case CloudEventsAuthHMAC:
 		if err := c.Signature.validate(t, "Signature"); err != nil {
 			return nil, err
 		}
-		v.sig, v.keys = c.Signature, secretKeys(c.Secrets)
+		v.sig, v.keys = c.Signature, secretKeys(core.Secrets)
 	default:
 		return nil, &ConfigError{Type: t, Field: "Auth", Reason: "must be bearer or hmac (CloudEvents has no signature of its own; unauthenticated sources are not supported)"}
 	}
-	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
-		return nil, err
-	}
 	return v, nil
-}
-
-func (c CloudEventsConfig) build() (Verifier, error) {
-	return c.WithDefaults().compile()
 }
 
 type cloudEventsVerifier struct {

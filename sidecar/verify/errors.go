@@ -111,8 +111,8 @@ var ErrUnknownType error = errUnknownType
 
 var errUnknownType = &ConfigError{unknownType: true}
 
-// ConfigError is an invalid configuration, returned by the configs' Validate
-// and by [New]. It names the offending field ("Secrets[1]", "Tolerance", …)
+// ConfigError is an invalid configuration, returned by [New] (and by the
+// providers' Build). It names the offending field ("Secrets[1]", "Tolerance", …)
 // and never contains a secret.
 type ConfigError struct {
 	// Type is the scheme the config is for ("" when unknown).

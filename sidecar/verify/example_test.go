@@ -14,10 +14,10 @@ import (
 // tampered copy of it.
 func Example() {
 	now := time.Unix(1700000005, 0)
-	v, err := verify.New(verify.StripeConfig{
+	v, err := verify.New(verify.TypeStripe, verify.Core{
 		Secrets: []string{"whsec_test_secret"},
 		Now:     func() time.Time { return now },
-	})
+	}, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -43,7 +43,7 @@ func Example() {
 
 // Microsoft Graph validates a notification URL with a token to echo.
 func ExampleResult_IsHandshake() {
-	v, err := verify.New(verify.MSGraphConfig{Secrets: []string{"SecretClientState"}})
+	v, err := verify.New(verify.TypeMSGraph, verify.Core{Secrets: []string{"SecretClientState"}}, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -139,27 +139,26 @@ func FuzzJoinKey(f *testing.F) {
 // fuzzVerifiers builds one verifier per scheme, with the case secrets.
 func fuzzVerifiers(f *testing.F) []Verifier {
 	now := fixed(time.Unix(1700000000, 0))
-	cfgs := []Config{
-		StripeConfig{Secrets: []string{"whsec_test_secret"}, Now: now},
-		GitHubConfig{Secrets: []string{"It's a Secret to Everybody"}},
-		StandardWebhooksConfig{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whpk_" + strings.Repeat("A", 43) + "="}, Now: now},
-		ShopifyConfig{Secrets: []string{"shpss_FAKE_test_client_secret_0000"}},
-		SlackConfig{Secrets: []string{"8f742231b10e8888abcd99yyyzzz85a5"}, Now: now},
-		MSGraphConfig{Secrets: []string{"SecretClientState"}},
-		CloudEventsConfig{Secrets: []string{testBearer}},
-		CloudEventsConfig{Auth: CloudEventsAuthHMAC, Secrets: []string{"k"}, Signature: SignatureSpec{Header: "X-Sig", Separator: ","}},
+	cfgs := []config{
+		cfg(TypeStripe, Core{Secrets: []string{"whsec_test_secret"}, Now: now}, nil),
+		cfg(TypeGitHub, Core{Secrets: []string{"It's a Secret to Everybody"}}, nil),
+		cfg(TypeStandardWebhooks, Core{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whpk_" + strings.Repeat("A", 43) + "="}, Now: now}, nil),
+		cfg(TypeShopify, Core{Secrets: []string{"shpss_FAKE_test_client_secret_0000"}}, nil),
+		cfg(TypeSlack, Core{Secrets: []string{"8f742231b10e8888abcd99yyyzzz85a5"}, Now: now}, nil),
+		cfg(TypeMSGraph, Core{Secrets: []string{"SecretClientState"}}, nil),
+		cfg(TypeCloudEvents, Core{Secrets: []string{testBearer}}, nil),
+		cfg(TypeCloudEvents, Core{Secrets: []string{"k"}}, &CloudEventsOptions{Auth: CloudEventsAuthHMAC, Signature: SignatureSpec{Header: "X-Sig", Separator: ","}}),
 		linearCfg("", now),
-		HMACConfig{Secrets: []string{"s"}, Signature: SignatureSpec{Header: "X-Sig", Encoding: EncodingBase64, Prefix: "v1="}, SignedContent: "{id}.{timestamp}.{body}", TimestampHeader: "X-Ts",
-			Key: KeyRule{IDHeader: "X-Id", ObjectVersionPointer: "/v"}, Now: now},
+		cfg(TypeHMAC, Core{Secrets: []string{"s"}, Now: now}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig", Encoding: EncodingBase64, Prefix: "v1="}, SignedContent: "{id}.{timestamp}.{body}", TimestampHeader: "X-Ts", Key: KeyRule{IDHeader: "X-Id", ObjectVersionPointer: "/v"}}),
 		pubsubCfg("", now),
 		documensoCfg("", now),
-		PaddleConfig{Secrets: []string{"pdl_ntfset_FAKE_0000000000000000000000000000_secret"}, Now: now},
-		ZoomConfig{Secrets: []string{"secretValueTest"}, Now: now},
-		TwilioConfig{Secrets: []string{"12345"}, URL: "https://mycompany.com/myapp.php"},
+		cfg(TypePaddle, Core{Secrets: []string{"pdl_ntfset_FAKE_0000000000000000000000000000_secret"}, Now: now}, nil),
+		cfg(TypeZoom, Core{Secrets: []string{"secretValueTest"}, Now: now}, nil),
+		cfg(TypeTwilio, Core{Secrets: []string{"12345"}}, &TwilioOptions{URL: "https://mycompany.com/myapp.php"}),
 	}
 	vs := make([]Verifier, len(cfgs))
 	for i, c := range cfgs {
-		v, err := New(c)
+		v, err := newFrom(c)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -232,9 +232,9 @@ func (k keyRule) event(h Header, doc *strictjson.Doc, types typeFilter) (Event, 
 	return ev, nil
 }
 
-// HMACConfig configures the "hmac" scheme: a generic HMAC signature over the
-// raw body (optionally with a timestamp and an id), for senders without a
-// dedicated type. It follows the common construction of
+// HMACOptions are the options of the "hmac" provider type: a generic HMAC
+// signature over the raw body (optionally with a timestamp and an id), for
+// senders without a dedicated type. It follows the common construction of
 // https://www.rfc-editor.org/rfc/rfc2104 over a signed-content template.
 // Examples:
 //
@@ -245,14 +245,12 @@ func (k keyRule) event(h Header, doc *strictjson.Doc, types typeFilter) (Event, 
 //   - a "t.body" sender: TimestampHeader "X-Timestamp",
 //     SignedContent "{timestamp}.{body}".
 //
-// The signature is checked first; then the timestamp, when configured, must
-// lie within Tolerance of the clock; then the key rule is applied.
-type HMACConfig struct {
-	// Secrets are the shared secrets; several may be active during
-	// rotation. Required.
-	Secrets []string
-	// SecretEncoding says how Secrets are written: "raw" (default: the
-	// string's bytes are the key), "base64" or "hex".
+// The signature is checked first (under every one of Core.Secrets, written
+// as SecretEncoding says); then the timestamp, when configured, must lie
+// within Core.Tolerance of the clock; then the key rule is applied.
+type HMACOptions struct {
+	// SecretEncoding says how the source's secrets are written: "raw"
+	// (default: the string's bytes are the key), "base64" or "hex".
 	SecretEncoding string
 	// Signature locates and decodes the signature. Signature.Header is
 	// required.
@@ -270,24 +268,34 @@ type HMACConfig struct {
 	TimestampPointer string
 	// TimestampUnit is "s" (default) or "ms".
 	TimestampUnit string
-	// Tolerance is the replay window when a timestamp is configured; zero
-	// means DefaultTolerance.
-	Tolerance time.Duration
 	// Key locates the event identity.
 	Key KeyRule
-	// AllowedEventTypes restricts event types (exact, "*" or a "prefix*"
-	// pattern); empty allows all.
-	AllowedEventTypes []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 }
 
-// Type implements [Config].
-func (HMACConfig) Type() Type { return TypeHMAC }
+func init() {
+	Register(Provider{
+		Type:    TypeHMAC,
+		Name:    "Generic HMAC",
+		Docs:    []string{"https://www.rfc-editor.org/rfc/rfc2104"},
+		Options: func() any { return &HMACOptions{} },
+		Build: func(c Core, opts any) (Verifier, error) {
+			return opts.(*HMACOptions).WithDefaults().compile(c)
+		},
+		SignsTimestamp:    true,
+		CredentialHeaders: func(opts any) []string { return []string{opts.(*HMACOptions).Signature.Header} },
+		Redelivery: Redelivery{
+			Key:     "the source's `options.key`: a header, or JSON pointers joined",
+			Retries: "the sender's",
+			Horizon: "the sender's id's",
+			Batches: "no",
+			Resends: "the sender's",
+		},
+	})
+}
 
-// WithDefaults returns a copy with the algorithm, encodings, template,
-// timestamp unit, Tolerance and Now defaulted.
-func (c HMACConfig) WithDefaults() HMACConfig {
+// WithDefaults returns a copy with the algorithm, encodings, template and
+// timestamp unit defaulted.
+func (c HMACOptions) WithDefaults() HMACOptions {
 	c.Signature = c.Signature.withDefaults()
 	if c.SecretEncoding == "" {
 		c.SecretEncoding = EncodingRaw
@@ -298,17 +306,7 @@ func (c HMACConfig) WithDefaults() HMACConfig {
 	if c.TimestampUnit == "" {
 		c.TimestampUnit = UnitSeconds
 	}
-	c.Tolerance = defaultTolerance(c.Tolerance)
-	c.Now = defaultNow(c.Now)
 	return c
-}
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c HMACConfig) Validate() error {
-	c = c.WithDefaults()
-	_, err := c.compile()
-	return err
 }
 
 type hmacVerifier struct {
@@ -387,12 +385,9 @@ func decodeSecrets(t Type, enc string, secrets []string) ([][]byte, error) {
 	return keys, nil
 }
 
-func (c HMACConfig) compile() (*hmacVerifier, error) {
+func (c HMACOptions) compile(core Core) (*hmacVerifier, error) {
 	const t = TypeHMAC
-	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
-		return nil, err
-	}
-	keys, err := decodeSecrets(t, c.SecretEncoding, c.Secrets)
+	keys, err := decodeSecrets(t, c.SecretEncoding, core.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -425,13 +420,10 @@ func (c HMACConfig) compile() (*hmacVerifier, error) {
 	if c.TimestampUnit != UnitSeconds && c.TimestampUnit != UnitMilliseconds {
 		return nil, &ConfigError{Type: t, Field: "TimestampUnit", Reason: "must be s or ms"}
 	}
-	if err := validateTolerance(t, c.Tolerance); err != nil {
-		return nil, err
-	}
 	v := &hmacVerifier{
 		keys: keys, sig: c.Signature, h: hashFor(c.Signature.Algorithm), template: tpl,
 		tsHeader: c.TimestampHeader, tsMillis: c.TimestampUnit == UnitMilliseconds,
-		tol: c.Tolerance, now: c.Now,
+		tol: core.Tolerance, now: core.Now,
 	}
 	if c.TimestampPointer != "" {
 		p, err := parsePointer(c.TimestampPointer)
@@ -443,16 +435,8 @@ func (c HMACConfig) compile() (*hmacVerifier, error) {
 	if v.key, err = c.Key.compile(t); err != nil {
 		return nil, err
 	}
-	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
-		return nil, err
-	}
-	v.types = newTypeFilter(c.AllowedEventTypes)
+	v.types = newTypeFilter(core.AllowedEventTypes)
 	return v, nil
-}
-
-func (c HMACConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	return c.compile()
 }
 
 func (*hmacVerifier) Type() Type { return TypeHMAC }

@@ -15,7 +15,7 @@ const (
 	GitHubHookIDHeader          = "X-GitHub-Hook-ID"
 )
 
-// GitHubConfig configures the "github" scheme, per
+// The "github" provider type, per
 // https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries:
 //
 //   - X-Hub-Signature-256 is "sha256=" followed by the hex HMAC-SHA256 of the
@@ -32,36 +32,28 @@ const (
 // The identity: ID is X-GitHub-Delivery (a GUID that redeliveries keep,
 // https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks),
 // Type is X-GitHub-Event, Scope is X-GitHub-Hook-ID.
-type GitHubConfig struct {
-	// Secrets are the webhook secrets; several may be active during rotation.
-	// Required.
-	Secrets []string
-	// AllowedEventTypes restricts X-GitHub-Event values (exact, "*" or a
-	// "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
+func init() {
+	Register(Provider{
+		Type: TypeGitHub,
+		Name: "GitHub",
+		Docs: []string{
+			"https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries",
+			"https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers",
+			"https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks",
+		},
+		Build:             buildGitHub,
+		CredentialHeaders: func(any) []string { return []string{GitHubSignatureHeader, GitHubLegacySignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`X-GitHub-Delivery`",
+			Retries: "none by itself; a redelivery from the UI or the API keeps the GUID",
+			Horizon: "forever: one GUID per delivery",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
 }
 
-// Type implements [Config].
-func (GitHubConfig) Type() Type { return TypeGitHub }
-
-// WithDefaults returns c unchanged: GitHub has nothing to default.
-func (c GitHubConfig) WithDefaults() GitHubConfig { return c }
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c GitHubConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeGitHub, "Secrets", c.Secrets); err != nil {
-		return err
-	}
-	return validateAllowed(TypeGitHub, c.AllowedEventTypes)
-}
-
-func (c GitHubConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func buildGitHub(c Core, _ any) (Verifier, error) {
 	return &githubVerifier{keys: secretKeys(c.Secrets), types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 

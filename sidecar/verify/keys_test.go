@@ -28,7 +28,7 @@ func sha256Hex(b []byte) string {
 func TestKeysShopifyTopicScopesTheEventID(t *testing.T) {
 	t.Parallel()
 	const secret = "shpss_FAKE_keys"
-	v := mustNew(t, ShopifyConfig{Secrets: []string{secret}})
+	v := mustNew(t, cfg(TypeShopify, Core{Secrets: []string{secret}}, nil))
 	body := []byte(`{"id":820982911946154508,"admin_graphql_api_id":"gid://shopify/Order/820982911946154508","financial_status":"paid"}`)
 	key := func(topic, eventID, webhookID string) (string, error) {
 		h := hdr(ShopifyHMACHeader, verifytest.Shopify(secret, body), ShopifyTopicHeader, topic,
@@ -66,7 +66,7 @@ func TestKeysShopifyTopicScopesTheEventID(t *testing.T) {
 func TestKeysZoomPayloadTellsEventsApart(t *testing.T) {
 	t.Parallel()
 	const secret = "zoom-FAKE-keys"
-	v := mustNew(t, ZoomConfig{Secrets: []string{secret}, Now: fixed(t0)})
+	v := mustNew(t, cfg(TypeZoom, Core{Secrets: []string{secret}, Now: fixed(t0)}, nil))
 	verifyAt := func(ts int64, body string) (Event, error) {
 		h := hdr(ZoomTimestampHeader, strconv.FormatInt(ts, 10), ZoomSignatureHeader, verifytest.Zoom(secret, ts, []byte(body)))
 		res, err := v.Verify(Request{Header: h, Body: []byte(body)})
@@ -113,7 +113,7 @@ func TestKeysZoomPayloadTellsEventsApart(t *testing.T) {
 func TestKeysTwilioCallRequestsAreToldApart(t *testing.T) {
 	t.Parallel()
 	const token, base = "12345", "https://example.com/twilio"
-	v := mustNew(t, TwilioConfig{Secrets: []string{token}, URL: base})
+	v := mustNew(t, cfg(TypeTwilio, Core{Secrets: []string{token}}, &TwilioOptions{URL: base}))
 	verify := func(query string, params url.Values, extra ...string) Event {
 		t.Helper()
 		signed := base
@@ -153,7 +153,7 @@ func TestKeysTwilioCallRequestsAreToldApart(t *testing.T) {
 // once; change notifications are keyed by id or by the resource's etag.
 func TestKeysGraphRepeatedLifecycleNotifications(t *testing.T) {
 	t.Parallel()
-	v := mustNew(t, MSGraphConfig{Secrets: []string{"state"}})
+	v := mustNew(t, cfg(TypeMSGraph, Core{Secrets: []string{"state"}}, nil))
 	keys := func(items ...string) []string {
 		t.Helper()
 		res, err := v.Verify(Request{Body: []byte(`{"value":[` + strings.Join(items, ",") + `]}`)})

@@ -16,7 +16,7 @@ import (
 // (https://learn.microsoft.com/en-us/graph/change-notifications-delivery-webhooks#notificationurl-validation).
 const MSGraphValidationTokenParam = "validationToken"
 
-// MSGraphConfig configures the "msgraph" scheme (Microsoft Graph change and
+// The "msgraph" provider type (Microsoft Graph change and
 // lifecycle notifications over webhooks), per
 // https://learn.microsoft.com/en-us/graph/change-notifications-delivery-webhooks:
 //
@@ -65,41 +65,32 @@ const MSGraphValidationTokenParam = "validationToken"
 //
 // Type is changeType (or lifecycleEvent), Scope is tenantId, ObjectID is
 // resourceData.id (or resource), Payload is the notification's own JSON.
-type MSGraphConfig struct {
-	// Secrets are the clientState values given when creating subscriptions;
-	// several may be active. Required.
-	Secrets []string
-	// AllowedEventTypes restricts changeType / lifecycleEvent values
-	// ("created", "updated", "deleted", "reauthorizationRequired", …; exact,
-	// "*" or a "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
+func init() {
+	Register(Provider{
+		Type: TypeMSGraph,
+		Name: "Microsoft Graph change notifications",
+		Docs: []string{
+			"https://learn.microsoft.com/en-us/graph/change-notifications-delivery-webhooks",
+			"https://learn.microsoft.com/en-us/graph/api/resources/changenotification",
+			"https://learn.microsoft.com/en-us/graph/change-notifications-lifecycle-events",
+		},
+		Build:          buildMSGraph,
+		AcceptedStatus: http.StatusAccepted,
+		Redelivery: Redelivery{
+			Key:     "`subscriptionId` + notification `id`; without one, `subscriptionId` + `changeType` + `resource` + `resourceData.@odata.etag` (lifecycle: `lifecycleEvent` + `subscriptionExpirationDateTime`)",
+			Retries: "up to 4 hours when the 202 did not reach Graph within 3 s; id and etag kept",
+			Horizon: "forever",
+			Batches: "yes: one record per item of `value`, each checked by its `clientState`",
+			Resends: "`reauthorizationRequired` and `missed` without an id are sent again on purpose: each one received is its own record",
+		},
+	})
 }
 
-// Type implements [Config].
-func (MSGraphConfig) Type() Type { return TypeMSGraph }
-
-// WithDefaults returns c unchanged: Graph has nothing to default.
-func (c MSGraphConfig) WithDefaults() MSGraphConfig { return c }
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c MSGraphConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeMSGraph, "Secrets", c.Secrets); err != nil {
-		return err
-	}
+func buildMSGraph(c Core, _ any) (Verifier, error) {
 	for i, s := range c.Secrets {
 		if len(s) > 255 {
-			return &ConfigError{Type: TypeMSGraph, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "Graph limits clientState to 255 characters"}
+			return nil, &ConfigError{Type: TypeMSGraph, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "Graph limits clientState to 255 characters"}
 		}
-	}
-	return validateAllowed(TypeMSGraph, c.AllowedEventTypes)
-}
-
-func (c MSGraphConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
 	}
 	return &msgraphVerifier{states: append([]string(nil), c.Secrets...), types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
@@ -211,7 +202,7 @@ func (v *msgraphVerifier) item(i int, raw jsontext.Value) (Event, error) {
 		id = JoinKey(n.SubscriptionID, n.ID)
 	case graphRepeatedLifecycle[n.LifecycleEvent]:
 		// Sent again on purpose with the same body: every notification
-		// is an event (see MSGraphConfig).
+		// is an event (see the provider type's doc above).
 		id = JoinKey(n.SubscriptionID, n.LifecycleEvent, n.SubscriptionExpirationDateTime, "delivery", rand.Text())
 	case n.LifecycleEvent != "":
 		id = JoinKey(n.SubscriptionID, n.LifecycleEvent, n.SubscriptionExpirationDateTime)

@@ -12,7 +12,7 @@ import (
 // (https://developer.paddle.com/webhooks/signature-verification).
 const PaddleSignatureHeader = "Paddle-Signature"
 
-// PaddleConfig configures the "paddle" scheme (Paddle Billing), per
+// The "paddle" provider type (Paddle Billing), per
 // https://developer.paddle.com/webhooks/signature-verification:
 //
 //   - Paddle-Signature is a ';'-separated list: ts=<unix seconds> and one or
@@ -25,47 +25,33 @@ const PaddleSignatureHeader = "Paddle-Signature"
 // The identity: ID is the body's event_id, the same for every notification
 // of one event (notification_id differs per destination and is not used);
 // Type is event_type, ObjectID is data.id.
-type PaddleConfig struct {
-	// Secrets are the endpoint secret keys; several may be active during
-	// rotation. Required.
-	Secrets []string
-	// Tolerance is the replay window for ts; zero means DefaultTolerance.
-	Tolerance time.Duration
-	// AllowedEventTypes restricts event_type (exact, "*" or a "prefix*"
-	// pattern); empty allows all.
-	AllowedEventTypes []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+func init() {
+	Register(Provider{
+		Type: TypePaddle,
+		Name: "Paddle Billing",
+		Docs: []string{
+			"https://developer.paddle.com/webhooks/signature-verification",
+			"https://developer.paddle.com/webhooks/about/how-webhooks-work",
+			"https://developer.paddle.com/api-reference/notifications/replay-notification",
+		},
+		Build:             buildPaddle,
+		SignsTimestamp:    true,
+		CredentialHeaders: func(any) []string { return []string{PaddleSignatureHeader} },
+		// A replay is a new notification (a new notification_id) of
+		// the same event: a duplicate, not a conflict
+		// (https://developer.paddle.com/api-reference/notifications/replay-notification).
+		VolatileFields: []string{"/notification_id"},
+		Redelivery: Redelivery{
+			Key:     "`event_id`",
+			Retries: "retried when unanswered, the same notification re-signed",
+			Horizon: "forever",
+			Batches: "no",
+			Resends: "a replay is a new `notification_id` of the same `event_id` (volatile by default): a duplicate",
+		},
+	})
 }
 
-// Type implements [Config].
-func (PaddleConfig) Type() Type { return TypePaddle }
-
-// WithDefaults returns a copy with Tolerance and Now defaulted.
-func (c PaddleConfig) WithDefaults() PaddleConfig {
-	c.Tolerance = defaultTolerance(c.Tolerance)
-	c.Now = defaultNow(c.Now)
-	return c
-}
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c PaddleConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypePaddle, "Secrets", c.Secrets); err != nil {
-		return err
-	}
-	if err := validateTolerance(TypePaddle, c.Tolerance); err != nil {
-		return err
-	}
-	return validateAllowed(TypePaddle, c.AllowedEventTypes)
-}
-
-func (c PaddleConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func buildPaddle(c Core, _ any) (Verifier, error) {
 	return &paddleVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 

@@ -40,6 +40,11 @@ type Provider struct {
 	// shared secrets (its keys come from options: a public key, a JWKS);
 	// otherwise Build is never called with an empty Secrets.
 	SecretsOptional bool
+	// SignsTimestamp is true for a provider whose deliveries carry a signed
+	// timestamp checked against Core.Tolerance: a source's
+	// tolerance_seconds is refused for any other (it would protect
+	// nothing).
+	SignsTimestamp bool
 	// CredentialHeaders returns the names of the headers that carry the
 	// provider's signature or shared token for a source with these options
 	// (opts as for Build): they are never stored or forwarded. Nil when the

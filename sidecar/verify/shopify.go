@@ -16,7 +16,7 @@ const (
 	ShopifyShopHeader      = "X-Shopify-Shop-Domain"
 )
 
-// ShopifyConfig configures the "shopify" scheme, per
+// The "shopify" provider type, per
 // https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify:
 //
 //   - X-Shopify-Hmac-Sha256 is the base64 HMAC-SHA256 of the raw body, keyed
@@ -41,36 +41,28 @@ const (
 // every delivery, is refused (authenticated missing_header): the key would
 // lack a part. Type is X-Shopify-Topic, Scope is X-Shopify-Shop-Domain,
 // ObjectID is the body's admin_graphql_api_id (or id).
-type ShopifyConfig struct {
-	// Secrets are the app client secrets; several may be active during
-	// rotation. Required.
-	Secrets []string
-	// AllowedEventTypes restricts topics such as "orders/create" (exact, "*"
-	// or a "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
+func init() {
+	Register(Provider{
+		Type: TypeShopify,
+		Name: "Shopify",
+		Docs: []string{
+			"https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify",
+			"https://shopify.dev/docs/apps/build/webhooks/delivery-structure",
+			"https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates",
+		},
+		Build:             buildShopify,
+		CredentialHeaders: func(any) []string { return []string{ShopifyHMACHeader} },
+		Redelivery: Redelivery{
+			Key:     "`X-Shopify-Topic` + `X-Shopify-Event-Id`; without an event id, `X-Shopify-Webhook-Id`",
+			Retries: "8 times over 4 hours, keeping both ids",
+			Horizon: "forever",
+			Batches: "no",
+			Resends: "a second subscription to one topic sends the event under a new `X-Shopify-Webhook-Id` and the same event id: a duplicate, as Shopify wants",
+		},
+	})
 }
 
-// Type implements [Config].
-func (ShopifyConfig) Type() Type { return TypeShopify }
-
-// WithDefaults returns c unchanged: Shopify has nothing to default.
-func (c ShopifyConfig) WithDefaults() ShopifyConfig { return c }
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c ShopifyConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeShopify, "Secrets", c.Secrets); err != nil {
-		return err
-	}
-	return validateAllowed(TypeShopify, c.AllowedEventTypes)
-}
-
-func (c ShopifyConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func buildShopify(c Core, _ any) (Verifier, error) {
 	return &shopifyVerifier{keys: secretKeys(c.Secrets), types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 

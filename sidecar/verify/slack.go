@@ -16,7 +16,7 @@ const (
 	SlackTimestampHeader = "X-Slack-Request-Timestamp"
 )
 
-// SlackConfig configures the "slack" scheme, per
+// The "slack" provider type, per
 // https://api.slack.com/authentication/verifying-requests-from-slack:
 //
 //   - X-Slack-Signature is "v0=" followed by the hex HMAC-SHA256 of
@@ -41,48 +41,30 @@ const (
 //   - interactivity payloads (https://api.slack.com/interactivity/handling#payloads),
 //     form field payload=<JSON>: ID is trigger_id, Type is the payload type
 //     (block_actions, view_submission, …), Scope is team.id.
-type SlackConfig struct {
-	// Secrets are the app signing secrets; several may be active during
-	// rotation. Required.
-	Secrets []string
-	// Tolerance is the replay window; zero means DefaultTolerance (Slack's
-	// five minutes).
-	Tolerance time.Duration
-	// AllowedEventTypes restricts event types, commands and interaction types
-	// (exact, "*" or a "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+func init() {
+	Register(Provider{
+		Type: TypeSlack,
+		Name: "Slack",
+		Docs: []string{
+			"https://api.slack.com/authentication/verifying-requests-from-slack",
+			"https://api.slack.com/apis/events-api#retries",
+			"https://api.slack.com/interactivity/slash-commands",
+			"https://api.slack.com/interactivity/handling#payloads",
+		},
+		Build:             buildSlack,
+		SignsTimestamp:    true,
+		CredentialHeaders: func(any) []string { return []string{SlackSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "Events API `event_id`; slash commands and interactivity: `trigger_id`",
+			Retries: "Events API: up to 3 times (`X-Slack-Retry-Num`), re-signed, same body; commands and interactions: never",
+			Horizon: "forever: `event_id` is globally unique",
+			Batches: "no",
+			Resends: "no documented resend under a new id",
+		},
+	})
 }
 
-// Type implements [Config].
-func (SlackConfig) Type() Type { return TypeSlack }
-
-// WithDefaults returns a copy with Tolerance and Now defaulted.
-func (c SlackConfig) WithDefaults() SlackConfig {
-	c.Tolerance = defaultTolerance(c.Tolerance)
-	c.Now = defaultNow(c.Now)
-	return c
-}
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c SlackConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeSlack, "Secrets", c.Secrets); err != nil {
-		return err
-	}
-	if err := validateTolerance(TypeSlack, c.Tolerance); err != nil {
-		return err
-	}
-	return validateAllowed(TypeSlack, c.AllowedEventTypes)
-}
-
-func (c SlackConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func buildSlack(c Core, _ any) (Verifier, error) {
 	return &slackVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 

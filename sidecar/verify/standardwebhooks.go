@@ -34,7 +34,7 @@ const (
 	StandardWebhooksMaxSecretBytes   = 64       // "512 [bits] maximum"
 )
 
-// StandardWebhooksConfig configures the "standard-webhooks" scheme (also
+// The "standard-webhooks" provider type (also
 // Svix and every sender following the spec), per
 // https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md:
 //
@@ -58,44 +58,33 @@ const (
 //
 // The identity: ID is webhook-id (kept across retries); Type is the body's
 // top-level "type" when the body is a JSON object that has one.
-type StandardWebhooksConfig struct {
-	// Secrets are whsec_ HMAC secrets and/or whpk_ public keys. Required.
-	Secrets []string
-	// Tolerance is the replay window for webhook-timestamp; zero means
-	// DefaultTolerance.
-	Tolerance time.Duration
-	// AllowedEventTypes restricts the body "type" (exact, "*" or a "prefix*"
-	// pattern); empty allows all, including bodies without a type.
-	AllowedEventTypes []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+func init() {
+	Register(Provider{
+		Type: TypeStandardWebhooks,
+		Name: "Standard Webhooks (Svix…)",
+		Docs: []string{
+			"https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md",
+			"https://docs.svix.com/receiving/verifying-payloads/how-manual",
+		},
+		Build:             buildStandardWebhooks,
+		SignsTimestamp:    true,
+		CredentialHeaders: func(any) []string { return []string{StandardWebhookSignatureHeader, SvixSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`webhook-id` (`svix-id`)",
+			Retries: "as the sender schedules them; a retry keeps `webhook-id`, re-signed with a new `webhook-timestamp`",
+			Horizon: "forever: \"unique across all messages\"",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
 }
 
-// Type implements [Config].
-func (StandardWebhooksConfig) Type() Type { return TypeStandardWebhooks }
-
-// WithDefaults returns a copy with Tolerance and Now defaulted.
-func (c StandardWebhooksConfig) WithDefaults() StandardWebhooksConfig {
-	c.Tolerance = defaultTolerance(c.Tolerance)
-	c.Now = defaultNow(c.Now)
-	return c
-}
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError], including secrets that do not decode or decode to a key of
-// the wrong size.
-func (c StandardWebhooksConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeStandardWebhooks, "Secrets", c.Secrets); err != nil {
-		return err
+func buildStandardWebhooks(c Core, _ any) (Verifier, error) {
+	hk, pk, err := decodeStandardSecrets(c.Secrets)
+	if err != nil {
+		return nil, err
 	}
-	if _, _, err := decodeStandardSecrets(c.Secrets); err != nil {
-		return err
-	}
-	if err := validateTolerance(TypeStandardWebhooks, c.Tolerance); err != nil {
-		return err
-	}
-	return validateAllowed(TypeStandardWebhooks, c.AllowedEventTypes)
+	return &standardVerifier{hmacKeys: hk, pubKeys: pk, tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 
 // decodeStandardSecrets splits secrets into HMAC keys and ed25519 public keys.
@@ -126,18 +115,6 @@ func decodeStandardSecrets(secrets []string) (hmacKeys [][]byte, pubKeys []ed255
 		}
 	}
 	return hmacKeys, pubKeys, nil
-}
-
-func (c StandardWebhooksConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	hk, pk, err := decodeStandardSecrets(c.Secrets)
-	if err != nil {
-		return nil, err
-	}
-	return &standardVerifier{hmacKeys: hk, pubKeys: pk, tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 
 type standardVerifier struct {

@@ -12,7 +12,7 @@ import (
 // (https://docs.stripe.com/webhooks#verify-manually).
 const StripeSignatureHeader = "Stripe-Signature"
 
-// StripeConfig configures the "stripe" scheme, per
+// The "stripe" provider type, per
 // https://docs.stripe.com/webhooks#verify-manually:
 //
 //   - the Stripe-Signature header is a comma-separated list of key=value
@@ -32,47 +32,33 @@ const StripeSignatureHeader = "Stripe-Signature"
 // (https://docs.stripe.com/connect/webhooks), ID is JoinKey(account, id) so an
 // id is scoped by the connected account. Type is "type", ObjectID is
 // data.object.id (or related_object.id for thin events).
-type StripeConfig struct {
-	// Secrets are the endpoint signing secrets ("whsec_…"); several may be
-	// active while one is rolled. Required.
-	Secrets []string
-	// Tolerance is the replay window for t; zero means DefaultTolerance.
-	Tolerance time.Duration
-	// AllowedEventTypes restricts accepted event types (exact, "*" or a
-	// "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+func init() {
+	Register(Provider{
+		Type: TypeStripe,
+		Name: "Stripe",
+		Docs: []string{
+			"https://docs.stripe.com/webhooks#verify-manually",
+			"https://docs.stripe.com/webhooks#handle-duplicate-events",
+			"https://docs.stripe.com/connect/webhooks",
+		},
+		Build:             buildStripe,
+		SignsTimestamp:    true,
+		CredentialHeaders: func(any) []string { return []string{StripeSignatureHeader} },
+		// pending_webhooks counts the endpoints still to be
+		// reached: it changes between retries of one event
+		// (https://docs.stripe.com/api/events/object#event_object-pending_webhooks).
+		VolatileFields: []string{"/pending_webhooks"},
+		Redelivery: Redelivery{
+			Key:     "event `id`; Connect events: `account` + `id`",
+			Retries: "live mode: up to 3 days with exponential backoff, the same event re-signed with a new `t`",
+			Horizon: "forever: one event object per occurrence",
+			Batches: "no",
+			Resends: "no: a retry or a resend keeps the event `id`",
+		},
+	})
 }
 
-// Type implements [Config].
-func (StripeConfig) Type() Type { return TypeStripe }
-
-// WithDefaults returns a copy with Tolerance and Now defaulted.
-func (c StripeConfig) WithDefaults() StripeConfig {
-	c.Tolerance = defaultTolerance(c.Tolerance)
-	c.Now = defaultNow(c.Now)
-	return c
-}
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c StripeConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeStripe, "Secrets", c.Secrets); err != nil {
-		return err
-	}
-	if err := validateTolerance(TypeStripe, c.Tolerance); err != nil {
-		return err
-	}
-	return validateAllowed(TypeStripe, c.AllowedEventTypes)
-}
-
-func (c StripeConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func buildStripe(c Core, _ any) (Verifier, error) {
 	return &stripeVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 

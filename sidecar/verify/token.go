@@ -6,18 +6,15 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
-// TokenConfig configures the "token" scheme: the sender proves itself with a
-// shared secret sent verbatim in a header, compared in constant time. By
-// default the header is Authorization with the Bearer scheme (RFC 6750 §2.1,
+// TokenOptions are the options of the "token" provider type: the sender
+// proves itself with a shared secret (one of Core.Secrets) sent verbatim in
+// a header, compared in constant time. By default the header is
+// Authorization with the Bearer scheme (RFC 6750 §2.1,
 // https://www.rfc-editor.org/rfc/rfc6750#section-2.1). It suits senders that
-// sign nothing (Documenso's X-Documenso-Secret, a Google Pub/Sub push
-// endpoint behind a static token, an internal service). A token proves
-// origin but not integrity, and there is no replay window: prefer a signing
-// scheme wherever the sender offers one.
-type TokenConfig struct {
-	// Secrets are the accepted tokens; several may be active during
-	// rotation. Required.
-	Secrets []string
+// sign nothing (Documenso's X-Documenso-Secret, an internal service). A
+// token proves origin but not integrity, and there is no replay window:
+// prefer a signing scheme wherever the sender offers one.
+type TokenOptions struct {
 	// Header carries the token. Default "Authorization" (with Scheme
 	// defaulting to "Bearer").
 	Header string
@@ -27,16 +24,30 @@ type TokenConfig struct {
 	Scheme string
 	// Key locates the event identity.
 	Key KeyRule
-	// AllowedEventTypes restricts event types (exact, "*" or a "prefix*"
-	// pattern); empty allows all.
-	AllowedEventTypes []string
 }
 
-// Type implements [Config].
-func (TokenConfig) Type() Type { return TypeToken }
+func init() {
+	Register(Provider{
+		Type:    TypeToken,
+		Name:    "Shared token in a header",
+		Docs:    []string{"https://www.rfc-editor.org/rfc/rfc6750#section-2.1"},
+		Options: func() any { return &TokenOptions{} },
+		Build: func(c Core, opts any) (Verifier, error) {
+			return opts.(*TokenOptions).WithDefaults().compile(c)
+		},
+		CredentialHeaders: func(opts any) []string { return []string{opts.(*TokenOptions).WithDefaults().Header} },
+		Redelivery: Redelivery{
+			Key:     "the source's `options.key`: a header, or JSON pointers joined",
+			Retries: "the sender's",
+			Horizon: "the sender's id's",
+			Batches: "no",
+			Resends: "the sender's",
+		},
+	})
+}
 
 // WithDefaults returns a copy with Header (and then Scheme) defaulted.
-func (c TokenConfig) WithDefaults() TokenConfig {
+func (c TokenOptions) WithDefaults() TokenOptions {
 	if c.Header == "" {
 		c.Header = "Authorization"
 		if c.Scheme == "" {
@@ -46,19 +57,8 @@ func (c TokenConfig) WithDefaults() TokenConfig {
 	return c
 }
 
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c TokenConfig) Validate() error {
-	c = c.WithDefaults()
-	_, err := c.compile()
-	return err
-}
-
-func (c TokenConfig) compile() (*tokenVerifier, error) {
+func (c TokenOptions) compile(core Core) (*tokenVerifier, error) {
 	const t = TypeToken
-	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
-		return nil, err
-	}
 	if c.Header == "" {
 		return nil, &ConfigError{Type: t, Field: "Header", Reason: "is required"}
 	}
@@ -69,14 +69,7 @@ func (c TokenConfig) compile() (*tokenVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
-		return nil, err
-	}
-	return &tokenVerifier{auth: tokenAuth{header: c.Header, scheme: c.Scheme, tokens: append([]string(nil), c.Secrets...)}, key: kr, types: newTypeFilter(c.AllowedEventTypes)}, nil
-}
-
-func (c TokenConfig) build() (Verifier, error) {
-	return c.WithDefaults().compile()
+	return &tokenVerifier{auth: tokenAuth{header: c.Header, scheme: c.Scheme, tokens: append([]string(nil), core.Secrets...)}, key: kr, types: newTypeFilter(core.AllowedEventTypes)}, nil
 }
 
 type tokenVerifier struct {

@@ -26,7 +26,7 @@ var (
 	twilioStatusParams = []string{"CallStatus", "MessageStatus", "SmsStatus", "RecordingStatus", "TranscriptionStatus", "StatusCallbackEvent"}
 )
 
-// TwilioConfig configures the "twilio" scheme, per
+// TwilioOptions are the options of the "twilio" provider type, per
 // https://www.twilio.com/docs/usage/webhooks/webhooks-security:
 //
 //   - X-Twilio-Signature is the base64 HMAC-SHA1, keyed with the account's
@@ -65,37 +65,37 @@ var (
 //     the bodySHA256 of a JSON body).
 //
 // Type is the status value, ObjectID the resource sid.
-type TwilioConfig struct {
-	// Secrets are the account auth tokens (primary and secondary during
-	// rotation). Required.
-	Secrets []string
+type TwilioOptions struct {
 	// URL is the public webhook URL as configured in Twilio, without query:
 	// an absolute http or https URL. Required.
 	URL string
-	// AllowedEventTypes restricts status values ("completed", "delivered",
-	// …; exact, "*" or a "prefix*" pattern); empty allows all.
-	AllowedEventTypes []string
 }
 
-// Type implements [Config].
-func (TwilioConfig) Type() Type { return TypeTwilio }
-
-// WithDefaults returns c unchanged: Twilio has nothing to default.
-func (c TwilioConfig) WithDefaults() TwilioConfig { return c }
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c TwilioConfig) Validate() error {
-	c = c.WithDefaults()
-	_, err := c.compile()
-	return err
+func init() {
+	Register(Provider{
+		Type: TypeTwilio,
+		Name: "Twilio",
+		Docs: []string{
+			"https://www.twilio.com/docs/usage/webhooks/webhooks-security",
+			"https://www.twilio.com/docs/usage/webhooks/webhooks-connection-overrides",
+		},
+		Options: func() any { return &TwilioOptions{} },
+		Build: func(c Core, opts any) (Verifier, error) {
+			return opts.(*TwilioOptions).compile(c)
+		},
+		CredentialHeaders: func(any) []string { return []string{TwilioSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`I-Twilio-Idempotency-Token` when sent; else messages: `MessageSid` + status; other resources: sid + status + SHA-256 of the query and the sorted parameters",
+			Retries: "only with connection overrides (`#rc=`): the same request, same token and parameters",
+			Horizon: "forever",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
 }
 
-func (c TwilioConfig) compile() (*twilioVerifier, error) {
+func (c TwilioOptions) compile(core Core) (*twilioVerifier, error) {
 	const t = TypeTwilio
-	if err := validateSecrets(t, "Secrets", c.Secrets); err != nil {
-		return nil, err
-	}
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, &ConfigError{Type: t, Field: "URL", Reason: "must be an absolute http or https URL"}
@@ -103,14 +103,7 @@ func (c TwilioConfig) compile() (*twilioVerifier, error) {
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, &ConfigError{Type: t, Field: "URL", Reason: "must not carry a query or fragment: the request's own query is appended"}
 	}
-	if err := validateAllowed(t, c.AllowedEventTypes); err != nil {
-		return nil, err
-	}
-	return &twilioVerifier{keys: secretKeys(c.Secrets), bases: portVariants(u), types: newTypeFilter(c.AllowedEventTypes)}, nil
-}
-
-func (c TwilioConfig) build() (Verifier, error) {
-	return c.WithDefaults().compile()
+	return &twilioVerifier{keys: secretKeys(core.Secrets), bases: portVariants(u), types: newTypeFilter(core.AllowedEventTypes)}, nil
 }
 
 // portVariants returns the URL without and with the scheme's default port

@@ -2,8 +2,10 @@
 // provider a source is configured for, and extracts the identity of the event
 // it carries (the idempotency key the claim ledger needs).
 //
-// Every scheme sits behind one interface, [Verifier], built from a per-scheme
-// config struct by [New]. A verifier works on the raw body bytes exactly as
+// Every provider type is registered once ([Register], from the init function
+// of the file that implements it) and sits behind one interface, [Verifier],
+// built by [New] from the configuration every provider shares ([Core]) and
+// the provider's own options struct. A verifier works on the raw body bytes exactly as
 // they arrived (never a re-serialised or decompressed copy: signatures are
 // computed over the bytes the provider sent) and on the request headers
 // through the small [Header] interface, which net/http's http.Header
@@ -30,6 +32,7 @@ package verify
 
 import (
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -170,44 +173,48 @@ type ItemError struct {
 	Err error
 }
 
-// Type names a verification scheme.
+// Type names a provider type: a registered [Provider] (see [Register]).
 type Type string
 
-// The verification schemes. Each is documented on its config struct.
+// The provider types implemented in this package's own files; every other
+// registered type is just its [Provider.Type].
 const (
-	TypeStripe           Type = "stripe"            // [StripeConfig]
-	TypeGitHub           Type = "github"            // [GitHubConfig]
-	TypeStandardWebhooks Type = "standard-webhooks" // [StandardWebhooksConfig]
-	TypeShopify          Type = "shopify"           // [ShopifyConfig]
-	TypeSlack            Type = "slack"             // [SlackConfig]
-	TypeMSGraph          Type = "msgraph"           // [MSGraphConfig]
-	TypeCloudEvents      Type = "cloudevents"       // [CloudEventsConfig]
-	TypeHMAC             Type = "hmac"              // [HMACConfig]
-	TypeToken            Type = "token"             // [TokenConfig]
-	TypePaddle           Type = "paddle"            // [PaddleConfig]
-	TypeZoom             Type = "zoom"              // [ZoomConfig]
-	TypeTwilio           Type = "twilio"            // [TwilioConfig]
+	TypeStripe           Type = "stripe"            // stripe.go
+	TypeGitHub           Type = "github"            // github.go
+	TypeStandardWebhooks Type = "standard-webhooks" // standardwebhooks.go
+	TypeShopify          Type = "shopify"           // shopify.go
+	TypeSlack            Type = "slack"             // slack.go
+	TypeMSGraph          Type = "msgraph"           // msgraph.go
+	TypeCloudEvents      Type = "cloudevents"       // cloudevents.go, [CloudEventsOptions]
+	TypeHMAC             Type = "hmac"              // generic.go, [HMACOptions]
+	TypeToken            Type = "token"             // token.go, [TokenOptions]
+	TypePaddle           Type = "paddle"            // paddle.go
+	TypeZoom             Type = "zoom"              // zoom.go
+	TypeTwilio           Type = "twilio"            // twilio.go, [TwilioOptions]
 )
 
-// Types lists every supported scheme, in a stable order.
+// Types lists every registered provider type, sorted.
 func Types() []Type {
-	return []Type{
-		TypeStripe, TypeGitHub, TypeStandardWebhooks, TypeShopify, TypeSlack,
-		TypeMSGraph, TypeCloudEvents, TypeHMAC, TypeToken, TypePaddle, TypeZoom,
-		TypeTwilio,
+	ps := Providers()
+	ts := make([]Type, len(ps))
+	for i, p := range ps {
+		ts[i] = p.Type
 	}
+	return ts
 }
 
-// ParseType returns the Type named s (exact, lower-case spelling as in
-// [Types]). Anything else is an error matching [ErrUnknownType]: unknown
-// schemes fail closed.
+// ParseType returns the registered Type named s (exact, lower-case
+// spelling as in [Types]). Anything else is an error matching
+// [ErrUnknownType]: unknown providers fail closed.
 func ParseType(s string) (Type, error) {
-	for _, t := range Types() {
-		if string(t) == s {
-			return t, nil
-		}
+	if _, ok := Lookup(Type(s)); ok {
+		return Type(s), nil
 	}
-	return "", &ConfigError{Field: "Type", Reason: "unknown verification type " + strconv.Quote(s) + " (known: " + typeList() + ")", unknownType: true}
+	return "", unknownType(s)
+}
+
+func unknownType(s string) *ConfigError {
+	return &ConfigError{Field: "Type", Reason: "unknown verification type " + strconv.Quote(s) + " (known: " + typeList() + ")", unknownType: true}
 }
 
 func typeList() string {
@@ -219,23 +226,62 @@ func typeList() string {
 	return strings.Join(s, ", ")
 }
 
-// Config is the configuration of one scheme: one of the *Config structs of
-// this package ([StripeConfig], [GitHubConfig], …), by value or pointer. The
-// interface is sealed; there is no way to plug in an unverified scheme.
-type Config interface {
-	// Type names the scheme the config is for.
-	Type() Type
-	build() (Verifier, error)
+// New builds the verifier of a source of provider type t:
+//
+//   - core is what every provider shares (secrets, tolerance, allowed event
+//     types, clock); New applies [Core.WithDefaults] and [Core.Validate]
+//     (secrets may be empty only where [Provider.SecretsOptional]);
+//   - opts is the provider's options struct, the type [Provider.Options]
+//     returns (a pointer, or the struct by value); nil means its zero
+//     value. It must be nil for a provider without options.
+//
+// Then the provider's Build validates what it uses. Every error is a
+// *[ConfigError] naming the field: "Secrets[1]", "Tolerance",
+// "AllowedEventTypes[0]", "Options" (opts of the wrong type), or a field of
+// the options struct by its Go path ("Signature.Header", "Key.IDHeader").
+// An unregistered t matches [ErrUnknownType].
+func New(t Type, core Core, opts any) (Verifier, error) {
+	p, ok := Lookup(t)
+	if !ok {
+		return nil, unknownType(string(t))
+	}
+	opts, err := p.options(opts)
+	if err != nil {
+		return nil, err
+	}
+	core = core.WithDefaults(0)
+	if err := core.Validate(t, p.SecretsOptional); err != nil {
+		return nil, err
+	}
+	return p.Build(core, opts)
 }
 
-// New builds the verifier for cfg: it applies the config's WithDefaults,
-// runs its Validate, and fails with a *[ConfigError] naming the offending
-// field. A nil config is an error.
-func New(cfg Config) (Verifier, error) {
-	if cfg == nil {
-		return nil, &ConfigError{Field: "Type", Reason: "no configuration given", unknownType: true}
+// options returns opts as the pointer Build expects: p.Options() when nil,
+// a pointer to a copy when given by value.
+func (p *Provider) options(opts any) (any, error) {
+	if p.Options == nil {
+		if opts != nil {
+			return nil, &ConfigError{Type: p.Type, Field: "Options", Reason: "provider " + string(p.Type) + " takes no options"}
+		}
+		return nil, nil
 	}
-	return cfg.build()
+	want := p.Options()
+	if opts == nil {
+		return want, nil
+	}
+	wt, got := reflect.TypeOf(want), reflect.ValueOf(opts)
+	switch {
+	case got.Type() == wt:
+		if got.Kind() == reflect.Pointer && got.IsNil() {
+			return want, nil
+		}
+		return opts, nil
+	case wt.Kind() == reflect.Pointer && got.Type() == wt.Elem():
+		ptr := reflect.New(wt.Elem())
+		ptr.Elem().Set(got)
+		return ptr.Interface(), nil
+	}
+	return nil, &ConfigError{Type: p.Type, Field: "Options", Reason: "must be a " + wt.String()}
 }
 
 // JoinKey joins parts into one unambiguous key: each part is written as its

@@ -31,11 +31,23 @@ func hdr(kv ...string) http.Header {
 	return h
 }
 
-func mustNew(t *testing.T, c Config) Verifier {
+// config is a verifier configuration as these tests write it: the
+// arguments of New.
+type config struct {
+	typ  Type
+	core Core
+	opts any
+}
+
+func cfg(t Type, core Core, opts any) config { return config{typ: t, core: core, opts: opts} }
+
+func newFrom(c config) (Verifier, error) { return New(c.typ, c.core, c.opts) }
+
+func mustNew(t *testing.T, c config) Verifier {
 	t.Helper()
-	v, err := New(c)
+	v, err := newFrom(c)
 	require.NoError(t, err)
-	require.Equal(t, c.Type(), v.Type())
+	require.Equal(t, c.typ, v.Type())
 	return v
 }
 
@@ -120,16 +132,35 @@ func TestParseTypeAndNew(t *testing.T) {
 	require.Contains(t, err.Error(), "unknown verification type")
 	_, err = ParseType("")
 	require.ErrorIs(t, err, ErrUnknownType)
-	_, err = New(nil)
+	_, err = New("", Core{Secrets: []string{"s"}}, nil)
+	require.ErrorIs(t, err, ErrUnknownType)
+	_, err = New("nope", Core{Secrets: []string{"s"}}, nil)
 	require.ErrorIs(t, err, ErrUnknownType)
 	// A config error is not an unknown-type error.
-	_, err = New(StripeConfig{})
+	_, err = newFrom(cfg(TypeStripe, Core{}, nil))
 	require.Error(t, err)
 	require.False(t, errors.Is(err, ErrUnknownType))
-	// Pointers to configs work as well as values.
-	v, err := New(&GitHubConfig{Secrets: []string{"s"}})
+	v, err := newFrom(cfg(TypeGitHub, Core{Secrets: []string{"s"}}, nil))
 	require.NoError(t, err)
 	require.Equal(t, TypeGitHub, v.Type())
+	// Options by value work as well as by pointer; nil is the zero value.
+	_, err = New(TypeToken, Core{Secrets: []string{"s"}}, TokenOptions{Key: KeyRule{IDHeader: "X-Id"}})
+	require.NoError(t, err)
+	_, err = New(TypeToken, Core{Secrets: []string{"s"}}, nil)
+	requireConfigField(t, err, "Key.IDHeader")
+	// Options of another type, or for a provider without options, are
+	// refused naming Options.
+	_, err = New(TypeToken, Core{Secrets: []string{"s"}}, &HMACOptions{})
+	requireConfigField(t, err, "Options")
+	_, err = New(TypeStripe, Core{Secrets: []string{"s"}}, &HMACOptions{})
+	requireConfigField(t, err, "Options")
+}
+
+func requireConfigField(t *testing.T, err error, field string) {
+	t.Helper()
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, field, ce.Field)
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -138,93 +169,97 @@ func TestConfigValidation(t *testing.T) {
 	sw := "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 24))
 	tests := []struct {
 		name   string
-		cfg    Config
+		cfg    config
 		field  string
 		reason string
 	}{
-		{"stripe no secrets", StripeConfig{}, "Secrets", "at least one secret"},
-		{"stripe empty secret", StripeConfig{Secrets: []string{"a", ""}}, "Secrets[1]", "must not be empty"},
-		{"stripe whitespace", StripeConfig{Secrets: []string{"whsec_x\n"}}, "Secrets[0]", "whitespace"},
-		{"stripe negative tolerance", StripeConfig{Secrets: good, Tolerance: -time.Second}, "Tolerance", "must not be negative"},
-		{"stripe bad pattern", StripeConfig{Secrets: good, AllowedEventTypes: []string{"a*b"}}, "AllowedEventTypes[0]", "'*'"},
-		{"stripe empty pattern", StripeConfig{Secrets: good, AllowedEventTypes: []string{""}}, "AllowedEventTypes[0]", "must not be empty"},
-		{"github no secrets", GitHubConfig{}, "Secrets", "at least one"},
-		{"shopify no secrets", ShopifyConfig{}, "Secrets", "at least one"},
-		{"slack negative tolerance", SlackConfig{Secrets: good, Tolerance: -1}, "Tolerance", "negative"},
-		{"paddle no secrets", PaddleConfig{}, "Secrets", "at least one"},
-		{"zoom no secrets", ZoomConfig{}, "Secrets", "at least one"},
-		{"graph long clientState", MSGraphConfig{Secrets: []string{strings.Repeat("x", 256)}}, "Secrets[0]", "255"},
-		{"sw empty", StandardWebhooksConfig{Secrets: []string{"whsec_"}}, "Secrets[0]", "decodes to 0 bytes"},
-		{"sw not base64", StandardWebhooksConfig{Secrets: []string{"whsec_!!!!"}}, "Secrets[0]", "not valid standard base64"},
-		{"sw short", StandardWebhooksConfig{Secrets: []string{sw, "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 23))}}, "Secrets[1]", "23 bytes"},
-		{"sw long", StandardWebhooksConfig{Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 65))}}, "Secrets[0]", "65 bytes"},
-		{"sw private key", StandardWebhooksConfig{Secrets: []string{"whsk_AAAA"}}, "Secrets[0]", "private"},
-		{"sw public key size", StandardWebhooksConfig{Secrets: []string{"whpk_" + base64.StdEncoding.EncodeToString(make([]byte, 31))}}, "Secrets[0]", "32"},
-		{"hmac no header", HMACConfig{Secrets: good}, "Signature.Header", "required"},
-		{"hmac bad alg", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig", Algorithm: "md5"}}, "Signature.Algorithm", "sha1, sha256 or sha512"},
-		{"hmac bad enc", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig", Encoding: "base32"}}, "Signature.Encoding", "hex or base64"},
-		{"hmac no body", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}", TimestampHeader: "X-Ts", Key: KeyRule{IDHeader: "X-Id"}}, "SignedContent", "must contain {body}"},
-		{"hmac unknown placeholder", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{nonce}.{body}", Key: KeyRule{IDHeader: "X-Id"}}, "SignedContent", "unknown placeholder {nonce}"},
-		{"hmac unclosed", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{body", Key: KeyRule{IDHeader: "X-Id"}}, "SignedContent", "unclosed"},
-		{"hmac unsigned timestamp", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, TimestampHeader: "X-Ts", Key: KeyRule{IDHeader: "X-Id"}}, "SignedContent", "unsigned timestamp"},
-		{"hmac timestamp placeholder without header", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}.{body}", Key: KeyRule{IDHeader: "X-Id"}}, "TimestampHeader", "required"},
-		{"hmac id placeholder without header", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{id}.{body}", Key: KeyRule{IDPointers: []string{"/id"}}}, "Key.IDHeader", "{id}"},
-		{"hmac both timestamps", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}.{body}", TimestampHeader: "X-Ts", TimestampPointer: "/ts", Key: KeyRule{IDHeader: "X-Id"}}, "TimestampPointer", "at most one"},
-		{"hmac unit", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, TimestampUnit: "us", Key: KeyRule{IDHeader: "X-Id"}}, "TimestampUnit", "s or ms"},
-		{"hmac secret encoding", HMACConfig{Secrets: good, SecretEncoding: "b64", Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id"}}, "SecretEncoding", "raw, base64 or hex"},
-		{"hmac secret not hex", HMACConfig{Secrets: []string{"zz"}, SecretEncoding: "hex", Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id"}}, "Secrets[0]", "not valid hex"},
-		{"hmac no key rule", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}}, "Key.IDHeader", "exactly one"},
-		{"hmac both key rules", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id", IDPointers: []string{"/id"}}}, "Key.IDHeader", "exactly one"},
-		{"hmac bad pointer", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDPointers: []string{"id"}}}, "Key.IDPointers[0]", "start with '/'"},
-		{"hmac bad escape", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDPointers: []string{"/a~2"}}}, "Key.IDPointers[0]", "'~'"},
-		{"hmac empty pointer", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDPointers: []string{""}}}, "Key.IDPointers[0]", "non-empty"},
-		{"hmac both type", HMACConfig{Secrets: good, Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id", TypeHeader: "X-T", TypePointer: "/t"}}, "Key.TypePointer", "at most one"},
-		{"token no key", TokenConfig{Secrets: good}, "Key.IDHeader", "exactly one"},
-		{"token scheme", TokenConfig{Secrets: good, Scheme: "Bearer x", Key: KeyRule{IDHeader: "X-Id"}}, "Scheme", "single token"},
-		{"ce auth none", CloudEventsConfig{Secrets: good, Auth: "none"}, "Auth", "unauthenticated"},
-		{"ce hmac header", CloudEventsConfig{Secrets: good, Auth: CloudEventsAuthHMAC}, "Signature.Header", "required"},
-		{"twilio url", TwilioConfig{Secrets: good, URL: "mycompany.com/x"}, "URL", "absolute"},
-		{"twilio query", TwilioConfig{Secrets: good, URL: "https://mycompany.com/x?a=1"}, "URL", "query"},
+		{"stripe no secrets", cfg(TypeStripe, Core{}, nil), "Secrets", "at least one secret"},
+		{"stripe empty secret", cfg(TypeStripe, Core{Secrets: []string{"a", ""}}, nil), "Secrets[1]", "must not be empty"},
+		{"stripe whitespace", cfg(TypeStripe, Core{Secrets: []string{"whsec_x\n"}}, nil), "Secrets[0]", "whitespace"},
+		{"stripe negative tolerance", cfg(TypeStripe, Core{Secrets: good, Tolerance: -time.Second}, nil), "Tolerance", "must not be negative"},
+		{"stripe bad pattern", cfg(TypeStripe, Core{Secrets: good, AllowedEventTypes: []string{"a*b"}}, nil), "AllowedEventTypes[0]", "'*'"},
+		{"stripe empty pattern", cfg(TypeStripe, Core{Secrets: good, AllowedEventTypes: []string{""}}, nil), "AllowedEventTypes[0]", "must not be empty"},
+		{"github no secrets", cfg(TypeGitHub, Core{}, nil), "Secrets", "at least one"},
+		{"shopify no secrets", cfg(TypeShopify, Core{}, nil), "Secrets", "at least one"},
+		{"slack negative tolerance", cfg(TypeSlack, Core{Secrets: good, Tolerance: -1}, nil), "Tolerance", "negative"},
+		{"paddle no secrets", cfg(TypePaddle, Core{}, nil), "Secrets", "at least one"},
+		{"zoom no secrets", cfg(TypeZoom, Core{}, nil), "Secrets", "at least one"},
+		{"graph long clientState", cfg(TypeMSGraph, Core{Secrets: []string{strings.Repeat("x", 256)}}, nil), "Secrets[0]", "255"},
+		{"sw empty", cfg(TypeStandardWebhooks, Core{Secrets: []string{"whsec_"}}, nil), "Secrets[0]", "decodes to 0 bytes"},
+		{"sw not base64", cfg(TypeStandardWebhooks, Core{Secrets: []string{"whsec_!!!!"}}, nil), "Secrets[0]", "not valid standard base64"},
+		{"sw short", cfg(TypeStandardWebhooks, Core{Secrets: []string{sw, "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 23))}}, nil), "Secrets[1]", "23 bytes"},
+		{"sw long", cfg(TypeStandardWebhooks, Core{Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 65))}}, nil), "Secrets[0]", "65 bytes"},
+		{"sw private key", cfg(TypeStandardWebhooks, Core{Secrets: []string{"whsk_AAAA"}}, nil), "Secrets[0]", "private"},
+		{"sw public key size", cfg(TypeStandardWebhooks, Core{Secrets: []string{"whpk_" + base64.StdEncoding.EncodeToString(make([]byte, 31))}}, nil), "Secrets[0]", "32"},
+		{"hmac no header", cfg(TypeHMAC, Core{Secrets: good}, nil), "Signature.Header", "required"},
+		{"hmac bad alg", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig", Algorithm: "md5"}}), "Signature.Algorithm", "sha1, sha256 or sha512"},
+		{"hmac bad enc", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig", Encoding: "base32"}}), "Signature.Encoding", "hex or base64"},
+		{"hmac no body", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}", TimestampHeader: "X-Ts", Key: KeyRule{IDHeader: "X-Id"}}), "SignedContent", "must contain {body}"},
+		{"hmac unknown placeholder", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{nonce}.{body}", Key: KeyRule{IDHeader: "X-Id"}}), "SignedContent", "unknown placeholder {nonce}"},
+		{"hmac unclosed", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{body", Key: KeyRule{IDHeader: "X-Id"}}), "SignedContent", "unclosed"},
+		{"hmac unsigned timestamp", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, TimestampHeader: "X-Ts", Key: KeyRule{IDHeader: "X-Id"}}), "SignedContent", "unsigned timestamp"},
+		{"hmac timestamp placeholder without header", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}.{body}", Key: KeyRule{IDHeader: "X-Id"}}), "TimestampHeader", "required"},
+		{"hmac id placeholder without header", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{id}.{body}", Key: KeyRule{IDPointers: []string{"/id"}}}), "Key.IDHeader", "{id}"},
+		{"hmac both timestamps", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}.{body}", TimestampHeader: "X-Ts", TimestampPointer: "/ts", Key: KeyRule{IDHeader: "X-Id"}}), "TimestampPointer", "at most one"},
+		{"hmac unit", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, TimestampUnit: "us", Key: KeyRule{IDHeader: "X-Id"}}), "TimestampUnit", "s or ms"},
+		{"hmac secret encoding", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{SecretEncoding: "b64", Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id"}}), "SecretEncoding", "raw, base64 or hex"},
+		{"hmac secret not hex", cfg(TypeHMAC, Core{Secrets: []string{"zz"}}, &HMACOptions{SecretEncoding: "hex", Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id"}}), "Secrets[0]", "not valid hex"},
+		{"hmac no key rule", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}}), "Key.IDHeader", "exactly one"},
+		{"hmac both key rules", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id", IDPointers: []string{"/id"}}}), "Key.IDHeader", "exactly one"},
+		{"hmac bad pointer", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDPointers: []string{"id"}}}), "Key.IDPointers[0]", "start with '/'"},
+		{"hmac bad escape", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDPointers: []string{"/a~2"}}}), "Key.IDPointers[0]", "'~'"},
+		{"hmac empty pointer", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDPointers: []string{""}}}), "Key.IDPointers[0]", "non-empty"},
+		{"hmac both type", cfg(TypeHMAC, Core{Secrets: good}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id", TypeHeader: "X-T", TypePointer: "/t"}}), "Key.TypePointer", "at most one"},
+		{"token no key", cfg(TypeToken, Core{Secrets: good}, nil), "Key.IDHeader", "exactly one"},
+		{"token scheme", cfg(TypeToken, Core{Secrets: good}, &TokenOptions{Scheme: "Bearer x", Key: KeyRule{IDHeader: "X-Id"}}), "Scheme", "single token"},
+		{"ce auth none", cfg(TypeCloudEvents, Core{Secrets: good}, &CloudEventsOptions{Auth: "none"}), "Auth", "unauthenticated"},
+		{"ce hmac header", cfg(TypeCloudEvents, Core{Secrets: good}, &CloudEventsOptions{Auth: CloudEventsAuthHMAC}), "Signature.Header", "required"},
+		{"twilio url", cfg(TypeTwilio, Core{Secrets: good}, &TwilioOptions{URL: "mycompany.com/x"}), "URL", "absolute"},
+		{"twilio query", cfg(TypeTwilio, Core{Secrets: good}, &TwilioOptions{URL: "https://mycompany.com/x?a=1"}), "URL", "query"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(tt.cfg)
+			_, err := newFrom(tt.cfg)
 			require.Error(t, err)
 			var ce *ConfigError
 			require.True(t, errors.As(err, &ce), "%T %v", err, err)
 			require.Equal(t, tt.field, ce.Field, "%v", err)
 			require.Contains(t, ce.Reason, tt.reason)
-			require.Equal(t, tt.cfg.Type(), ce.Type)
-			require.Contains(t, err.Error(), string(tt.cfg.Type())+" config: "+tt.field)
+			require.Equal(t, tt.cfg.typ, ce.Type)
+			require.Contains(t, err.Error(), string(tt.cfg.typ)+" config: "+tt.field)
 		})
 	}
 }
 
 func TestWithDefaults(t *testing.T) {
 	t.Parallel()
-	c := StripeConfig{}.WithDefaults()
+	c := Core{}.WithDefaults(0)
 	require.Equal(t, DefaultTolerance, c.Tolerance)
 	require.NotNil(t, c.Now)
-	require.Equal(t, 300*time.Second, SlackConfig{}.WithDefaults().Tolerance)
-	h := HMACConfig{}.WithDefaults()
+	require.NotNil(t, c.HTTPClient)
+	require.Equal(t, time.Hour, Core{}.WithDefaults(time.Hour).Tolerance)
+	h := HMACOptions{}.WithDefaults()
 	require.Equal(t, "sha256", h.Signature.Algorithm)
 	require.Equal(t, EncodingHex, h.Signature.Encoding)
 	require.Equal(t, "{body}", h.SignedContent)
 	require.Equal(t, UnitSeconds, h.TimestampUnit)
 	require.Equal(t, EncodingRaw, h.SecretEncoding)
-	tk := TokenConfig{}.WithDefaults()
+	tk := TokenOptions{}.WithDefaults()
 	require.Equal(t, "Authorization", tk.Header)
 	require.Equal(t, "Bearer", tk.Scheme)
-	tk = TokenConfig{Header: "X-Token"}.WithDefaults()
+	tk = TokenOptions{Header: "X-Token"}.WithDefaults()
 	require.Equal(t, "", tk.Scheme, "an explicit header carries the bare token")
-	require.Equal(t, CloudEventsAuthBearer, CloudEventsConfig{}.WithDefaults().Auth)
-	// Validate applies the defaults first, as New does.
-	require.NoError(t, HMACConfig{Secrets: []string{"s"}, Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id"}}.Validate())
-	require.NoError(t, TokenConfig{Secrets: []string{"s"}, Key: KeyRule{IDHeader: "X-Id"}}.Validate())
-	require.NoError(t, CloudEventsConfig{Secrets: []string{"s"}}.Validate())
+	require.Equal(t, CloudEventsAuthBearer, CloudEventsOptions{}.WithDefaults().Auth)
+	// New applies the defaults first.
+	_, err := newFrom(cfg(TypeHMAC, Core{Secrets: []string{"s"}}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, Key: KeyRule{IDHeader: "X-Id"}}))
+	require.NoError(t, err)
+	_, err = newFrom(cfg(TypeToken, Core{Secrets: []string{"s"}}, &TokenOptions{Key: KeyRule{IDHeader: "X-Id"}}))
+	require.NoError(t, err)
+	_, err = newFrom(cfg(TypeCloudEvents, Core{Secrets: []string{"s"}}, nil))
+	require.NoError(t, err)
 	// Explicit values survive.
-	require.Equal(t, time.Minute, StripeConfig{Tolerance: time.Minute}.WithDefaults().Tolerance)
+	require.Equal(t, time.Minute, Core{Tolerance: time.Minute}.WithDefaults(0).Tolerance)
 }
 
 func TestTypeFilter(t *testing.T) {
@@ -270,7 +305,7 @@ func TestStripe(t *testing.T) {
 	body := []byte(`{"id":"evt_1","object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`)
 	connect := []byte(`{"id":"evt_2","object":"event","type":"account.updated","account":"acct_9","data":{"object":{"id":"acct_9"}}}`)
 	thin := []byte(`{"id":"evt_3","object":"v2.core.event","type":"v1.billing.meter.error_report_triggered","context":"acct_7","related_object":{"id":"mtr_1"}}`)
-	v := mustNew(t, StripeConfig{Secrets: []string{rolled, secret}, Now: fixed(t0)})
+	v := mustNew(t, cfg(TypeStripe, Core{Secrets: []string{rolled, secret}, Now: fixed(t0)}, nil))
 	req := func(sigHeader string, b []byte) (Result, error) {
 		return v.Verify(Request{Header: hdr("Stripe-Signature", sigHeader), Body: b})
 	}
@@ -317,7 +352,7 @@ func TestStripe(t *testing.T) {
 	require.True(t, requireCode(t, err, CodeMalformedBody, "").Authenticated)
 
 	// Allowed event types.
-	f := mustNew(t, StripeConfig{Secrets: []string{secret}, AllowedEventTypes: []string{"invoice.*"}, Now: fixed(t0)})
+	f := mustNew(t, cfg(TypeStripe, Core{Secrets: []string{secret}, AllowedEventTypes: []string{"invoice.*"}, Now: fixed(t0)}, nil))
 	_, err = f.Verify(Request{Header: hdr("Stripe-Signature", verifytest.StripeHeader(t0.Unix(), body, secret)), Body: body})
 	e = requireCode(t, err, CodeEventTypeNotAllowed, "/type")
 	require.True(t, e.Authenticated)
@@ -328,7 +363,7 @@ func TestGitHub(t *testing.T) {
 	t.Parallel()
 	const secret = "It's a Secret to Everybody"
 	body := []byte(`{"action":"opened"}`)
-	v := mustNew(t, GitHubConfig{Secrets: []string{"old", secret}, AllowedEventTypes: []string{"pull_request", "ping"}})
+	v := mustNew(t, cfg(TypeGitHub, Core{Secrets: []string{"old", secret}, AllowedEventTypes: []string{"pull_request", "ping"}}, nil))
 	h := hdr(GitHubSignatureHeader, verifytest.GitHub(secret, body), GitHubDeliveryHeader, "d-1", GitHubEventHeader, "pull_request")
 	ev := one(t)(v.Verify(Request{Header: h, Body: body}))
 	require.Equal(t, "d-1", ev.ID)
@@ -367,7 +402,7 @@ func TestStandardWebhooks(t *testing.T) {
 	require.NoError(t, err)
 	body := []byte(`{"type":"invoice.paid","data":{"id":"inv_1"}}`)
 	ts := t0.Unix()
-	v := mustNew(t, StandardWebhooksConfig{Secrets: []string{secret, verifytest.StandardWebhooksPublicKey(pub)}, Now: fixed(t0)})
+	v := mustNew(t, cfg(TypeStandardWebhooks, Core{Secrets: []string{secret, verifytest.StandardWebhooksPublicKey(pub)}, Now: fixed(t0)}, nil))
 	do := func(sig string, b []byte) (Result, error) {
 		return v.Verify(Request{Header: hdr("webhook-id", "msg_1", "webhook-timestamp", strconv.FormatInt(ts, 10), "webhook-signature", sig), Body: b})
 	}
@@ -401,18 +436,18 @@ func TestStandardWebhooks(t *testing.T) {
 	hp, _ := verifytest.StandardWebhooks(secret, "msg_1", ts, plain)
 	require.Equal(t, "", one(t)(do(hp, plain)).Type)
 	// Allowed types apply to the body type.
-	f := mustNew(t, StandardWebhooksConfig{Secrets: []string{secret}, AllowedEventTypes: []string{"user.*"}, Now: fixed(t0)})
+	f := mustNew(t, cfg(TypeStandardWebhooks, Core{Secrets: []string{secret}, AllowedEventTypes: []string{"user.*"}, Now: fixed(t0)}, nil))
 	_, err = f.Verify(Request{Header: hdr("webhook-id", "msg_1", "webhook-timestamp", strconv.FormatInt(ts, 10), "webhook-signature", hm), Body: body})
 	requireCode(t, err, CodeEventTypeNotAllowed, "/type")
 	// Bare base64 secrets (no prefix) are accepted, as by the libraries.
-	bare := mustNew(t, StandardWebhooksConfig{Secrets: []string{strings.TrimPrefix(secret, "whsec_")}, Now: fixed(t0)})
+	bare := mustNew(t, cfg(TypeStandardWebhooks, Core{Secrets: []string{strings.TrimPrefix(secret, "whsec_")}, Now: fixed(t0)}, nil))
 	one(t)(bare.Verify(Request{Header: hdr("webhook-id", "msg_1", "webhook-timestamp", strconv.FormatInt(ts, 10), "webhook-signature", hm), Body: body}))
 }
 
 func TestShopifyFallbackToWebhookID(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":820982911946154508}`)
-	v := mustNew(t, ShopifyConfig{Secrets: []string{"shpss_FAKE"}})
+	v := mustNew(t, cfg(TypeShopify, Core{Secrets: []string{"shpss_FAKE"}}, nil))
 	h := hdr(ShopifyHMACHeader, verifytest.Shopify("shpss_FAKE", body), ShopifyWebhookIDHeader, "wh-1", ShopifyTopicHeader, "orders/create")
 	ev := one(t)(v.Verify(Request{Header: h, Body: body}))
 	require.Equal(t, "wh-1", ev.ID)
@@ -428,7 +463,7 @@ func TestShopifyFallbackToWebhookID(t *testing.T) {
 func TestSlack(t *testing.T) {
 	t.Parallel()
 	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
-	v := mustNew(t, SlackConfig{Secrets: []string{secret}, Now: fixed(t0)})
+	v := mustNew(t, cfg(TypeSlack, Core{Secrets: []string{secret}, Now: fixed(t0)}, nil))
 	do := func(ts int64, body []byte) (Result, error) {
 		return v.Verify(Request{Header: hdr(SlackTimestampHeader, strconv.FormatInt(ts, 10), SlackSignatureHeader, verifytest.Slack(secret, ts, body)), Body: body})
 	}
@@ -454,7 +489,7 @@ func TestSlack(t *testing.T) {
 	_, err = v.Verify(Request{Header: hdr(SlackSignatureHeader, "v0=00")})
 	requireCode(t, err, CodeMissingHeader, SlackTimestampHeader)
 
-	f := mustNew(t, SlackConfig{Secrets: []string{secret}, AllowedEventTypes: []string{"/deploy"}, Now: fixed(t0)})
+	f := mustNew(t, cfg(TypeSlack, Core{Secrets: []string{secret}, AllowedEventTypes: []string{"/deploy"}, Now: fixed(t0)}, nil))
 	body := []byte("command=%2Fother&trigger_id=1.2.3&team_id=T1")
 	_, err = f.Verify(Request{Header: hdr(SlackTimestampHeader, "1700000000", SlackSignatureHeader, verifytest.Slack(secret, t0.Unix(), body)), Body: body})
 	requireCode(t, err, CodeEventTypeNotAllowed, "command")
@@ -462,7 +497,7 @@ func TestSlack(t *testing.T) {
 
 func TestMSGraph(t *testing.T) {
 	t.Parallel()
-	v := mustNew(t, MSGraphConfig{Secrets: []string{"old-state", "SecretClientState"}, AllowedEventTypes: []string{"created", "updated", "reauthorizationRequired"}})
+	v := mustNew(t, cfg(TypeMSGraph, Core{Secrets: []string{"old-state", "SecretClientState"}, AllowedEventTypes: []string{"created", "updated", "reauthorizationRequired"}}, nil))
 	body := []byte(`{"value":[
 		{"subscriptionId":"s1","clientState":"old-state","changeType":"updated","resource":"users/1/messages/2","resourceData":{"@odata.etag":"W/\"1\""}},
 		{"subscriptionId":"s1","clientState":"SecretClientState","lifecycleEvent":"reauthorizationRequired","subscriptionExpirationDateTime":"2026-01-01T00:00:00Z","tenantId":"t1"},
@@ -520,7 +555,7 @@ func TestMSGraph(t *testing.T) {
 
 func TestCloudEvents(t *testing.T) {
 	t.Parallel()
-	bearerV := mustNew(t, CloudEventsConfig{Secrets: []string{"tok-a", "tok-b"}, AllowedEventTypes: []string{"com.example.*"}})
+	bearerV := mustNew(t, cfg(TypeCloudEvents, Core{Secrets: []string{"tok-a", "tok-b"}, AllowedEventTypes: []string{"com.example.*"}}, nil))
 	ceH := func(extra ...string) http.Header {
 		return hdr(append([]string{"Authorization", "bearer tok-b", "ce-specversion", "1.0", "ce-id", "A%2FB", "ce-source", "%2Fsrc", "ce-type", "com.example.x", "ce-subject", "order%201"}, extra...)...)
 	}
@@ -568,7 +603,7 @@ func TestCloudEvents(t *testing.T) {
 	requireCode(t, err, CodeMalformedHeader, "Content-Type")
 
 	// HMAC auth over the raw body.
-	hv := mustNew(t, CloudEventsConfig{Auth: CloudEventsAuthHMAC, Secrets: []string{"k"}, Signature: SignatureSpec{Header: "X-Signature", Prefix: "sha256="}})
+	hv := mustNew(t, cfg(TypeCloudEvents, Core{Secrets: []string{"k"}}, &CloudEventsOptions{Auth: CloudEventsAuthHMAC, Signature: SignatureSpec{Header: "X-Signature", Prefix: "sha256="}}))
 	body := []byte(`{"specversion":"1.0","id":"9","source":"/h","type":"t"}`)
 	sig := "sha256=" + verifytest.HexHMACSHA256("k", body)
 	h := hdr("X-Signature", sig, "Content-Type", "application/cloudevents+json; charset=utf-8")
@@ -587,9 +622,7 @@ func TestGenericHMAC(t *testing.T) {
 
 	t.Run("timestamp header template", func(t *testing.T) {
 		t.Parallel()
-		v := mustNew(t, HMACConfig{Secrets: []string{secret}, Signature: SignatureSpec{Header: "X-Sig", Prefix: "v1="},
-			SignedContent: "{timestamp}.{body}", TimestampHeader: "X-Ts",
-			Key: KeyRule{IDPointers: []string{"/event/id"}, TypePointer: "/event/type", ObjectIDPointer: "/event/object", ObjectVersionPointer: "/event/version"}, Now: fixed(t0)})
+		v := mustNew(t, cfg(TypeHMAC, Core{Secrets: []string{secret}, Now: fixed(t0)}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig", Prefix: "v1="}, SignedContent: "{timestamp}.{body}", TimestampHeader: "X-Ts", Key: KeyRule{IDPointers: []string{"/event/id"}, TypePointer: "/event/type", ObjectIDPointer: "/event/object", ObjectVersionPointer: "/event/version"}}))
 		sign := func(ts string, b []byte) http.Header {
 			return hdr("X-Sig", "v1="+verifytest.HexHMACSHA256(secret, []byte(ts+"."), b), "X-Ts", ts)
 		}
@@ -622,9 +655,7 @@ func TestGenericHMAC(t *testing.T) {
 	t.Run("sha512 base64 with id and rotation separator", func(t *testing.T) {
 		t.Parallel()
 		keyA, keyB := []byte("key-a-FAKE"), []byte("key-b-FAKE")
-		v := mustNew(t, HMACConfig{Secrets: []string{base64.StdEncoding.EncodeToString(keyB)}, SecretEncoding: EncodingBase64,
-			Signature:     SignatureSpec{Header: "X-Sig", Algorithm: "sha512", Encoding: EncodingBase64, Separator: ","},
-			SignedContent: "{id}:{body}", Key: KeyRule{IDHeader: "X-Delivery", TypeHeader: "X-Event"}})
+		v := mustNew(t, cfg(TypeHMAC, Core{Secrets: []string{base64.StdEncoding.EncodeToString(keyB)}}, &HMACOptions{SecretEncoding: EncodingBase64, Signature: SignatureSpec{Header: "X-Sig", Algorithm: "sha512", Encoding: EncodingBase64, Separator: ","}, SignedContent: "{id}:{body}", Key: KeyRule{IDHeader: "X-Delivery", TypeHeader: "X-Event"}}))
 		sig := func(k []byte) string {
 			return base64.StdEncoding.EncodeToString(macOf(sha512.New, k, []byte("dlv-1:"), body))
 		}
@@ -640,9 +671,7 @@ func TestGenericHMAC(t *testing.T) {
 
 	t.Run("milliseconds in a timestamp header", func(t *testing.T) {
 		t.Parallel()
-		v := mustNew(t, HMACConfig{Secrets: []string{secret}, Signature: SignatureSpec{Header: "X-Sig"},
-			SignedContent: "{timestamp}{body}", TimestampHeader: "X-Ts", TimestampUnit: UnitMilliseconds,
-			Key: KeyRule{IDPointers: []string{"/event/type", "/event/id"}}, Now: fixed(t0)})
+		v := mustNew(t, cfg(TypeHMAC, Core{Secrets: []string{secret}, Now: fixed(t0)}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, SignedContent: "{timestamp}{body}", TimestampHeader: "X-Ts", TimestampUnit: UnitMilliseconds, Key: KeyRule{IDPointers: []string{"/event/type", "/event/id"}}}))
 		h := hdr("X-Sig", verifytest.HexHMACSHA256(secret, []byte("1700000000500"), body), "X-Ts", "1700000000500")
 		ev := one(t)(v.Verify(Request{Header: h, Body: body}))
 		require.Equal(t, JoinKey("order.paid", "e-1"), ev.ID)
@@ -651,8 +680,7 @@ func TestGenericHMAC(t *testing.T) {
 
 	t.Run("seconds read as milliseconds are stale", func(t *testing.T) {
 		t.Parallel()
-		v := mustNew(t, HMACConfig{Secrets: []string{secret}, Signature: SignatureSpec{Header: "X-Sig"},
-			TimestampPointer: "/ts", Key: KeyRule{IDHeader: "X-Id"}, Now: fixed(t0)})
+		v := mustNew(t, cfg(TypeHMAC, Core{Secrets: []string{secret}, Now: fixed(t0)}, &HMACOptions{Signature: SignatureSpec{Header: "X-Sig"}, TimestampPointer: "/ts", Key: KeyRule{IDHeader: "X-Id"}}))
 		h := hdr("X-Sig", verifytest.HexHMACSHA256(secret, body), "X-Id", "1")
 		_, err := v.Verify(Request{Header: h, Body: body})
 		requireCode(t, err, CodeTimestampOutsideTolerance, "/ts")
@@ -664,7 +692,7 @@ func TestGenericHMAC(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	t.Parallel()
-	v := mustNew(t, TokenConfig{Secrets: []string{"t-1"}, Key: KeyRule{IDHeader: "X-Id"}})
+	v := mustNew(t, cfg(TypeToken, Core{Secrets: []string{"t-1"}}, &TokenOptions{Key: KeyRule{IDHeader: "X-Id"}}))
 	ev := one(t)(v.Verify(Request{Header: hdr("Authorization", "Bearer t-1", "X-Id", "a")}))
 	require.Equal(t, "a", ev.ID)
 	_, err := v.Verify(Request{Header: hdr("Authorization", "Bearer t-11", "X-Id", "a")})
@@ -673,7 +701,7 @@ func TestToken(t *testing.T) {
 	requireCode(t, err, CodeMalformedHeader, "Authorization")
 	_, err = v.Verify(Request{Header: hdr("Authorization", "Bearer t-1")})
 	requireCode(t, err, CodeMissingHeader, "X-Id")
-	raw := mustNew(t, TokenConfig{Header: "X-Secret", Secrets: []string{"t-1"}, Key: KeyRule{IDPointers: []string{"/id"}}})
+	raw := mustNew(t, cfg(TypeToken, Core{Secrets: []string{"t-1"}}, &TokenOptions{Header: "X-Secret", Key: KeyRule{IDPointers: []string{"/id"}}}))
 	require.Equal(t, "5", one(t)(raw.Verify(Request{Header: hdr("X-Secret", "t-1"), Body: []byte(`{"id":5}`)})).ID)
 	_, err = raw.Verify(Request{Header: hdr("X-Secret", "Bearer t-1"), Body: []byte(`{"id":5}`)})
 	requireCode(t, err, CodeBadSignature, "X-Secret")
@@ -684,7 +712,7 @@ func TestToken(t *testing.T) {
 func TestPaddle(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"event_id":"evt_1","event_type":"transaction.completed","data":{"id":"txn_1"}}`)
-	v := mustNew(t, PaddleConfig{Secrets: []string{"pdl_new"}, Now: fixed(t0)})
+	v := mustNew(t, cfg(TypePaddle, Core{Secrets: []string{"pdl_new"}, Now: fixed(t0)}, nil))
 	ev := one(t)(v.Verify(Request{Header: hdr(PaddleSignatureHeader, verifytest.Paddle(t0.Unix(), body, "pdl_old", "pdl_new")), Body: body}))
 	require.Equal(t, Event{ID: "evt_1", Type: "transaction.completed", ObjectID: "txn_1", Timestamp: t0}, ev)
 	// Stripe habit: ',' instead of ';' is malformed.
@@ -703,7 +731,7 @@ func TestPaddle(t *testing.T) {
 func TestZoomHandshakeUsesTheVerifyingSecret(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`)
-	v := mustNew(t, ZoomConfig{Secrets: []string{"other-FAKE", "secretValueTest"}, Now: fixed(time.Unix(1654503849, 0))})
+	v := mustNew(t, cfg(TypeZoom, Core{Secrets: []string{"other-FAKE", "secretValueTest"}, Now: fixed(time.Unix(1654503849, 0))}, nil))
 	res, err := v.Verify(Request{Header: hdr(ZoomTimestampHeader, "1654503849", ZoomSignatureHeader, verifytest.Zoom("secretValueTest", 1654503849, body)), Body: body})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"70c1f2e2e6ca2d39297490d1f9142c7d701415ea8e6151f6562a08fa657a40ff"}`, string(res.Handshake.Body))
@@ -716,7 +744,7 @@ func TestZoomHandshakeUsesTheVerifyingSecret(t *testing.T) {
 func TestTwilio(t *testing.T) {
 	t.Parallel()
 	params := url.Values{"CallSid": {"CA1"}, "CallStatus": {"completed"}, "From": {"+14158675309"}}
-	v := mustNew(t, TwilioConfig{Secrets: []string{"12345"}, URL: "http://example.com/hook", AllowedEventTypes: []string{"completed"}})
+	v := mustNew(t, cfg(TypeTwilio, Core{Secrets: []string{"12345"}, AllowedEventTypes: []string{"completed"}}, &TwilioOptions{URL: "http://example.com/hook"}))
 	for _, signed := range []string{"http://example.com/hook?x=1", "http://example.com:80/hook?x=1"} {
 		h := hdr(TwilioSignatureHeader, verifytest.Twilio("12345", signed, params))
 		ev := one(t)(v.Verify(Request{Header: h, RawQuery: "x=1", Body: []byte(params.Encode())}))

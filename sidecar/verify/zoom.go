@@ -18,7 +18,7 @@ const (
 	ZoomTimestampHeader = "x-zm-request-timestamp"
 )
 
-// ZoomConfig configures the "zoom" scheme, per
+// The "zoom" provider type, per
 // https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events:
 //
 //   - x-zm-signature is "v0=" followed by the hex HMAC-SHA256 of
@@ -47,47 +47,29 @@ const (
 // the payload names no object; a body without a payload is keyed
 // JoinKey(event, event_ts). Type is event, Scope is payload.account_id,
 // ObjectID is the object uuid/id.
-type ZoomConfig struct {
-	// Secrets are the app secret tokens; several may be active during
-	// rotation. Required.
-	Secrets []string
-	// Tolerance is the replay window; zero means DefaultTolerance.
-	Tolerance time.Duration
-	// AllowedEventTypes restricts event (exact, "*" or a "prefix*" pattern);
-	// empty allows all.
-	AllowedEventTypes []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+func init() {
+	Register(Provider{
+		Type: TypeZoom,
+		Name: "Zoom",
+		Docs: []string{
+			"https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events",
+			"https://developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint",
+			"https://developers.zoom.us/blog/webhook-delays/",
+		},
+		Build:             buildZoom,
+		SignsTimestamp:    true,
+		CredentialHeaders: func(any) []string { return []string{ZoomSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`event` + `payload.object.uuid` (or `id`) + `event_ts` + SHA-256 of `payload`; without a payload, `event` + `event_ts`",
+			Retries: "3 times, 5, 25 and 85 minutes after the first attempt, re-signed, same payload",
+			Horizon: "forever (a composite: Zoom documents no event id)",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
 }
 
-// Type implements [Config].
-func (ZoomConfig) Type() Type { return TypeZoom }
-
-// WithDefaults returns a copy with Tolerance and Now defaulted.
-func (c ZoomConfig) WithDefaults() ZoomConfig {
-	c.Tolerance = defaultTolerance(c.Tolerance)
-	c.Now = defaultNow(c.Now)
-	return c
-}
-
-// Validate reports the first invalid field of c.WithDefaults() as a
-// *[ConfigError].
-func (c ZoomConfig) Validate() error {
-	c = c.WithDefaults()
-	if err := validateSecrets(TypeZoom, "Secrets", c.Secrets); err != nil {
-		return err
-	}
-	if err := validateTolerance(TypeZoom, c.Tolerance); err != nil {
-		return err
-	}
-	return validateAllowed(TypeZoom, c.AllowedEventTypes)
-}
-
-func (c ZoomConfig) build() (Verifier, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func buildZoom(c Core, _ any) (Verifier, error) {
 	return &zoomVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
 }
 
