@@ -16,6 +16,17 @@ const (
 	ShopifyShopHeader      = "X-Shopify-Shop-Domain"
 )
 
+// The same headers as Shopify's Events deliveries name them, without the X-
+// prefix (https://shopify.dev/docs/apps/build/events/delivery-structure#headers,
+// https://shopify.dev/docs/apps/build/events/verify-deliveries).
+const (
+	ShopifyEventsHMACHeader      = "Shopify-Hmac-Sha256"
+	ShopifyEventsEventIDHeader   = "Shopify-Event-Id"
+	ShopifyEventsWebhookIDHeader = "Shopify-Webhook-Id"
+	ShopifyEventsTopicHeader     = "Shopify-Topic"
+	ShopifyEventsShopHeader      = "Shopify-Shop-Domain"
+)
+
 // The "shopify" provider type, per
 // https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify:
 //
@@ -41,6 +52,17 @@ const (
 // every delivery, is refused (authenticated missing_header): the key would
 // lack a part. Type is X-Shopify-Topic, Scope is X-Shopify-Shop-Domain,
 // ObjectID is the body's admin_graphql_api_id (or id).
+//
+// Shopify's Events deliveries send the same headers without the X- prefix
+// (Shopify-Hmac-Sha256, Shopify-Event-Id, Shopify-Webhook-Id, Shopify-Topic,
+// Shopify-Shop-Domain: https://shopify.dev/docs/apps/build/events/delivery-structure#headers,
+// https://shopify.dev/docs/apps/build/events/verify-deliveries), signed the
+// same way. Every header is read under either spelling, so one event gets
+// one key whichever spelling carried it. A delivery that carries both
+// spellings of one header with different values names two things at once
+// and is refused (malformed_header naming the un-prefixed spelling;
+// authenticated when the signature was good), never read as either. Both
+// signature spellings are credential headers.
 func init() {
 	Register(Provider{
 		Type: TypeShopify,
@@ -49,11 +71,13 @@ func init() {
 			"https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify",
 			"https://shopify.dev/docs/apps/build/webhooks/delivery-structure",
 			"https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates",
+			"https://shopify.dev/docs/apps/build/events/delivery-structure#headers",
+			"https://shopify.dev/docs/apps/build/events/verify-deliveries",
 		},
 		Build:             buildShopify,
-		CredentialHeaders: func(any) []string { return []string{ShopifyHMACHeader} },
+		CredentialHeaders: func(any) []string { return []string{ShopifyHMACHeader, ShopifyEventsHMACHeader} },
 		Redelivery: Redelivery{
-			Key:     "`X-Shopify-Topic` + `X-Shopify-Event-Id`; without an event id, `X-Shopify-Webhook-Id`",
+			Key:     "`X-Shopify-Topic` + `X-Shopify-Event-Id`; without an event id, `X-Shopify-Webhook-Id` (Events deliveries: the same headers without `X-`)",
 			Retries: "8 times over 4 hours, keeping both ids",
 			Horizon: "forever",
 			Batches: "no",
@@ -74,26 +98,42 @@ type shopifyVerifier struct {
 func (*shopifyVerifier) Type() Type { return TypeShopify }
 
 func (v *shopifyVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, ShopifyHMACHeader)
+	raw, sigHeader, e := shopifyHeader(r.Header, ShopifyHMACHeader, ShopifyEventsHMACHeader)
+	if e != nil {
+		return Result{}, e
+	}
 	if raw == "" {
-		return Result{}, missingHeader(ShopifyHMACHeader)
+		return Result{}, headerErr(CodeMissingHeader, ShopifyHMACHeader, "neither X-Shopify-Hmac-Sha256 nor Shopify-Hmac-Sha256 is present")
 	}
 	sig, err := base64.StdEncoding.DecodeString(raw)
 	if err != nil || len(sig) != sha256.Size {
-		return Result{}, headerErr(CodeMalformedHeader, ShopifyHMACHeader, "must be the standard base64 of a 32-byte HMAC-SHA256")
+		return Result{}, headerErr(CodeMalformedHeader, sigHeader, "must be the standard base64 of a 32-byte HMAC-SHA256")
 	}
 	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, ShopifyHMACHeader, "signature does not match the payload under any configured secret")
+		return Result{}, headerErr(CodeBadSignature, sigHeader, "signature does not match the payload under any configured secret")
 	}
-	eventID, webhookID := header(r.Header, ShopifyEventIDHeader), header(r.Header, ShopifyWebhookIDHeader)
+	// Shopify signs none of its headers: from here on every failure is
+	// authenticated (the body is Shopify's).
+	var vals [4]string
+	var names [4]string
+	for i, pair := range [4][2]string{
+		{ShopifyEventIDHeader, ShopifyEventsEventIDHeader},
+		{ShopifyWebhookIDHeader, ShopifyEventsWebhookIDHeader},
+		{ShopifyTopicHeader, ShopifyEventsTopicHeader},
+		{ShopifyShopHeader, ShopifyEventsShopHeader},
+	} {
+		if vals[i], names[i], e = shopifyHeader(r.Header, pair[0], pair[1]); e != nil {
+			return Result{}, authenticated(e)
+		}
+	}
+	eventID, webhookID, topic, shop := vals[0], vals[1], vals[2], vals[3]
 	if eventID == "" && webhookID == "" {
-		return Result{}, authenticated(headerErr(CodeMissingHeader, ShopifyEventIDHeader, "neither X-Shopify-Event-Id nor X-Shopify-Webhook-Id is present"))
+		return Result{}, authenticated(headerErr(CodeMissingHeader, ShopifyEventIDHeader, "neither X-Shopify-Event-Id nor X-Shopify-Webhook-Id (nor their Events spellings without X-) is present"))
 	}
-	topic := header(r.Header, ShopifyTopicHeader)
 	if topic == "" {
-		return Result{}, authenticated(headerErr(CodeMissingHeader, ShopifyTopicHeader, "Shopify names the topic of every delivery; the key needs it"))
+		return Result{}, authenticated(headerErr(CodeMissingHeader, ShopifyTopicHeader, "Shopify names the topic of every delivery (X-Shopify-Topic, or Shopify-Topic in Events deliveries); the key needs it"))
 	}
-	if err := v.types.check(topic, InHeader, ShopifyTopicHeader); err != nil {
+	if err := v.types.check(topic, InHeader, names[2]); err != nil {
 		return Result{}, err
 	}
 	// One merchant action shares its event id across the topics it
@@ -117,5 +157,24 @@ func (v *shopifyVerifier) Verify(r Request) (Result, error) {
 	if obj == "" {
 		obj = string(body.ID)
 	}
-	return Result{Events: []Event{{ID: id, Type: topic, Scope: header(r.Header, ShopifyShopHeader), ObjectID: obj}}}, nil
+	return Result{Events: []Event{{ID: id, Type: topic, Scope: shop, ObjectID: obj}}}, nil
+}
+
+// shopifyHeader returns the value of the header named classic (an
+// X-Shopify-… name) or of its Events spelling events (the same name
+// without X-), and the name it was read under (classic when neither is
+// present). When both are present with different values it returns a
+// malformed_header *Error naming events: the delivery names two values
+// for one header, and neither is picked.
+func shopifyHeader(h Header, classic, events string) (value, name string, err *Error) {
+	x, ev := header(h, classic), header(h, events)
+	switch {
+	case x != "" && ev != "" && x != ev:
+		return "", events, headerErr(CodeMalformedHeader, events, "is present beside "+classic+" with another value; a delivery names one value, under either spelling")
+	case x != "":
+		return x, classic, nil
+	case ev != "":
+		return ev, events, nil
+	}
+	return "", classic, nil
 }
