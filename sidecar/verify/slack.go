@@ -41,6 +41,11 @@ const (
 //   - interactivity payloads (https://api.slack.com/interactivity/handling#payloads),
 //     form field payload=<JSON>: ID is trigger_id, Type is the payload type
 //     (block_actions, view_submission, …), Scope is team.id.
+//
+// Slack has also resent one message as several event_callback deliveries,
+// each under a new event_id and without X-Slack-Retry-Num (issue 26): the
+// default key makes every copy a new event. [SlackOptions].Key "message"
+// is the documented second-line key for that case.
 func init() {
 	Register(Provider{
 		Type: TypeSlack,
@@ -50,29 +55,69 @@ func init() {
 			"https://api.slack.com/apis/events-api#retries",
 			"https://api.slack.com/interactivity/slash-commands",
 			"https://api.slack.com/interactivity/handling#payloads",
+			"https://api.slack.com/events/message",
 		},
+		Options:           func() any { return &SlackOptions{} },
 		Build:             buildSlack,
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{SlackSignatureHeader} },
 		Redelivery: Redelivery{
-			Key:     "Events API `event_id`; slash commands and interactivity: `trigger_id`",
+			Key:     "Events API `event_id` (with `options.key: message`, a message event: `team_id` + `event.channel` + `event.ts`); slash commands and interactivity: `trigger_id`",
 			Retries: "Events API: up to 3 times (`X-Slack-Retry-Num`), re-signed, same body; commands and interactions: never",
 			Horizon: "forever: `event_id` is globally unique",
 			Batches: "no",
-			Resends: "no documented resend under a new id",
+			Resends: "yes: one message has come as several events with new `event_id`s and no retry headers; `options.key: message` keys message events by team + channel + `ts`, so the copies are duplicates",
 		},
 	})
 }
 
-func buildSlack(c Core, _ any) (Verifier, error) {
-	return &slackVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes)}, nil
+// Slack Events API key rules ([SlackOptions].Key).
+const (
+	SlackKeyEventID = "event_id"
+	SlackKeyMessage = "message"
+)
+
+// SlackOptions are the options of the "slack" provider type.
+type SlackOptions struct {
+	// Key is how an Events API event_callback is keyed:
+	//
+	//   - "event_id" (the default): by its event_id, which Slack keeps
+	//     across its retries (https://api.slack.com/apis/events-api#retries);
+	//   - "message": a message event (event.type "message", any subtype)
+	//     by JoinKey(team_id, event.channel, event.ts), the message's own
+	//     identity (ts is "the unique (per-channel) timestamp",
+	//     https://api.slack.com/events/message), so copies of one message
+	//     that Slack resends under new event_ids are duplicates. An edit
+	//     (subtype message_changed) or a deletion carries its own ts and is
+	//     an event of its own. A message event without team_id, channel or
+	//     ts is refused (authenticated missing_field naming it): the key
+	//     would lack a part. Every other event type keeps its event_id.
+	//
+	// Slash commands and interactivity payloads are keyed by trigger_id
+	// either way.
+	Key string
+}
+
+func buildSlack(c Core, opts any) (Verifier, error) {
+	o, _ := opts.(*SlackOptions)
+	if o == nil {
+		o = &SlackOptions{}
+	}
+	switch o.Key {
+	case "", SlackKeyEventID, SlackKeyMessage:
+	default:
+		return nil, &ConfigError{Type: TypeSlack, Field: "Key", Reason: "must be event_id (the default) or message"}
+	}
+	return &slackVerifier{keys: secretKeys(c.Secrets), tol: c.Tolerance, now: c.Now, types: newTypeFilter(c.AllowedEventTypes),
+		byMessage: o.Key == SlackKeyMessage}, nil
 }
 
 type slackVerifier struct {
-	keys  [][]byte
-	tol   time.Duration
-	now   func() time.Time
-	types typeFilter
+	keys      [][]byte
+	tol       time.Duration
+	now       func() time.Time
+	types     typeFilter
+	byMessage bool // SlackOptions.Key "message"
 }
 
 func (*slackVerifier) Type() Type { return TypeSlack }
@@ -126,6 +171,10 @@ func (v *slackVerifier) events(body []byte, ts time.Time) (Result, error) {
 		TeamID    string `json:"team_id"`
 		Event     struct {
 			Type string `json:"type"`
+			// Read only for a message event's key; other events
+			// carry other shapes here (channel_created: an object).
+			Channel flexString `json:"channel"`
+			TS      flexString `json:"ts"`
 		} `json:"event"`
 	}
 	if e := unmarshalBody(body, &b); e != nil {
@@ -148,7 +197,18 @@ func (v *slackVerifier) events(body []byte, ts time.Time) (Result, error) {
 	if err := v.types.check(typ, InBody, field); err != nil {
 		return Result{}, err
 	}
-	return Result{Events: []Event{{ID: b.EventID, Type: typ, Scope: b.TeamID, Timestamp: ts}}}, nil
+	id := b.EventID
+	if v.byMessage && b.Event.Type == "message" {
+		for _, part := range [...]struct{ value, field string }{
+			{b.TeamID, "/team_id"}, {string(b.Event.Channel), "/event/channel"}, {string(b.Event.TS), "/event/ts"},
+		} {
+			if part.value == "" {
+				return Result{}, authenticated(bodyErr(CodeMissingField, part.field, "a message event is keyed by team_id + event.channel + event.ts (options.key message)"))
+			}
+		}
+		id = JoinKey(b.TeamID, string(b.Event.Channel), string(b.Event.TS))
+	}
+	return Result{Events: []Event{{ID: id, Type: typ, Scope: b.TeamID, Timestamp: ts}}}, nil
 }
 
 // form handles a slash command or an interactivity payload.
