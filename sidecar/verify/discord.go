@@ -91,6 +91,7 @@ func init() {
 		Options:           func() any { return &DiscordOptions{} },
 		Build:             func(core Core, opts any) (Verifier, error) { return buildDiscord(TypeDiscord, core, opts) },
 		SecretsOptional:   true,
+		SignsTimestamp:    true,
 		CredentialHeaders: creds,
 		Redelivery: Redelivery{
 			Key:     "interaction `id`",
@@ -110,6 +111,7 @@ func init() {
 		Options:           func() any { return &DiscordOptions{} },
 		Build:             func(core Core, opts any) (Verifier, error) { return buildDiscord(TypeDiscordEvents, core, opts) },
 		SecretsOptional:   true,
+		SignsTimestamp:    true,
 		CredentialHeaders: creds,
 		AcceptedStatus:    http.StatusNoContent,
 		Redelivery: Redelivery{

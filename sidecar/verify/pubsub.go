@@ -124,6 +124,7 @@ func init() {
 		},
 		Options:         func() any { return &PubSubOptions{} },
 		Build:           buildPubSub,
+		SignsTimestamp:  true,
 		SecretsOptional: true,
 		CredentialHeaders: func(opts any) []string {
 			if o, ok := opts.(*PubSubOptions); ok && o.Auth == PubSubAuthQueryToken {

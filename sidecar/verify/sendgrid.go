@@ -86,6 +86,7 @@ func init() {
 		},
 		Options:           func() any { return &SendGridOptions{} },
 		Build:             buildSendGrid,
+		SignsTimestamp:    true,
 		SecretsOptional:   true,
 		CredentialHeaders: func(any) []string { return []string{SendGridSignatureHeader} },
 		Redelivery: Redelivery{
@@ -107,7 +108,9 @@ func buildSendGrid(core Core, opts any) (Verifier, error) {
 	if err := core.Validate(TypeSendGrid, true); err != nil {
 		return nil, err
 	}
-	cfgErr := func(field, reason string) error { return &ConfigError{Type: TypeSendGrid, Field: field, Reason: reason} }
+	cfgErr := func(field, reason string) error {
+		return &ConfigError{Type: TypeSendGrid, Field: field, Reason: reason}
+	}
 	if len(core.Secrets) > 0 {
 		return nil, cfgErr("Secrets", "SendGrid signs with ECDSA: put its verification key in options.public_keys, no secrets")
 	}

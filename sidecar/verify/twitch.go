@@ -87,6 +87,7 @@ func init() {
 			}
 			return &twitchVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
+		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{TwitchMessageSignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "header `Twitch-Eventsub-Message-Id`",
