@@ -1,0 +1,96 @@
+package verify
+
+import (
+	"crypto/sha256"
+)
+
+// TypeformSignatureHeader carries Typeform's webhook signature
+// (https://www.typeform.com/developers/webhooks/secure-your-webhooks/).
+const TypeformSignatureHeader = "Typeform-Signature"
+
+// TypeTypeform is Typeform webhooks.
+const TypeTypeform Type = "typeform"
+
+// The "typeform" provider verifies Typeform webhooks, per
+// https://www.typeform.com/developers/webhooks/secure-your-webhooks/:
+//
+//   - Typeform-Signature is "sha256=" and the standard base64 (not hex) of
+//     the HMAC-SHA256 of the raw body keyed with the webhook's secret (set
+//     in the Connect > Webhooks panel or with the Webhooks API); several
+//     secrets may be configured while one is changed;
+//   - Typeform signs no timestamp: no replay window. Deliveries of a webhook
+//     without a secret carry no signature and are refused.
+//
+// The body is an event (https://www.typeform.com/developers/webhooks/example-payload/):
+// ID is "event_id" (one per event, kept when Typeform retries), Type
+// "event_type" ("form_response"), Scope form_response.form_id, ObjectID
+// form_response.token (the response's token, the same for one response).
+//
+// Redelivery: Typeform retries a delivery that did not get a 2xx, with the
+// same event_id, for several hours; a webhook answered 404 or 410 is
+// disabled (https://www.typeform.com/developers/webhooks/).
+type typeformVerifier struct {
+	keys  [][]byte
+	types TypeFilter
+}
+
+func init() {
+	Register(Provider{
+		Type: TypeTypeform,
+		Name: "Typeform",
+		Docs: []string{
+			"https://www.typeform.com/developers/webhooks/secure-your-webhooks/",
+			"https://www.typeform.com/developers/webhooks/example-payload/",
+			"https://www.typeform.com/developers/webhooks/",
+		},
+		Build: func(core Core, _ any) (Verifier, error) {
+			core = core.WithDefaults(0)
+			if err := core.Validate(TypeTypeform, false); err != nil {
+				return nil, err
+			}
+			return &typeformVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
+		},
+		CredentialHeaders: func(any) []string { return []string{TypeformSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`event_id`",
+			Retries: "failed deliveries are retried for several hours with the same `event_id`; 404/410 disables the webhook",
+			Horizon: "forever (one id per event)",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
+}
+
+func (*typeformVerifier) Type() Type { return TypeTypeform }
+
+func (v *typeformVerifier) Verify(r Request) (Result, error) {
+	raw := header(r.Header, TypeformSignatureHeader)
+	if raw == "" {
+		return Result{}, missingHeader(TypeformSignatureHeader)
+	}
+	sig, ok := macFromBase64(raw, "sha256=", sha256.Size)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, TypeformSignatureHeader, `must be "sha256=" followed by the base64 of a 32-byte HMAC-SHA256`)
+	}
+	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
+		return Result{}, headerErr(CodeBadSignature, TypeformSignatureHeader, "signature does not match the body under any configured secret")
+	}
+	var ev struct {
+		EventID      string `json:"event_id"`
+		EventType    string `json:"event_type"`
+		FormResponse struct {
+			FormID string `json:"form_id"`
+			Token  string `json:"token"`
+		} `json:"form_response"`
+	}
+	if e := unmarshalBody(r.Body, &ev); e != nil {
+		return Result{}, authenticated(e)
+	}
+	if ev.EventID == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/event_id", "the event has no event_id"))
+	}
+	if err := v.types.Check(ev.EventType, InBody, "/event_type"); err != nil {
+		return Result{}, err
+	}
+	return Result{Events: []Event{{ID: ev.EventID, Type: ev.EventType, Scope: ev.FormResponse.FormID, ObjectID: ev.FormResponse.Token}}}, nil
+}
