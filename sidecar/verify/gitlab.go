@@ -88,6 +88,7 @@ func init() {
 		Options:         func() any { return &GitLabOptions{} },
 		Build:           buildGitLab,
 		SecretsOptional: true,
+		SignsTimestamp:  true,
 		CredentialHeaders: func(any) []string {
 			return []string{GitLabTokenHeader, GitLabWebhookSignatureHeader}
 		},

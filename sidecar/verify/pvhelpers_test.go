@@ -68,7 +68,7 @@ func pvTryBuild(t *testing.T, typ verify.Type, core verify.Core, opts map[string
 	if core.Now == nil {
 		core.Now = pvClock
 	}
-	return p.Build(core, pvOptions(t, p, opts))
+	return verify.New(typ, core, pvOptions(t, p, opts))
 }
 
 // pvCode asserts err is a *verify.Error with code and field.
