@@ -28,10 +28,14 @@ const (
 // timestamped, so there is no replay window. Several secrets may be
 // configured while one is changed.
 //
-// Identity: ID is X-Request-UUID, the request whose attempts
-// X-Attempt-Number counts; X-Hook-UUID names the webhook (the same for all
-// its events) and is the Scope. Type is X-Event-Key ("repo:push",
-// "pullrequest:created").
+// Identity: ID is X-Request-UUID, "the UUID of the request"; a request's
+// automatic attempts are counted by X-Attempt-Number and listed under the
+// one request in the webhook's request log
+// (https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/),
+// which is what makes it the retry-stable key (the docs do not say in so
+// many words that every attempt repeats it). X-Hook-UUID names the webhook,
+// the same for all its events, and is the Scope; it is never a key. Type is
+// X-Event-Key ("repo:push", "pullrequest:created").
 //
 // Redelivery: a response in the 500–599 range is retried up to two more
 // times, and a request not answered within 10 s times out
