@@ -24,77 +24,6 @@ const (
 	UnitMilliseconds = "ms"
 )
 
-// SignatureSpec says where a generic HMAC signature is and how it is
-// written.
-type SignatureSpec struct {
-	// Header carries the signature. Required.
-	Header string
-	// Algorithm is the HMAC hash: "sha1", "sha256" or "sha512". Default
-	// "sha256".
-	Algorithm string
-	// Encoding of the signature: "hex" or "base64". Default "hex".
-	Encoding string
-	// Prefix precedes each signature and is required when set, e.g.
-	// "sha256=" (GitHub style) or "v0=".
-	Prefix string
-	// Separator, when set, splits the header into several signatures (for
-	// senders that sign with two secrets during rotation); one match
-	// suffices.
-	Separator string
-}
-
-func (s SignatureSpec) withDefaults() SignatureSpec {
-	if s.Algorithm == "" {
-		s.Algorithm = algSHA256
-	}
-	if s.Encoding == "" {
-		s.Encoding = EncodingHex
-	}
-	return s
-}
-
-func (s SignatureSpec) validate(t Type, field string) error {
-	if s.Header == "" {
-		return &ConfigError{Type: t, Field: field + ".Header", Reason: "is required"}
-	}
-	if hashFor(s.Algorithm) == nil {
-		return &ConfigError{Type: t, Field: field + ".Algorithm", Reason: "must be sha1, sha256 or sha512"}
-	}
-	if s.Encoding != EncodingHex && s.Encoding != EncodingBase64 {
-		return &ConfigError{Type: t, Field: field + ".Encoding", Reason: "must be hex or base64"}
-	}
-	return nil
-}
-
-// candidates parses the signature header value into decoded signatures of
-// the hash's size; unreadable parts are dropped.
-func (s SignatureSpec) candidates(h func() hash.Hash, value string) [][]byte {
-	parts := []string{value}
-	if s.Separator != "" {
-		parts = strings.Split(value, s.Separator)
-	}
-	size := h().Size()
-	var out [][]byte
-	for _, p := range parts {
-		p = strings.TrimSpace(p)
-		p, ok := strings.CutPrefix(p, s.Prefix)
-		if !ok {
-			continue
-		}
-		var b []byte
-		var err error
-		if s.Encoding == EncodingBase64 {
-			b, err = base64.StdEncoding.DecodeString(p)
-		} else {
-			b, err = hex.DecodeString(p)
-		}
-		if err == nil && len(b) == size {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 // KeyRule says where a generic scheme finds the event identity.
 type KeyRule struct {
 	// IDHeader names the header holding the event or delivery id.
@@ -243,7 +172,20 @@ func (k keyRule) event(h Header, doc *strictjson.Doc, types typeFilter) (Event, 
 //     TimestampPointer "/webhookTimestamp" with TimestampUnit "ms",
 //     Key{IDHeader: "Linear-Delivery", TypeHeader: "Linear-Event"};
 //   - a "t.body" sender: TimestampHeader "X-Timestamp",
-//     SignedContent "{timestamp}.{body}".
+//     SignedContent "{timestamp}.{body}";
+//   - a Stripe-style header "t=<unix time>,v1=<hex>[,v1=<hex>…]":
+//     Signature{Header: "X-Signature", Layout: "elements"} (SignedContent
+//     then defaults to "{timestamp}.{body}", {timestamp} being the t
+//     element as sent); with t in milliseconds, TimestampUnit "ms";
+//   - a GitHub-style "sha256=<hex>": Signature{Header: …, Prefix:
+//     "sha256="}; a bare base64 signature: Signature{Header: …,
+//     Encoding: "base64"}.
+//
+// The timestamp unit is never guessed from the number's size: a timestamp
+// read in the wrong unit lies decades away (milliseconds read as seconds:
+// tens of thousands of years ahead; seconds read as milliseconds: January
+// 1970) and every delivery is refused as outside the tolerance, so a wrong
+// TimestampUnit fails closed and shows at the first delivery.
 //
 // The signature is checked first (under every one of Core.Secrets, written
 // as SecretEncoding says); then the timestamp, when configured, must lie
@@ -256,17 +198,23 @@ type HMACOptions struct {
 	// required.
 	Signature SignatureSpec
 	// SignedContent is the template of the signed bytes: "{body}" (the
-	// default) is the raw body; "{timestamp}" is the TimestampHeader value
-	// as sent; "{id}" is the Key.IDHeader value as sent. Any other text is
-	// literal; any other "{…}" is an error. It must contain {body}.
+	// default; "{timestamp}.{body}" with Signature.Layout "elements") is
+	// the raw body; "{timestamp}" is the TimestampHeader value (or the
+	// signature header's timestamp element) as sent; "{id}" is the
+	// Key.IDHeader value as sent. Any other text is literal; any other
+	// "{…}" is an error. It must contain {body}, and {timestamp} with
+	// Layout "elements".
 	SignedContent string
 	// TimestampHeader or TimestampPointer (at most one) locates a signed
 	// timestamp: a header, which SignedContent must then include as
 	// {timestamp}, or a JSON pointer into the (signed) body whose value is a
-	// number or a string of digits.
+	// number or a string of digits. Neither may be set with
+	// Signature.Layout "elements", whose timestamp is an element of the
+	// signature header.
 	TimestampHeader  string
 	TimestampPointer string
-	// TimestampUnit is "s" (default) or "ms".
+	// TimestampUnit is the unit of the timestamp wherever it is: "s"
+	// (default, unix seconds) or "ms" (unix milliseconds).
 	TimestampUnit string
 	// Key locates the event identity.
 	Key KeyRule
@@ -302,6 +250,9 @@ func (c HMACOptions) WithDefaults() HMACOptions {
 	}
 	if c.SignedContent == "" {
 		c.SignedContent = "{body}"
+		if c.Signature.Layout == LayoutElements {
+			c.SignedContent = "{timestamp}.{body}"
+		}
 	}
 	if c.TimestampUnit == "" {
 		c.TimestampUnit = UnitSeconds
@@ -315,12 +266,15 @@ type hmacVerifier struct {
 	h        func() hash.Hash
 	template []segment
 	tsHeader string
-	tsPtr    *pointer
-	tsMillis bool
-	tol      time.Duration
-	now      func() time.Time
-	key      keyRule
-	types    typeFilter
+	// tsElement: the timestamp is the signature header's timestamp
+	// element (Signature.Layout "elements").
+	tsElement bool
+	tsPtr     *pointer
+	tsMillis  bool
+	tol       time.Duration
+	now       func() time.Time
+	key       keyRule
+	types     typeFilter
 }
 
 // segment is one piece of a signed-content template: literal text or a
@@ -391,7 +345,7 @@ func (c HMACOptions) compile(core Core) (*hmacVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Signature.validate(t, "Signature"); err != nil {
+	if err := c.Signature.check(t, "Signature", true); err != nil {
 		return nil, err
 	}
 	tpl, err := parseTemplate(c.SignedContent)
@@ -405,13 +359,24 @@ func (c HMACOptions) compile(core Core) (*hmacVerifier, error) {
 	if !has["body"] {
 		return nil, &ConfigError{Type: t, Field: "SignedContent", Reason: "must contain {body}: the body must be signed"}
 	}
+	elements := c.Signature.Layout == LayoutElements
+	if elements {
+		for _, f := range [...]struct{ name, value string }{{"TimestampHeader", c.TimestampHeader}, {"TimestampPointer", c.TimestampPointer}} {
+			if f.value != "" {
+				return nil, &ConfigError{Type: t, Field: f.name, Reason: "must not be set with Signature.Layout elements: the timestamp is the signature header's " + c.Signature.TimestampElement + " element"}
+			}
+		}
+		if !has["timestamp"] {
+			return nil, &ConfigError{Type: t, Field: "SignedContent", Reason: "must contain {timestamp} with Signature.Layout elements: an unsigned timestamp gives no replay protection"}
+		}
+	}
 	if c.TimestampHeader != "" && c.TimestampPointer != "" {
 		return nil, &ConfigError{Type: t, Field: "TimestampPointer", Reason: "set at most one of TimestampHeader and TimestampPointer"}
 	}
 	if c.TimestampHeader != "" && !has["timestamp"] {
 		return nil, &ConfigError{Type: t, Field: "SignedContent", Reason: "TimestampHeader is set but SignedContent has no {timestamp}: an unsigned timestamp gives no replay protection"}
 	}
-	if has["timestamp"] && c.TimestampHeader == "" {
+	if has["timestamp"] && c.TimestampHeader == "" && !elements {
 		return nil, &ConfigError{Type: t, Field: "TimestampHeader", Reason: "SignedContent uses {timestamp}, so TimestampHeader is required"}
 	}
 	if has["id"] && c.Key.IDHeader == "" {
@@ -422,7 +387,7 @@ func (c HMACOptions) compile(core Core) (*hmacVerifier, error) {
 	}
 	v := &hmacVerifier{
 		keys: keys, sig: c.Signature, h: hashFor(c.Signature.Algorithm), template: tpl,
-		tsHeader: c.TimestampHeader, tsMillis: c.TimestampUnit == UnitMilliseconds,
+		tsHeader: c.TimestampHeader, tsElement: elements, tsMillis: c.TimestampUnit == UnitMilliseconds,
 		tol: core.Tolerance, now: core.Now,
 	}
 	if c.TimestampPointer != "" {
@@ -446,11 +411,16 @@ func (v *hmacVerifier) Verify(r Request) (Result, error) {
 	if raw == "" {
 		return Result{}, missingHeader(v.sig.Header)
 	}
-	cands := v.sig.candidates(v.h, raw)
-	if len(cands) == 0 {
+	var cands [][]byte
+	var tsRaw, id string
+	if v.tsElement {
+		var e *Error
+		if tsRaw, cands, e = v.sig.elements(v.h, raw, v.unit()); e != nil {
+			return Result{}, e
+		}
+	} else if cands = v.sig.candidates(v.h, raw); len(cands) == 0 {
 		return Result{}, headerErr(CodeMalformedHeader, v.sig.Header, "holds no readable "+v.sig.Encoding+" signature of the configured size and prefix")
 	}
-	var tsRaw, id string
 	content := make([][]byte, 0, len(v.template))
 	for _, s := range v.template {
 		switch s.ph {
@@ -459,6 +429,10 @@ func (v *hmacVerifier) Verify(r Request) (Result, error) {
 		case "body":
 			content = append(content, r.Body)
 		case "timestamp":
+			if v.tsElement {
+				content = append(content, []byte(tsRaw))
+				continue
+			}
 			if tsRaw = header(r.Header, v.tsHeader); tsRaw == "" {
 				return Result{}, missingHeader(v.tsHeader)
 			}
@@ -487,11 +461,15 @@ func (v *hmacVerifier) Verify(r Request) (Result, error) {
 	}
 	var ts time.Time
 	switch {
-	case v.tsHeader != "":
+	case v.tsHeader != "" || v.tsElement:
 		n, _ := parseUnix(tsRaw)
 		ts = v.toTime(n)
 		if now := v.now(); !within(now, ts, v.tol) {
-			return Result{}, windowErr(InHeader, v.tsHeader, now, ts, v.tol)
+			field := v.tsHeader
+			if v.tsElement {
+				field = v.sig.Header
+			}
+			return Result{}, windowErr(InHeader, field, now, ts, v.tol)
 		}
 	case v.tsPtr != nil:
 		s, e := v.tsPtr.scalar(doc)
