@@ -72,7 +72,9 @@ func TestAdyen(t *testing.T) {
 	})
 
 	t.Run("key rule", func(t *testing.T) {
-		id := func(it verifytest.AdyenItem) string { return p26Events(t, v, verifytest.AdyenDelivery(verifytest.AdyenKey, it))[0].ID }
+		id := func(it verifytest.AdyenItem) string {
+			return p26Events(t, v, verifytest.AdyenDelivery(verifytest.AdyenKey, it))[0].ID
+		}
 		failed, succeeded, again := id(auth("3001", "false")), id(auth("3001", "true")), id(auth("3001", "true"))
 		refund := id(verifytest.AdyenItem{PSPReference: "3001", MerchantAccountCode: "TestMerchant", EventCode: "REFUND", Success: "true", Currency: "EUR", Value: 1130})
 		if failed == succeeded || succeeded != again || refund == succeeded {
