@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"slices"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
@@ -65,6 +67,51 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Status(acceptedStatus(src)).JSON(fiber.Map{"received": receipts, "rejected_items": adm.verified.Rejected})
+}
+
+// ingestHandshake is GET and HEAD on /ingest/{source}: the endpoint check
+// of a provider that sends one (its verify.Provider.Methods: a GET
+// challenge, a HEAD reachability check). The request goes through the edge
+// like a POST (limits, framing, connections: the edge goes by path) and
+// through the source's rules with its method (admit), and is answered with
+// the provider's handshake (HEAD: its status and headers, no body) or
+// refused as a POST would be. Nothing is stored: such a request never
+// carries an event. For a source whose provider sends no such method, and
+// for an unknown source, the answer is the router's 405, as before any
+// provider needed one, so the method tells nobody which sources exist.
+func (s *Server) ingestHandshake(c *fiber.Ctx) error {
+	method := c.Method()
+	src := s.cfg.Inbox.Source(c.Params("source"))
+	if src == nil || !slices.Contains(src.Methods, method) {
+		return fiber.ErrMethodNotAllowed
+	}
+	if err := ingest.CheckEncoding(headerValues(c, fiber.HeaderContentEncoding)); err != nil {
+		adm, err := s.refuse(src, err, "ingest")
+		if err != nil {
+			return err
+		}
+		return sendAnswer(c, adm.answer)
+	}
+	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
+		if apperr.CodeOf(err) == apperr.TooLarge {
+			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
+			return apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
+		}
+		return err
+	}
+	adm, err := s.admit(src, ingest.Delivery{
+		Method:   method,
+		Header:   func(name string) []string { return headerValues(c, name) },
+		RawQuery: string(c.Request().URI().QueryString()),
+		Body:     c.Request().Body(),
+	}, "ingest")
+	if err != nil {
+		return err
+	}
+	if adm.decision == "" { // ingest.Source.Verify never lets one through
+		return apperr.New(apperr.Invalid, "a %s request carries no event", method)
+	}
+	return sendAnswer(c, adm.answer) // fasthttp sends no body to a HEAD
 }
 
 // headerValues returns every value of the request header name, in

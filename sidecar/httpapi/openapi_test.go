@@ -528,6 +528,11 @@ sources:
     provider: standard-webhooks
     secrets: ["HOOKS"]
     max_body_bytes: 4096
+  handshake:
+    tenant: TENANT
+    provider: test-handshake
+    secrets: ["hs-token-0001"]
+    forward: {url: "http://n8n.invalid/webhook/handshake"}
 `)
 
 // setupWithInbox is setup with the ingest routes: an inbox over
@@ -724,6 +729,16 @@ func conformIngest(t *testing.T, b *bundle) {
 	require.Equal(t, http.StatusOK, zv.status, "%s", zv)
 	require.JSONEq(t, `{"plainToken":"plain_1","encryptedToken":"`+verifytest.HexHMACSHA256(zoomSecret, []byte("plain_1"))+`"}`,
 		string(zv.body))
+
+	// A provider's GET endpoint check (the test provider of
+	// ingest_handshake_test.go): its handshake, or the unauthenticated
+	// answer; and 405 on a source whose provider sends no GET.
+	gc := b.do(t, call{method: "GET", path: "/ingest/handshake?challenge=c-1&token=hs-token-0001"})
+	require.Equal(t, http.StatusOK, gc.status, "%s", gc)
+	require.Equal(t, "c-1", string(gc.body))
+	b.fails(t, call{method: "GET", path: "/ingest/handshake?challenge=c-1&token=wrong"}, http.StatusUnauthorized, "unauthorized", "")
+	b.fails(t, call{method: "GET", path: "/ingest/graph"}, http.StatusMethodNotAllowed, "method_not_allowed", "")
+	require.Equal(t, inboxRows, b.count(t, "inbox_events"), "an endpoint check stores nothing")
 
 	// Microsoft Graph notifications: 202, one item rejected on its clientState.
 	graph := send(call{method: "POST", path: "/ingest/graph", body: map[string]any{"value": []any{

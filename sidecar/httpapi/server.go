@@ -349,6 +349,10 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/:id/release", s.release)
 	if cfg.Inbox != nil {
 		s.app.Post("/ingest/:source", s.ingestDelivery)
+		// Handshakes of the providers that send them (405 for any other
+		// source: see ingestHandshake).
+		s.app.Add(fiber.MethodGet, "/ingest/:source", s.ingestHandshake)
+		s.app.Add(fiber.MethodHead, "/ingest/:source", s.ingestHandshake)
 		v1.Post("/trigger/:source", s.trigger)
 		v1.Get("/inbox/:id", s.inboxGet)
 		v1.Post("/inbox/:id/replay", s.inboxReplay)

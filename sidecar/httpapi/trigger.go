@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -274,6 +275,24 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
 		}
 		return err
+	}
+	if b.Method != fiber.MethodPost && slices.Contains(src.Methods, b.Method) {
+		// The endpoint check of a provider that sends one (its
+		// verify.Provider.Methods): decided by the source's rules as the
+		// ingest door's GET and HEAD are, answered with the handshake
+		// (HEAD: no body); it names no event and claims nothing.
+		adm, err := s.admit(src, ingest.Delivery{Method: b.Method, Header: b.header, RawQuery: b.Query, Body: body}, "trigger")
+		if err != nil {
+			return err
+		}
+		if adm.decision == "" { // ingest.Source.Verify never lets one through
+			return apperr.New(apperr.Invalid, "a %s request carries no event", b.Method)
+		}
+		if b.Method == fiber.MethodHead {
+			adm.answer.body = nil
+		}
+		s.logTrigger(src, adm.decision, 0)
+		return c.JSON(triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
 	}
 	if b.Method == fiber.MethodHead {
 		// A reachability check some providers send when a webhook URL is

@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"errors"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
@@ -22,6 +24,10 @@ import (
 // Delivery is one provider request as it arrived, whatever door it came
 // through. Verify only reads it.
 type Delivery struct {
+	// Method is the HTTP method; "" means POST. Any other reaches the
+	// verifier only when the source's provider lists it (Source.Methods):
+	// a handshake, never an event.
+	Method string
 	// Header returns every value of the named header (case-insensitive
 	// name) in arrival order; nil or empty when it is absent.
 	Header func(name string) []string
@@ -127,12 +133,21 @@ func (s *Source) Verify(d Delivery) (Verified, error) {
 		}
 		return err
 	}
-	res, err := s.Verifier.Verify(verify.Request{Header: hdr, RawQuery: d.RawQuery, Body: d.Body})
+	handshakeOnly := d.Method != "" && d.Method != http.MethodPost
+	if handshakeOnly && !slices.Contains(s.Methods, d.Method) {
+		return Verified{}, &verify.Error{Code: verify.CodeMalformedHeader, Reason: "the provider sends no " + d.Method + " request"}
+	}
+	res, err := s.Verifier.Verify(verify.Request{Method: d.Method, Header: hdr, RawQuery: d.RawQuery, Body: d.Body})
 	if err := fail(err); err != nil {
 		return Verified{}, err
 	}
 	if res.IsHandshake() {
 		return Verified{Handshake: res.Handshake}, nil
+	}
+	if handshakeOnly {
+		// A verifier answers its provider's GET or HEAD with a handshake
+		// or an error: such a request never carries an event.
+		return Verified{}, &verify.Error{Code: verify.CodeMalformedHeader, Reason: "a " + d.Method + " request carries no event"}
 	}
 	for _, item := range res.Rejected {
 		var verr *verify.Error
