@@ -1,0 +1,126 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
+)
+
+// CalcomSignatureHeader carries Cal.com's webhook signature
+// (https://cal.com/docs/developing/guides/automation/webhooks#verifying-the-authenticity-of-the-received-payload).
+const CalcomSignatureHeader = "X-Cal-Signature-256"
+
+// TypeCalcom is Cal.com webhooks.
+const TypeCalcom Type = "calcom"
+
+// The "calcom" provider verifies Cal.com webhooks, per
+// https://cal.com/docs/developing/guides/automation/webhooks:
+//
+//   - X-Cal-Signature-256 is the lower-case hex HMAC-SHA256 of the raw body
+//     keyed with the webhook's secret; a webhook without a secret is sent
+//     unsigned ("no-secret-provided"), which is refused as malformed;
+//   - Cal.com signs no timestamp: no replay window; several secrets may be
+//     configured while one is changed.
+//
+// The default body is {"triggerEvent": "BOOKING_CREATED", "createdAt",
+// "payload": {…, "uid", "bookingId"}}. Cal.com sends no event or delivery
+// id, so the key rule joins what names the event: ID is
+// JoinKey(triggerEvent, booking, createdAt), the booking being payload.uid,
+// else payload.bookingId, else "sha256:" and the digest of the payload's
+// canonical JSON (FORM_SUBMITTED, PING…). A webhook with a custom payload
+// template that has no triggerEvent is keyed "sha256:" and the hex SHA-256
+// of the raw body (Digest), Type "". Type is triggerEvent, ObjectID the
+// booking uid.
+//
+// Redelivery: Cal.com documents no automatic retries; a resend of the same
+// trigger (same createdAt) keeps the key.
+type calcomVerifier struct {
+	keys  [][]byte
+	types TypeFilter
+}
+
+func init() {
+	Register(Provider{
+		Type: TypeCalcom,
+		Name: "Cal.com",
+		Docs: []string{
+			"https://cal.com/docs/developing/guides/automation/webhooks",
+		},
+		Build: func(core Core, _ any) (Verifier, error) {
+			core = core.WithDefaults(0)
+			if err := core.Validate(TypeCalcom, false); err != nil {
+				return nil, err
+			}
+			return &calcomVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
+		},
+		CredentialHeaders: func(any) []string { return []string{CalcomSignatureHeader} },
+		Redelivery: Redelivery{
+			Key:     "`triggerEvent` + `payload.uid` (else `bookingId`, else payload digest) + `createdAt`; custom templates: body digest",
+			Retries: "none documented",
+			Horizon: "forever (createdAt is part of the key)",
+			Batches: "no",
+			Resends: "no",
+		},
+	})
+}
+
+func (*calcomVerifier) Type() Type { return TypeCalcom }
+
+func (v *calcomVerifier) Verify(r Request) (Result, error) {
+	raw := header(r.Header, CalcomSignatureHeader)
+	if raw == "" {
+		return Result{}, missingHeader(CalcomSignatureHeader)
+	}
+	sig, ok := macFromHex(raw, "", sha256.Size)
+	if !ok {
+		return Result{}, headerErr(CodeMalformedHeader, CalcomSignatureHeader, "must be 64 hex digits (the webhook needs a secret in Cal.com)")
+	}
+	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
+		return Result{}, headerErr(CodeBadSignature, CalcomSignatureHeader, "signature does not match the body under any configured secret")
+	}
+	var ev struct {
+		TriggerEvent string         `json:"triggerEvent"`
+		CreatedAt    string         `json:"createdAt"`
+		Payload      jsontext.Value `json:"payload"`
+	}
+	if b := bytes.TrimSpace(strictjson.TrimBOM(r.Body)); len(b) == 0 || b[0] != '{' || unmarshalBody(r.Body, &ev) != nil || ev.TriggerEvent == "" {
+		// A custom payload template: nothing names the event but the body.
+		if err := v.types.Check("", InBody, "/triggerEvent"); err != nil {
+			return Result{}, err
+		}
+		sum := sha256.Sum256(r.Body)
+		return Result{Events: []Event{{ID: "sha256:" + hex.EncodeToString(sum[:]), Digest: true}}}, nil
+	}
+	if err := v.types.Check(ev.TriggerEvent, InBody, "/triggerEvent"); err != nil {
+		return Result{}, err
+	}
+	if ev.CreatedAt == "" {
+		return Result{}, authenticated(bodyErr(CodeMissingField, "/createdAt", "the webhook has no createdAt"))
+	}
+	var p struct {
+		UID       flexString `json:"uid"`
+		BookingID flexString `json:"bookingId"`
+	}
+	if len(ev.Payload) > 0 && ev.Payload.Kind() == '{' {
+		if e := unmarshalBody(ev.Payload, &p); e != nil {
+			e.Field = "/payload" + e.Field
+			return Result{}, authenticated(e)
+		}
+	}
+	booking := string(p.UID)
+	if booking == "" && p.BookingID != "" {
+		booking = "booking:" + string(p.BookingID)
+	}
+	if booking == "" {
+		sum, err := strictjson.Hash(ev.Payload)
+		if err != nil {
+			return Result{}, authenticated(bodyErr(CodeMissingField, "/payload", "the webhook has no payload to name the event by"))
+		}
+		booking = "sha256:" + sum
+	}
+	return Result{Events: []Event{{ID: JoinKey(ev.TriggerEvent, booking, ev.CreatedAt), Type: ev.TriggerEvent, ObjectID: string(p.UID)}}}, nil
+}
