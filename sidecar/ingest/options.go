@@ -1,11 +1,8 @@
 package ingest
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -26,28 +23,9 @@ import (
 // anything, so the generic filter of ForwardableHeaders is not enough).
 // Errors name the field as written in the file (see fileError).
 func sourceVerifier(p *verify.Provider, s SourceSpec, secrets []string) (verify.Verifier, []string, error) {
-	var opts any
-	if p.Options != nil {
-		opts = p.Options()
-	}
-	if len(s.Options) > 0 {
-		into := opts
-		if into == nil {
-			into = &struct{}{} // takes no options: every key is unknown
-		}
-		camel, err := camelKeys(s.Options, "options")
-		if err != nil {
-			return nil, nil, err
-		}
-		raw, err := json.Marshal(camel)
-		if err != nil {
-			return nil, nil, fmt.Errorf("options: %w", err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(into); err != nil {
-			return nil, nil, fmt.Errorf("options: %w", err)
-		}
+	opts, err := p.DecodeOptions(s.Options)
+	if err != nil {
+		return nil, nil, err
 	}
 	if s.ToleranceSeconds != 0 && !p.SignsTimestamp {
 		return nil, nil, fmt.Errorf("tolerance does not apply to provider %s: it signs no timestamp", p.Type)
@@ -95,53 +73,6 @@ func fileError(err error) error {
 		}
 	}
 	return fmt.Errorf("%s: %s", field, ce.Reason)
-}
-
-// optionKey is how an options key is written: lower snake_case.
-var optionKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
-
-// camelKeys turns the snake_case keys of options into the Go field names
-// they stand for (id_header → IdHeader, which encoding/json matches to
-// IDHeader). A key that is not lower snake_case is an error naming it, so
-// no two keys can name one field (id_header and Id_header would, and one
-// would silently win).
-func camelKeys(v any, at string) (any, error) {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, val := range t {
-			if !optionKey.MatchString(k) {
-				return nil, fmt.Errorf("%s.%s: option names are lower snake_case (e.g. id_header)", at, k)
-			}
-			c, err := camelKeys(val, at+"."+k)
-			if err != nil {
-				return nil, err
-			}
-			out[camel(k)] = c
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(t))
-		for i := range t {
-			c, err := camelKeys(t[i], fmt.Sprintf("%s[%d]", at, i))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
-	}
-	return v, nil
-}
-
-func camel(s string) string {
-	parts := strings.Split(s, "_")
-	for i, p := range parts {
-		if p != "" {
-			parts[i] = strings.ToUpper(p[:1]) + p[1:]
-		}
-	}
-	return strings.Join(parts, "")
 }
 
 func snake(s string) string {
