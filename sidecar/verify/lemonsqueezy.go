@@ -18,8 +18,8 @@ const TypeLemonSqueezy Type = "lemonsqueezy"
 // https://docs.lemonsqueezy.com/help/webhooks/signing-requests:
 //
 //   - X-Signature is the hex HMAC-SHA256 of the raw body, keyed with the
-//     webhook's signing secret (a string of the user's choosing, 6 to 40
-//     characters, entered when the webhook is created);
+//     webhook's signing secret (a string of the user's choosing, normally
+//     6 to 40 characters, entered when the webhook is created);
 //   - Lemon Squeezy signs no timestamp, so there is no replay window;
 //   - several secrets may be configured while a webhook's secret is
 //     changed.

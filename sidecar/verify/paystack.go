@@ -29,8 +29,7 @@ const TypePaystack Type = "paystack"
 // event that can happen again on one object (invoice.update) and carries a
 // changed body then reads as a conflict, not a new event: claim such
 // events in the workflow on a business key (the invoice's id and its
-// status). Type is "event", ObjectID data.id, Scope data.domain ("live" or
-// "test").
+// status). Type is "event", ObjectID data.id (or data.reference).
 //
 // Redelivery: an event not answered 200 OK is sent again, the same body,
 // on Paystack's retry schedule (same page).
@@ -80,7 +79,6 @@ func (v *paystackVerifier) Verify(r Request) (Result, error) {
 		Data  struct {
 			ID        flexString `json:"id"`
 			Reference flexString `json:"reference"`
-			Domain    flexString `json:"domain"`
 		} `json:"data"`
 	}
 	if e := unmarshalBody(r.Body, &ev); e != nil {
@@ -99,5 +97,5 @@ func (v *paystackVerifier) Verify(r Request) (Result, error) {
 	if obj == "" {
 		return Result{}, authenticated(bodyErr(CodeMissingField, "/data/id", "the event's object has neither id nor reference"))
 	}
-	return Result{Events: []Event{{ID: JoinKey(ev.Event, obj), Type: ev.Event, Scope: string(ev.Data.Domain), ObjectID: obj}}}, nil
+	return Result{Events: []Event{{ID: JoinKey(ev.Event, obj), Type: ev.Event, ObjectID: obj}}}, nil
 }
