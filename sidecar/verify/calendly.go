@@ -70,6 +70,7 @@ func init() {
 			}
 			return &calendlyVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
+		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{CalendlySignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "`event` + `payload.uri` + `created_at` (no uri: + payload digest)",

@@ -82,8 +82,9 @@ func init() {
 			"https://developers.hubspot.com/changelog/introducing-version-3-of-webhook-signatures",
 			"https://developers.hubspot.com/docs/api-reference/webhooks-webhooks-v3/guide",
 		},
-		Options: func() any { return &HubSpotOptions{} },
-		Build:   buildHubSpot,
+		Options:        func() any { return &HubSpotOptions{} },
+		Build:          buildHubSpot,
+		SignsTimestamp: true,
 		CredentialHeaders: func(any) []string {
 			return []string{HubSpotSignatureV3Header, HubSpotLegacySignatureHeader}
 		},

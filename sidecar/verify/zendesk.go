@@ -73,6 +73,7 @@ func init() {
 			}
 			return &zendeskVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
+		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{ZendeskSignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "header `X-Zendesk-Webhook-Invocation-Id`",
