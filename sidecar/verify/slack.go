@@ -61,6 +61,14 @@ func init() {
 		Build:             buildSlack,
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{SlackSignatureHeader} },
+		// The envelope fields that name one delivery of a fact rather
+		// than the fact (https://api.slack.com/apis/events-api#callback-field):
+		// a copy of one message resent under a new event_id carries a new
+		// event_id, event_time and event_context, so with options.key
+		// message it is a duplicate, not a conflict. Under the default
+		// key they change nothing: Slack retries one event_id with the
+		// same body.
+		VolatileFields: []string{"/event_id", "/event_time", "/event_context"},
 		Redelivery: Redelivery{
 			Key:     "Events API `event_id` (with `options.key: message`, a message event: `team_id` + `event.channel` + `event.ts`); slash commands and interactivity: `trigger_id`",
 			Retries: "Events API: up to 3 times (`X-Slack-Retry-Num`), re-signed, same body; commands and interactions: never",
