@@ -30,9 +30,12 @@ const CalendlyTolerance = 3 * time.Minute
 //     when the subscription is created, or generated for an OAuth app), of
 //     t + "." + the raw body. Elements other than t and v1 are ignored;
 //     several v1 values may be present;
-//   - t must lie within the tolerance of the clock, 3 minutes by default
-//     (the window of Calendly's example), either direction; every attempt
-//     is signed anew;
+//   - t must lie within the tolerance of the clock, either direction;
+//     every attempt is signed anew. Calendly's example uses 3 minutes
+//     (CalendlyTolerance), which Build applies when the tolerance reaches
+//     it unset; verify.New defaults an unset tolerance to DefaultTolerance
+//     (300 s) first, so a source sets tolerance_seconds: 180 for
+//     Calendly's window;
 //   - several signing keys may be configured while one is replaced.
 //
 // The body is {"event": "invitee.created", "created_at", "created_by",
