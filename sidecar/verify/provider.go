@@ -45,6 +45,11 @@ type Provider struct {
 	// tolerance_seconds is refused for any other (it would protect
 	// nothing).
 	SignsTimestamp bool
+	// DefaultTolerance is the replay window of a source that sets none
+	// (tolerance_seconds), where the provider documents one of its own;
+	// zero means the package's [DefaultTolerance] (300 s). [New] applies
+	// it before Build.
+	DefaultTolerance time.Duration
 	// CredentialHeaders returns the names of the headers that carry the
 	// provider's signature or shared token for a source with these options
 	// (opts as for Build): they are never stored or forwarded. Nil when the

@@ -229,7 +229,8 @@ func typeList() string {
 // New builds the verifier of a source of provider type t:
 //
 //   - core is what every provider shares (secrets, tolerance, allowed event
-//     types, clock); New applies [Core.WithDefaults] and [Core.Validate]
+//     types, clock); New applies [Core.WithDefaults] (with the provider's
+//     [Provider.DefaultTolerance]) and [Core.Validate]
 //     (secrets may be empty only where [Provider.SecretsOptional]);
 //   - opts is the provider's options struct, the type [Provider.Options]
 //     returns (a pointer, or the struct by value); nil means its zero
@@ -245,11 +246,18 @@ func New(t Type, core Core, opts any) (Verifier, error) {
 	if !ok {
 		return nil, unknownType(string(t))
 	}
+	return p.New(core, opts)
+}
+
+// New builds the verifier of a source of p, as [New] does for a registered
+// type.
+func (p *Provider) New(core Core, opts any) (Verifier, error) {
+	t := p.Type
 	opts, err := p.options(opts)
 	if err != nil {
 		return nil, err
 	}
-	core = core.WithDefaults(0)
+	core = core.WithDefaults(p.DefaultTolerance)
 	if err := core.Validate(t, p.SecretsOptional); err != nil {
 		return nil, err
 	}

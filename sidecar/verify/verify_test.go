@@ -156,6 +156,32 @@ func TestParseTypeAndNew(t *testing.T) {
 	requireConfigField(t, err, "Options")
 }
 
+// TestNewDefaults: New gives Build a core with the provider's own default
+// tolerance (else DefaultTolerance), a source's own tolerance kept, and a
+// clock.
+func TestNewDefaults(t *testing.T) {
+	t.Parallel()
+	var got Core
+	p := &Provider{Type: "test-defaults", Build: func(c Core, _ any) (Verifier, error) {
+		got = c
+		return &githubVerifier{}, nil
+	}}
+	_, err := p.New(Core{Secrets: []string{"s"}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, DefaultTolerance, got.Tolerance)
+	require.NotNil(t, got.Now)
+	p.DefaultTolerance = 3 * time.Minute
+	_, err = p.New(Core{Secrets: []string{"s"}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Minute, got.Tolerance)
+	_, err = p.New(Core{Secrets: []string{"s"}, Tolerance: time.Hour}, nil)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, got.Tolerance)
+	// Secrets are checked before Build.
+	_, err = p.New(Core{}, nil)
+	requireConfigField(t, err, "Secrets")
+}
+
 func requireConfigField(t *testing.T, err error, field string) {
 	t.Helper()
 	var ce *ConfigError
