@@ -84,28 +84,31 @@ type PayPalOptions struct {
 //     a minute, and one fetch runs at a time. No other URL is ever fetched.
 //     The certificate's chain is not checked: its authenticity rests on
 //     HTTPS to the allowed PayPal host;
-//   - PAYPAL-TRANSMISSION-TIME (RFC 3339) is signed, so it must lie within
-//     the tolerance of the clock: PayPal documents no window, the default
-//     is DefaultTolerance (each retry is a new, newly signed transmission);
+//   - PAYPAL-TRANSMISSION-TIME (RFC 3339) is signed but not held to a
+//     replay window: PayPal documents none and retries a delivery for up
+//     to 3 days without saying whether a retry carries a new transmission
+//     time, so a window
+//     could refuse PayPal's own retries and lose the event. A captured
+//     transmission sent again is a duplicate of its event id in the claim
+//     ledger. tolerance_seconds is therefore refused for a paypal source;
+//     Event.Timestamp is the transmission time;
 //   - a source has no secrets (secrets are refused): the key is PayPal's
 //     and the webhook id is not secret. Rotation is PayPal's certificate
 //     changing: a new PAYPAL-CERT-URL is fetched, or several Certificates
 //     are configured.
 //
 // Key rule: ID is the event's id ("WH-…"), the same in every transmission
-// of one event, retries and resends included (a new transmission id and
-// time each). Type is event_type ("PAYMENT.CAPTURE.COMPLETED"), ObjectID
+// of one event, retries and resends included (whatever their transmission
+// id and time). Type is event_type ("PAYMENT.CAPTURE.COMPLETED"), ObjectID
 // resource.id.
 //
-// Redelivery: a notification not answered 2xx is sent again, up to 25
-// times over 3 days (https://developer.paypal.com/api/rest/webhooks/); an
+// Redelivery: a delivery not answered 2xx is retried up to 25 times over 3
+// days (https://developer.paypal.com/api/rest/webhooks/rest/); an
 // event can also be resent from the dashboard or the API
 // (POST /v1/notifications/webhooks-events/{id}/resend), under the same
 // event id.
 type paypalVerifier struct {
 	webhookID string
-	tol       time.Duration
-	now       func() time.Time
 	types     TypeFilter
 	// fixed are the configured certificates' keys; when empty, certs
 	// fetches them.
@@ -125,13 +128,12 @@ func init() {
 		Options:         func() any { return &PayPalOptions{} },
 		Build:           buildPayPal,
 		SecretsOptional: true,
-		SignsTimestamp:  true,
 		CredentialHeaders: func(any) []string {
 			return []string{PayPalTransmissionSigHeader}
 		},
 		Redelivery: Redelivery{
 			Key:     "event `id` (WH-…), kept by every transmission of the event",
-			Retries: "not 2xx: up to 25 times over 3 days, each a new transmission (new PAYPAL-TRANSMISSION-ID, time, signature); resend from dashboard or API, same event id",
+			Retries: "not 2xx: each delivery retried up to 25 times over 3 days, same event id; resend from the dashboard or the API, same event id",
 			Horizon: "forever (an event id names one event)",
 			Batches: "no",
 			Resends: "no",
@@ -156,7 +158,7 @@ func buildPayPal(core Core, opts any) (Verifier, error) {
 	if strings.TrimSpace(o.WebhookID) != o.WebhookID || strings.Contains(o.WebhookID, "|") {
 		return nil, &ConfigError{Type: TypePayPal, Field: "WebhookID", Reason: "must be the id as shown, without spaces or '|'"}
 	}
-	v := &paypalVerifier{webhookID: o.WebhookID, tol: core.Tolerance, now: core.Now, types: core.Types()}
+	v := &paypalVerifier{webhookID: o.WebhookID, types: core.Types()}
 	for i, p := range o.Certificates {
 		_, key, err := paypalCert([]byte(p))
 		if err != nil {
@@ -230,10 +232,6 @@ func (v *paypalVerifier) Verify(r Request) (Result, error) {
 	sig, err := base64.StdEncoding.Strict().DecodeString(rawSig)
 	if err != nil || len(sig) == 0 {
 		return Result{}, headerErr(CodeMalformedHeader, PayPalTransmissionSigHeader, "is not base64")
-	}
-	now := v.now()
-	if !within(now, ts, v.tol) {
-		return Result{}, windowErr(InHeader, PayPalTransmissionTimeHeader, now, ts, v.tol)
 	}
 	keys := v.fixed
 	if v.certs != nil {

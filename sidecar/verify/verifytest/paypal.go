@@ -121,12 +121,15 @@ func init() {
 					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0001", now, completed),
 					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0002", now, refunded),
 				},
-				// Each retry is a new transmission: new id, time and
-				// signature, the same event.
+				// The same event in new transmissions (new id, time and
+				// signature) and the first transmission sent again as it
+				// was, two days later (PayPal does not document which a
+				// retry is).
 				Redelivery: []Delivery{
-					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0003", now.Add(-2*time.Minute), retried),
+					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0003", now.Add(-48*time.Hour), retried),
 					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0004", now.Add(-time.Minute), retried),
 					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0005", now, retried),
+					send("9b4d1c50-1f4e-11f1-9e4e-7b5a0e1c0003", now.Add(-48*time.Hour), retried),
 				},
 				Tampered: tampered,
 			}
