@@ -106,6 +106,14 @@ sources:
 	require.Equal(t, http.StatusUnauthorized, ans.status, "%s", ans.body)
 	require.Contains(t, e.logs.String(), `"code":"malformed_header","in":"header","field":"Shopify-Hmac-Sha256"`, "the log names the header")
 	require.Equal(t, ingestCounts{1, 1, 1, 0}, e.counts(t, "shop"))
+
+	// Authentic, but two topics at once: refused naming the header, nothing stored.
+	topics := delivery("X-")
+	topics.header = append(topics.header, [2]string{"Shopify-Topic", "orders/paid"})
+	ans = e.send(t, "shop", topics)
+	require.Equal(t, http.StatusUnprocessableEntity, ans.status, "%s", ans.body)
+	require.Contains(t, string(ans.body), "Shopify-Topic")
+	require.Equal(t, ingestCounts{1, 1, 1, 0}, e.counts(t, "shop"))
 }
 
 // TestIngestSlackMessageResentUnderNewEventID: Slack has resent one
