@@ -28,9 +28,12 @@ const TypeIntercom Type = "intercom"
 // delivery_attempts, delivery_status and delivered_at describe the
 // delivery, not the event, and are volatile.
 //
-// Redelivery: Intercom retries a notification that did not get a 2xx within
-// its timeout, with the same id; endpoints that keep failing are suspended
-// (https://developers.intercom.com/docs/webhooks/setting-up-webhooks#handling-failures).
+// Redelivery (https://developers.intercom.com/docs/webhooks/webhook-notifications):
+// a notification answered with an error is delivered again with the same
+// id; Intercom pauses a topic for 15 minutes after 1000 consecutive errors
+// in 15 minutes, throttles an endpoint answering 429 with delays from 1
+// minute to 2 hours, and suspends a private app's subscription after seven
+// days of errors.
 type intercomVerifier struct {
 	keys  [][]byte
 	types TypeFilter
@@ -43,6 +46,7 @@ func init() {
 		Docs: []string{
 			"https://developers.intercom.com/docs/webhooks/setting-up-webhooks",
 			"https://developers.intercom.com/docs/references/webhooks/webhook-models",
+			"https://developers.intercom.com/docs/webhooks/webhook-notifications",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
 			core = core.WithDefaults(0)
@@ -55,7 +59,7 @@ func init() {
 		VolatileFields:    []string{"/delivery_attempts", "/delivery_status", "/delivered_at"},
 		Redelivery: Redelivery{
 			Key:     "notification `id` (notif_…)",
-			Retries: "a notification without a timely 2xx is retried with the same id; failing endpoints are suspended",
+			Retries: "redelivered with the same id after errors; 429 throttles 1 min to 2 h; a private app's subscription is suspended after 7 days of errors",
 			Horizon: "forever (one id per notification)",
 			Batches: "no",
 			Resends: "no",
