@@ -23,12 +23,14 @@ const TypeTypeform Type = "typeform"
 //
 // The body is an event (https://www.typeform.com/developers/webhooks/example-payload/):
 // ID is "event_id" (one per event, kept when Typeform retries), Type
-// "event_type" ("form_response"), Scope form_response.form_id, ObjectID
+// "event_type" ("form_response", "form_response_partial"), Scope form_response.form_id, ObjectID
 // form_response.token (the response's token, the same for one response).
 //
-// Redelivery: Typeform retries a delivery that did not get a 2xx, with the
-// same event_id, for several hours; a webhook answered 404 or 410 is
-// disabled (https://www.typeform.com/developers/webhooks/).
+// Redelivery (https://www.typeform.com/developers/webhooks/#delivery-retries):
+// a delivery not answered 2xx within 30 seconds is retried with the same
+// event_id: every 2-3 minutes for 10 hours after 429, 408, 503 or 423,
+// five times with backoff (5, 10, 20, 60, 120 minutes) after any other
+// code; 404 or 410 disables the webhook at once, without a retry.
 type typeformVerifier struct {
 	keys  [][]byte
 	types TypeFilter
@@ -53,7 +55,7 @@ func init() {
 		CredentialHeaders: func(any) []string { return []string{TypeformSignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "`event_id`",
-			Retries: "failed deliveries are retried for several hours with the same `event_id`; 404/410 disables the webhook",
+			Retries: "every 2-3 min for 10 h after 429/408/503/423, else 5 times over about 3.5 h; 404/410 disables the webhook",
 			Horizon: "forever (one id per event)",
 			Batches: "no",
 			Resends: "no",
