@@ -3,6 +3,7 @@ package verify
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -36,9 +37,14 @@ const TypeAirtable Type = "airtable"
 // never claimed delays changes to the next one. Type is "notification",
 // Scope base.id, ObjectID webhook.id.
 //
-// Redelivery: Airtable sends a notification when new payloads exist and
-// retries one not answered 200/204; payloads stay listable for 7 days
-// whatever happens to notifications.
+// A taken notification is answered 204 with no body (AcceptedStatus):
+// Airtable asks for 200 or 204 and an empty body.
+//
+// Redelivery: a notification that fails is retried (the webhook's
+// lastNotificationResult records retryNumber and willBeRetried,
+// https://airtable.com/developers/web/api/model/webhooks-notification);
+// payloads are deleted after a week whether listed or not, and the cursor
+// is never reset.
 type airtableVerifier struct {
 	keys  [][]byte
 	types TypeFilter
@@ -69,9 +75,10 @@ func init() {
 			return &airtableVerifier{keys: keys, types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{AirtableMACHeader} },
+		AcceptedStatus:    http.StatusNoContent,
 		Redelivery: Redelivery{
 			Key:     "nudge: `base.id` + `webhook.id` + `timestamp`; the workflow claims per listed payload (`baseTransactionNumber`)",
-			Retries: "a notification not answered 200/204 is retried; payloads stay listable for 7 days",
+			Retries: "a failed notification is retried (retryNumber, willBeRetried); payloads are kept a week",
 			Horizon: "forever (the timestamp is part of the key)",
 			Batches: "no (one nudge may stand for many payloads, listed by the workflow)",
 			Resends: "a nudge says only that payloads exist: never key side effects on it",
