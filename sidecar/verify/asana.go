@@ -48,8 +48,15 @@ const maxAsanaHookSecret = 256
 //     is refused. Asana signs no timestamp: no replay window.
 //
 // The body is {"events": [...]}: one Event per item, whose Payload is the
-// item. A verified delivery with no events (Asana's heartbeat) is answered
-// 200 as a handshake, with nothing stored. Asana events carry no id, so
+// item. A delivery with no events is Asana's heartbeat, sent right after
+// the handshake and then every 8 hours; a webhook whose heartbeats go
+// unanswered for 24 hours is deleted
+// (https://developers.asana.com/docs/webhook-heartbeat-events). A verified
+// heartbeat is answered 200 as a handshake, with nothing stored; so is an
+// unverifiable one ({"events":[]} exactly) while the source has no secret
+// yet, which keeps the webhook alive until the operator adds the secret.
+// Events are "skinny": the workflow fetches the resource for its current
+// state. Asana events carry no id, so
 // the key rule is a digest: ID is "sha256:" and the hex SHA-256 of the
 // item's canonical JSON (strictjson.Canonical), identical for the same
 // event however it is batched or spaced; two items equal in every field
@@ -58,7 +65,8 @@ const maxAsanaHookSecret = 256
 // ("task.changed"), ObjectID resource.gid.
 //
 // Redelivery: Asana resends a delivery that got no 2xx within 10 seconds
-// for up to 24 hours, then gives up; it describes its delivery as
+// with exponential backoff for up to 24 hours, then deletes the webhook
+// (https://developers.asana.com/docs/webhooks-guide); it describes its delivery as
 // at-most-once in exceptional circumstances (events may be lost), so
 // workflows that must not miss a change also poll
 // (https://developers.asana.com/docs/webhooks-guide#overview).
@@ -74,6 +82,7 @@ func init() {
 		Docs: []string{
 			"https://developers.asana.com/docs/webhooks-guide",
 			"https://developers.asana.com/reference/createwebhook",
+			"https://developers.asana.com/docs/webhook-heartbeat-events",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
 			core = core.WithDefaults(0)
@@ -131,6 +140,9 @@ func (v *asanaVerifier) Verify(r Request) (Result, error) {
 		return Result{}, headerErr(CodeMalformedHeader, AsanaHookSignatureHeader, "must be 64 hex digits")
 	}
 	if len(v.keys) == 0 {
+		if asanaEmptyEvents(r.Body) {
+			return asanaHeartbeat(), nil
+		}
 		return Result{}, headerErr(CodeBadSignature, AsanaHookSignatureHeader, "no secret is configured yet: add the X-Hook-Secret of the handshake to the source's secrets")
 	}
 	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
@@ -146,7 +158,7 @@ func (v *asanaVerifier) Verify(r Request) (Result, error) {
 		return Result{}, authenticated(bodyErr(CodeMissingField, "/events", "the delivery has no events array"))
 	}
 	if len(*body.Events) == 0 {
-		return Result{Handshake: &Handshake{Status: http.StatusOK, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: []byte{}}}, nil
+		return asanaHeartbeat(), nil
 	}
 	var res Result
 	for i, item := range *body.Events {
@@ -161,6 +173,24 @@ func (v *asanaVerifier) Verify(r Request) (Result, error) {
 		return Result{}, res.Rejected[0].Err
 	}
 	return res, nil
+}
+
+// asanaHeartbeat is the answer to a heartbeat: 200, nothing stored.
+func asanaHeartbeat() Result {
+	return Result{Handshake: &Handshake{Status: http.StatusOK, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: []byte{}}}
+}
+
+// asanaEmptyEvents reports whether body is {"events":[]} (whitespace
+// aside) and nothing else.
+func asanaEmptyEvents(body []byte) bool {
+	var b struct {
+		Events *[]jsontext.Value `json:"events"`
+	}
+	if unmarshalBody(body, &b) != nil || b.Events == nil || len(*b.Events) != 0 {
+		return false
+	}
+	var all map[string]jsontext.Value
+	return unmarshalBody(body, &all) == nil && len(all) == 1
 }
 
 func (v *asanaVerifier) item(i int, raw jsontext.Value) (Event, error) {

@@ -59,6 +59,16 @@ func TestAsana(t *testing.T) {
 		}
 		d := verifytest.AsanaDelivery("another-secret", []byte(`{"events":[]}`))
 		p26Code(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.AsanaHookSignatureHeader)
+		// Before the secret is configured, a heartbeat (whatever its
+		// signature) is answered so Asana keeps the webhook; nothing else is.
+		unset := p26MustBuild(t, verify.TypeAsana, verify.Core{}, nil)
+		res, err = unset.Verify(p26Req(d))
+		if err != nil || !res.IsHandshake() || len(res.Events) != 0 {
+			t.Fatalf("got %+v, %v", res, err)
+		}
+		for _, b := range []string{`{"events":[],"x":1}`, `{"events":[{}]}`, `{}`} {
+			p26Code(t, unset, verifytest.AsanaDelivery("another-secret", []byte(b)), verify.CodeBadSignature, verify.InHeader, verify.AsanaHookSignatureHeader)
+		}
 	})
 
 	t.Run("signature", func(t *testing.T) {
