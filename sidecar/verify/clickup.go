@@ -34,10 +34,14 @@ const TypeClickUp Type = "clickup"
 // webhook_id, ObjectID the first of task_id, list_id, folder_id, space_id,
 // goal_id present.
 //
-// Redelivery: ClickUp counts failed deliveries per webhook (fail_count)
-// and marks a webhook failing then suspended when they pile up
-// (https://developer.clickup.com/docs/webhooks#webhook-health); a resent
-// event carries the same history items, hence the same key.
+// Redelivery (https://developer.clickup.com/docs/webhookhealth): a
+// delivery not answered 2xx within 7 seconds is retried up to five times,
+// with the same body, hence the same key; then the event is dropped for
+// good and the webhook's fail_count grows, and at 100 the webhook is
+// suspended. A 401 or 410 answer suspends the webhook at once: a source
+// whose secret is wrong (its refusals are 401) suspends the ClickUp
+// webhook on the first delivery, which must then be set active again with
+// PUT /api/v2/webhook/{webhook_id}.
 type clickupVerifier struct {
 	keys  [][]byte
 	types TypeFilter
@@ -50,6 +54,7 @@ func init() {
 		Docs: []string{
 			"https://developer.clickup.com/docs/webhooksignature",
 			"https://developer.clickup.com/docs/webhooks",
+			"https://developer.clickup.com/docs/webhookhealth",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
 			core = core.WithDefaults(0)
@@ -61,7 +66,7 @@ func init() {
 		CredentialHeaders: func(any) []string { return []string{ClickUpSignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "`webhook_id` + `event` + the `history_items` ids (no history items: + body digest)",
-			Retries: "failed deliveries are counted per webhook (`fail_count`); a webhook that keeps failing is suspended",
+			Retries: "up to 5 retries per event, then dropped; 100 dropped events, a 401 or a 410 suspend the webhook",
 			Horizon: "forever (history item ids name one change)",
 			Batches: "no (one event, possibly several history items, one record)",
 			Resends: "no",
