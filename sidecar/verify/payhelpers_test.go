@@ -21,7 +21,7 @@ var payNow = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // payOptions decodes the sources-file options m (snake_case keys) into the
 // options struct of provider typ, as the sources file does.
-func payOptions(t *testing.T, typ verify.Type, m map[string]any) any {
+func payOptions(t testing.TB, typ verify.Type, m map[string]any) any {
 	t.Helper()
 	p, ok := verify.Lookup(typ)
 	if !ok {
@@ -86,7 +86,7 @@ func payBuild(typ verify.Type, core verify.Core, opts any) (verify.Verifier, err
 }
 
 // payMust is payBuild failing the test on an error.
-func payMust(t *testing.T, typ verify.Type, core verify.Core, opts any) verify.Verifier {
+func payMust(t testing.TB, typ verify.Type, core verify.Core, opts any) verify.Verifier {
 	t.Helper()
 	v, err := payBuild(typ, core, opts)
 	if err != nil {
