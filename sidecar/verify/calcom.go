@@ -22,7 +22,8 @@ const TypeCalcom Type = "calcom"
 //
 //   - X-Cal-Signature-256 is the lower-case hex HMAC-SHA256 of the raw body
 //     keyed with the webhook's secret; a webhook without a secret is sent
-//     unsigned ("no-secret-provided"), which is refused as malformed;
+//     unsigned (no header, or the placeholder "no-secret-provided" in older
+//     versions): refused as missing or malformed;
 //   - Cal.com signs no timestamp: no replay window; several secrets may be
 //     configured while one is changed.
 //
@@ -36,8 +37,13 @@ const TypeCalcom Type = "calcom"
 // of the raw body (Digest), Type "". Type is triggerEvent, ObjectID the
 // booking uid.
 //
-// Redelivery: Cal.com documents no automatic retries; a resend of the same
-// trigger (same createdAt) keeps the key.
+// Redelivery: Cal.com's documentation names no retry policy. Its source
+// queues each delivery as a task retried up to 3 attempts with backoff
+// (10 s to 10 min,
+// https://github.com/calcom/cal.com/blob/main/packages/features/webhooks/lib/tasker/trigger/config.ts)
+// and builds every attempt with the trigger's own time as createdAt, so a
+// retry keeps the key; whether an endpoint's error answer makes the task
+// retry is not documented.
 type calcomVerifier struct {
 	keys  [][]byte
 	types TypeFilter
@@ -60,7 +66,7 @@ func init() {
 		CredentialHeaders: func(any) []string { return []string{CalcomSignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "`triggerEvent` + `payload.uid` (else `bookingId`, else payload digest) + `createdAt`; custom templates: body digest",
-			Retries: "none documented",
+			Retries: "none documented; the source retries a delivery task up to 3 attempts (10 s to 10 min), createdAt kept",
 			Horizon: "forever (createdAt is part of the key)",
 			Batches: "no",
 			Resends: "no",
