@@ -2,9 +2,7 @@ package verify_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,53 +18,18 @@ import (
 var payNow = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // payOptions decodes the sources-file options m (snake_case keys) into the
-// options struct of provider typ, as the sources file does.
+// options struct of provider typ, as a source does (Provider.DecodeOptions).
 func payOptions(t testing.TB, typ verify.Type, m map[string]any) any {
 	t.Helper()
 	p, ok := verify.Lookup(typ)
 	if !ok {
 		t.Fatalf("provider %s is not registered", typ)
 	}
-	if p.Options == nil {
-		if len(m) > 0 {
-			t.Fatalf("provider %s takes no options", typ)
-		}
-		return nil
-	}
-	opts := p.Options()
-	if m == nil {
-		return opts
-	}
-	raw, err := json.Marshal(unsnake(m))
+	opts, err := p.DecodeOptions(m)
 	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(opts); err != nil {
 		t.Fatalf("options of %s: %v", typ, err)
 	}
 	return opts
-}
-
-// unsnake drops the underscores of the keys of v (notification_url →
-// notificationurl), which encoding/json then matches to NotificationURL.
-func unsnake(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, val := range t {
-			out[strings.ReplaceAll(k, "_", "")] = unsnake(val)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i := range t {
-			out[i] = unsnake(t[i])
-		}
-		return out
-	}
-	return v
 }
 
 // payBuild returns the error of building a source of typ from core and
