@@ -14,6 +14,7 @@ const (
 	ZendeskTimestampHeader    = "X-Zendesk-Webhook-Signature-Timestamp"
 	ZendeskInvocationIDHeader = "X-Zendesk-Webhook-Invocation-Id"
 	ZendeskWebhookIDHeader    = "X-Zendesk-Webhook-Id"
+	ZendeskAccountIDHeader    = "X-Zendesk-Account-Id"
 )
 
 // TypeZendesk is Zendesk webhooks (trigger, automation and event
@@ -40,11 +41,12 @@ const TypeZendesk Type = "zendesk"
 // Type and whose "subject" becomes ObjectID. Without a JSON "type", Type is
 // "" (allowed_event_types then needs "*").
 //
-// Key rule: ID is X-Zendesk-Webhook-Invocation-Id: one invocation of a
-// webhook, kept by every attempt Zendesk makes for it (the Webhooks API
-// lists the attempts of an invocation,
-// https://developer.zendesk.com/api-reference/webhooks/webhooks-api/webhooks/#list-webhook-invocation-attempts).
-// Scope is X-Zendesk-Webhook-Id.
+// Key rule: ID is JoinKey(X-Zendesk-Webhook-Id, X-Zendesk-Webhook-Invocation-Id):
+// one invocation of a webhook, kept by every attempt Zendesk makes for it
+// (the Webhooks API lists the attempts of an invocation,
+// https://developer.zendesk.com/api-reference/webhooks/webhooks-api/webhooks/#list-webhook-invocation-attempts),
+// scoped by the webhook so that webhooks of several accounts can share a
+// source. Scope is X-Zendesk-Account-Id.
 //
 // Redelivery: Zendesk retries an invocation a few times on 409, on 429 and
 // 503 with a short Retry-After, and on timeouts, and opens a circuit
@@ -76,7 +78,7 @@ func init() {
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{ZendeskSignatureHeader} },
 		Redelivery: Redelivery{
-			Key:     "header `X-Zendesk-Webhook-Invocation-Id`",
+			Key:     "headers `X-Zendesk-Webhook-Id` + `X-Zendesk-Webhook-Invocation-Id`",
 			Retries: "a few attempts per invocation on 409, 429/503 with a short Retry-After and timeouts; a circuit breaker pauses failing endpoints",
 			Horizon: "forever (one id per invocation)",
 			Batches: "no",
@@ -114,6 +116,10 @@ func (v *zendeskVerifier) Verify(r Request) (Result, error) {
 	if id == "" {
 		return Result{}, authenticated(missingHeader(ZendeskInvocationIDHeader))
 	}
+	webhook := header(r.Header, ZendeskWebhookIDHeader)
+	if webhook == "" {
+		return Result{}, authenticated(missingHeader(ZendeskWebhookIDHeader))
+	}
 	typ, subject := "", ""
 	if b := bytes.TrimSpace(r.Body); len(b) > 0 && b[0] == '{' && json.Valid(b) {
 		var ev struct {
@@ -128,5 +134,5 @@ func (v *zendeskVerifier) Verify(r Request) (Result, error) {
 	if err := v.types.Check(typ, InBody, "/type"); err != nil {
 		return Result{}, err
 	}
-	return Result{Events: []Event{{ID: id, Type: typ, Scope: header(r.Header, ZendeskWebhookIDHeader), ObjectID: subject, Timestamp: ts}}}, nil
+	return Result{Events: []Event{{ID: JoinKey(webhook, id), Type: typ, Scope: header(r.Header, ZendeskAccountIDHeader), ObjectID: subject, Timestamp: ts}}}, nil
 }

@@ -22,8 +22,9 @@ func TestZendeskVector(t *testing.T) {
 	h.Set(verify.ZendeskSignatureHeader, "pGs6DZ/dFO9Xzf+agUFIVi4r9kG24yskuxQmv/VsIw4=")
 	h.Set(verify.ZendeskTimestampHeader, "2026-03-01T12:00:00Z")
 	h.Set(verify.ZendeskInvocationIDHeader, "5432")
+	h.Set(verify.ZendeskWebhookIDHeader, "01GE5RV6JB6HFY6EBVGT7WZPVZ")
 	evs := p26Events(t, v, verifytest.Delivery{Header: h, Body: []byte(`{"ticket_id":"35436","status":"Open"}`)})
-	if len(evs) != 1 || evs[0].ID != "5432" || evs[0].Type != "" || !evs[0].Timestamp.Equal(at) {
+	if len(evs) != 1 || evs[0].ID != verify.JoinKey("01GE5RV6JB6HFY6EBVGT7WZPVZ", "5432") || evs[0].Type != "" || !evs[0].Timestamp.Equal(at) {
 		t.Fatalf("got %+v", evs)
 	}
 }
@@ -45,11 +46,14 @@ func TestZendesk(t *testing.T) {
 			d.Header.Del(h)
 			p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, h)
 		}
-		d := good()
-		d.Header.Del(verify.ZendeskInvocationIDHeader)
-		if e := p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ZendeskInvocationIDHeader); !e.Authenticated {
-			t.Error("a signed request without invocation id is authenticated")
+		for _, h := range []string{verify.ZendeskInvocationIDHeader, verify.ZendeskWebhookIDHeader} {
+			d := good()
+			d.Header.Del(h)
+			if e := p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, h); !e.Authenticated {
+				t.Errorf("a signed request without %s is authenticated", h)
+			}
 		}
+		d := good()
 		for _, bad := range []string{"sha256=abc", "pGs6DZ/dFO9Xzf+agUFIVi4r9kG24yskuxQmv/VsIw4", "a5a1f9e3c0"} {
 			d = good()
 			d.Header.Set(verify.ZendeskSignatureHeader, bad)
@@ -82,7 +86,7 @@ func TestZendesk(t *testing.T) {
 
 	t.Run("key rule and type", func(t *testing.T) {
 		a := p26Events(t, v, good())[0]
-		if a.ID != "inv-1" || a.Type != "zen:event-type:ticket.created" || a.ObjectID != "zen:ticket:7" || a.Scope != "01GE5RV6JB6HFY6EBVGT7WZPVZ" {
+		if a.ID != verify.JoinKey("01GE5RV6JB6HFY6EBVGT7WZPVZ", "inv-1") || a.Type != "zen:event-type:ticket.created" || a.ObjectID != "zen:ticket:7" || a.Scope != "12514403" {
 			t.Fatalf("got %+v", a)
 		}
 		retry := p26Events(t, v, verifytest.ZendeskDelivery(verifytest.ZendeskSecret, "inv-1", now.Add(-time.Minute), body))[0]
@@ -91,7 +95,7 @@ func TestZendesk(t *testing.T) {
 			t.Fatalf("retry %q next %q first %q", retry.ID, next.ID, a.ID)
 		}
 		xml := p26Events(t, v, verifytest.ZendeskDelivery(verifytest.ZendeskSecret, "inv-3", now, []byte(`<ticket><id>7</id></ticket>`)))[0]
-		if xml.ID != "inv-3" || xml.Type != "" {
+		if xml.ID != verify.JoinKey("01GE5RV6JB6HFY6EBVGT7WZPVZ", "inv-3") || xml.Type != "" {
 			t.Fatalf("got %+v", xml)
 		}
 		only := p26MustBuild(t, verify.TypeZendesk, verify.Core{Secrets: []string{verifytest.ZendeskSecret}, AllowedEventTypes: []string{"zen:event-type:user.*"}, Now: p26Clock(now)}, nil)

@@ -22,6 +22,7 @@ func ZendeskDelivery(secret, invocation string, at time.Time, body []byte) Deliv
 	ts := at.UTC().Format(time.RFC3339)
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
+	h.Set("X-Zendesk-Account-Id", "12514403")
 	h.Set("X-Zendesk-Webhook-Id", "01GE5RV6JB6HFY6EBVGT7WZPVZ")
 	h.Set("X-Zendesk-Webhook-Invocation-Id", invocation)
 	h.Set("X-Zendesk-Webhook-Signature-Timestamp", ts)
