@@ -1,0 +1,56 @@
+package ingest_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+)
+
+// A source's volatile fields are its provider's defaults (the fields the
+// provider changes on every retry) followed by its own, each once; its
+// claims' policy has the same list, so a claim and an ingested event hash
+// alike.
+func TestSourceVolatileFieldsAddToTheProvidersDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  st: {tenant: acme, provider: stripe, secrets: [s], volatile_fields: ["/createdAt", "/pending_webhooks"], `+fwd+`}
+  gh: {tenant: acme, provider: github, secrets: [s], volatile_fields: ["/createdAt"], `+fwd+`}
+`), envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"/pending_webhooks", "/createdAt"}, cfg.Policies["st"].VolatileFields)
+	require.Equal(t, []string{"/createdAt"}, cfg.Policies["gh"].VolatileFields)
+
+	// A bad pointer of the source's own is named by its own index.
+	_, err = ingest.Parse([]byte("sources:\n  st: {tenant: acme, provider: stripe, secrets: [s], volatile_fields: [\"/a\", \"b\"], "+fwd+"}\n"), envOf(nil))
+	require.ErrorContains(t, err, "volatile_fields[1]")
+}
+
+// Options are decoded into the provider's own options struct: keys name
+// its fields in snake_case, by their json tags where they have them, and
+// errors name the field as the file writes it.
+func TestSourceOptionsDecodeIntoTheProvidersStruct(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  tok: {tenant: acme, provider: token, secrets: [s], options: {header: X-Api-Key, key: {id_header: X-Id}}, `+fwd+`}
+  dc: {tenant: acme, provider: discord, options: {public_keys: ["d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"]}, `+fwd+`}
+`), envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"x-api-key"}, cfg.Sources["tok"].CredentialHeaders, "the configured token header is a credential")
+	require.NotNil(t, cfg.Sources["dc"], "public_keys names a field by its json tag")
+
+	for _, tc := range []struct{ spec, want string }{
+		{`{tenant: acme, provider: stripe, secrets: [s], options: {url: x}, ` + fwd + `}`, "options: json: unknown field"},
+		{`{tenant: acme, provider: token, secrets: [s], options: {key: {id_header: X, id_pointers: ["/id"]}}, ` + fwd + `}`, "options.key.id_header: exactly one"},
+		{`{tenant: acme, provider: token, secrets: [s], options: {Key: {id_header: X}}, ` + fwd + `}`, "options.Key: option names are lower snake_case"},
+		{`{tenant: acme, provider: github, secrets: [s], tolerance_seconds: 60, ` + fwd + `}`, "tolerance does not apply to provider github"},
+		{`{tenant: acme, provider: stripe, secrets: [s], tolerance_seconds: -1, ` + fwd + `}`, "tolerance_seconds: must not be negative"},
+	} {
+		_, err := ingest.Parse([]byte("sources:\n  bad: "+tc.spec+"\n"), envOf(nil))
+		require.Error(t, err, tc.spec)
+		require.Contains(t, err.Error(), tc.want, tc.spec)
+	}
+}
