@@ -30,12 +30,9 @@ const CalendlyTolerance = 3 * time.Minute
 //     when the subscription is created, or generated for an OAuth app), of
 //     t + "." + the raw body. Elements other than t and v1 are ignored;
 //     several v1 values may be present;
-//   - t must lie within the tolerance of the clock, either direction;
-//     every attempt is signed anew. Calendly's example uses 3 minutes
-//     (CalendlyTolerance), which Build applies when the tolerance reaches
-//     it unset; verify.New defaults an unset tolerance to DefaultTolerance
-//     (300 s) first, so a source sets tolerance_seconds: 180 for
-//     Calendly's window;
+//   - t must lie within the tolerance of the clock, either direction, 3
+//     minutes by default (Provider.DefaultTolerance: the window of
+//     Calendly's example); every attempt is signed anew;
 //   - several signing keys may be configured while one is replaced.
 //
 // The body is {"event": "invitee.created", "created_at", "created_by",
@@ -74,6 +71,7 @@ func init() {
 			return &calendlyVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
 		SignsTimestamp:    true,
+		DefaultTolerance:  CalendlyTolerance,
 		CredentialHeaders: func(any) []string { return []string{CalendlySignatureHeader} },
 		Redelivery: Redelivery{
 			Key:     "`event` + `payload.uri` + `created_at` (no uri: + payload digest)",

@@ -101,3 +101,17 @@ func TestCalendly(t *testing.T) {
 		p26Code(t, only, good(), verify.CodeEventTypeNotAllowed, verify.InBody, "/event")
 	})
 }
+
+// Through verify.New (the sources file's path) a Calendly source that sets
+// no tolerance gets Calendly's 3 minutes.
+func TestCalendlyDefaultToleranceThroughNew(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	v, err := verify.New(verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: p26Clock(now)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := verifytest.CalendlyInvitee("invitee.created", "https://api.calendly.com/x/invitees/1", "2026-03-01T11:59:00.000000Z")
+	p26Events(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute), body))
+	p26Code(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute-time.Second), body), verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.CalendlySignatureHeader)
+}
