@@ -26,8 +26,8 @@ const LinearTolerance = 60 * time.Second
 // Linear-Signature is the hex HMAC-SHA256 of the raw body keyed with the
 // webhook's signing secret (several may be configured while one is
 // changed), and the body's webhookTimestamp (unix milliseconds) must be
-// within Tolerance of the clock (Build applies [LinearTolerance], 60 s,
-// when the Core it is given has Tolerance zero). The
+// within Tolerance of the clock ([LinearTolerance], 60 s, unless the
+// source sets tolerance_seconds). The
 // timestamp is inside the signed body, so it cannot be moved without
 // breaking the signature.
 //
@@ -54,6 +54,7 @@ func init() {
 			"https://linear.app/developers/webhooks",
 			"https://github.com/linear/linear/blob/master/packages/sdk/src/webhooks/client.ts",
 		},
+		DefaultTolerance: LinearTolerance,
 		Build: func(core Core, _ any) (Verifier, error) {
 			core = core.WithDefaults(LinearTolerance)
 			if err := core.Validate(TypeLinear, false); err != nil {

@@ -80,6 +80,7 @@ func init() {
 			"https://dev.twitch.tv/docs/eventsub/handling-webhook-events/",
 			"https://dev.twitch.tv/docs/eventsub/",
 		},
+		DefaultTolerance: TwitchTolerance,
 		Build: func(core Core, _ any) (Verifier, error) {
 			core = core.WithDefaults(TwitchTolerance)
 			if err := core.Validate(TypeTwitch, false); err != nil {
