@@ -9,7 +9,7 @@ import (
 )
 
 // AirtableMACHeader carries the MAC of an Airtable webhook notification
-// (https://airtable.com/developers/web/api/webhooks-overview#webhook-notification-delivery).
+// (https://airtable.com/developers/web/api/webhooks-overview).
 const AirtableMACHeader = "X-Airtable-Content-MAC"
 
 // TypeAirtable is Airtable webhook notifications.

@@ -10,7 +10,7 @@ import (
 
 // Airtable publishes no example MAC, so this vector was computed
 // independently (Python's hmac and base64 modules) from
-// https://airtable.com/developers/web/api/webhooks-overview#webhook-notification-delivery:
+// https://airtable.com/developers/web/api/webhooks-overview:
 // "hmac-sha256=" and the hex HMAC-SHA256 of the body keyed with the
 // base64-decoded macSecretBase64 (the body is the notification of
 // Airtable's example).

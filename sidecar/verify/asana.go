@@ -11,7 +11,7 @@ import (
 )
 
 // Asana webhook headers
-// (https://developers.asana.com/docs/webhooks-guide#security).
+// (https://developers.asana.com/docs/webhooks-guide).
 const (
 	AsanaHookSecretHeader    = "X-Hook-Secret"
 	AsanaHookSignatureHeader = "X-Hook-Signature"
@@ -69,7 +69,7 @@ const maxAsanaHookSecret = 256
 // (https://developers.asana.com/docs/webhooks-guide); it describes its delivery as
 // at-most-once in exceptional circumstances (events may be lost), so
 // workflows that must not miss a change also poll
-// (https://developers.asana.com/docs/webhooks-guide#overview).
+// (https://developers.asana.com/docs/webhooks-guide).
 type asanaVerifier struct {
 	keys  [][]byte
 	types TypeFilter

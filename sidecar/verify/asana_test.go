@@ -11,7 +11,7 @@ import (
 
 // Asana publishes no example signature, so this vector was computed
 // independently (Python's hmac module) from
-// https://developers.asana.com/docs/webhooks-guide#security: the hex
+// https://developers.asana.com/docs/webhooks-guide: the hex
 // HMAC-SHA256 of the body keyed with the X-Hook-Secret (the one of Asana's
 // handshake example at https://developers.asana.com/reference/createwebhook).
 func TestAsanaVector(t *testing.T) {

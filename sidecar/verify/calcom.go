@@ -11,7 +11,7 @@ import (
 )
 
 // CalcomSignatureHeader carries Cal.com's webhook signature
-// (https://cal.com/docs/developing/guides/automation/webhooks#verifying-the-authenticity-of-the-received-payload).
+// (https://cal.com/docs/developing/guides/automation/webhooks).
 const CalcomSignatureHeader = "X-Cal-Signature-256"
 
 // TypeCalcom is Cal.com webhooks.

@@ -11,7 +11,7 @@ import (
 
 // Cal.com publishes no example signature, so this vector was computed
 // independently (Python's hmac module) from
-// https://cal.com/docs/developing/guides/automation/webhooks#verifying-the-authenticity-of-the-received-payload:
+// https://cal.com/docs/developing/guides/automation/webhooks:
 // the hex HMAC-SHA256 of the body under the webhook secret.
 func TestCalcomVector(t *testing.T) {
 	t.Parallel()

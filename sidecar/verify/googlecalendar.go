@@ -6,7 +6,7 @@ import (
 )
 
 // Google Calendar push notification headers
-// (https://developers.google.com/calendar/api/guides/push#understanding-the-notification-message-format).
+// (https://developers.google.com/calendar/api/guides/push).
 const (
 	GoogleChannelIDHeader         = "X-Goog-Channel-ID"
 	GoogleChannelTokenHeader      = "X-Goog-Channel-Token"
@@ -47,7 +47,7 @@ const TypeGoogleCalendar Type = "googlecalendar"
 //
 // Redelivery: a message answered 500, 502, 503 or 504 is retried with
 // exponential backoff; any other status but 200, 201, 202, 204 and 102 is a
-// failure (https://developers.google.com/calendar/api/guides/push#responding-to-notifications).
+// failure (https://developers.google.com/calendar/api/guides/push).
 type googleCalendarVerifier struct {
 	tokens []string
 	types  TypeFilter

@@ -45,7 +45,7 @@ const TypeHubSpot Type = "hubspot"
 //   - several client secrets may be configured during rotation.
 //
 // The body is a JSON array of up to 100 notifications
-// (https://developers.hubspot.com/docs/api-reference/webhooks-webhooks-v3/guide#webhook-payloads):
+// (https://developers.hubspot.com/docs/api/webhooks):
 // each becomes one Event whose Payload is the item. Key rule: ID is
 // JoinKey(portalId, subscriptionId, eventId): eventId names the change,
 // scoped by the account (portalId) and by the subscription the
@@ -55,7 +55,7 @@ const TypeHubSpot Type = "hubspot"
 //
 // Redelivery: HubSpot retries a batch that failed (connection error,
 // timeout, 5xx or 429) up to 10 times with backoff spread over 24 hours
-// (https://developers.hubspot.com/docs/api-reference/webhooks-webhooks-v3/guide#retries);
+// (https://developers.hubspot.com/docs/api/webhooks);
 // 4xx other than 429 is not retried.
 type hubspotVerifier struct {
 	keys  [][]byte
@@ -80,7 +80,7 @@ func init() {
 		Docs: []string{
 			"https://developers.hubspot.com/docs/apps/legacy-apps/authentication/validating-requests",
 			"https://developers.hubspot.com/changelog/introducing-version-3-of-webhook-signatures",
-			"https://developers.hubspot.com/docs/api-reference/webhooks-webhooks-v3/guide",
+			"https://developers.hubspot.com/docs/api/webhooks",
 		},
 		Options:        func() any { return &HubSpotOptions{} },
 		Build:          buildHubSpot,

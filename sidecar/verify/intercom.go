@@ -5,18 +5,20 @@ import (
 )
 
 // IntercomSignatureHeader carries Intercom's notification signature
-// (https://developers.intercom.com/docs/webhooks/setting-up-webhooks#signed-notifications).
+// (https://developers.intercom.com/intercom-api-reference/v1.0/reference/signed-notifications).
 const IntercomSignatureHeader = "X-Hub-Signature"
 
 // TypeIntercom is Intercom's webhook notifications.
 const TypeIntercom Type = "intercom"
 
 // The "intercom" provider verifies Intercom webhook notifications, per
-// https://developers.intercom.com/docs/webhooks/setting-up-webhooks#signed-notifications:
+// https://developers.intercom.com/intercom-api-reference/v1.0/reference/signed-notifications:
 //
 //   - X-Hub-Signature is "sha1=" and the lower-case hex HMAC-SHA1 of the
 //     raw body, keyed with the app's client secret (Developer Hub, Basic
-//     Info); Intercom signs nothing else and no timestamp, so there is no
+//     Info; the subscription's hub_secret in the v1 API's words); Intercom
+//     publishes an example request but not the secret it was signed with.
+//     Intercom signs nothing else and no timestamp, so there is no
 //     replay window: a replay is caught by its notification id;
 //   - several client secrets may be configured while one is rotated.
 //
@@ -44,7 +46,7 @@ func init() {
 		Type: TypeIntercom,
 		Name: "Intercom",
 		Docs: []string{
-			"https://developers.intercom.com/docs/webhooks/setting-up-webhooks",
+			"https://developers.intercom.com/intercom-api-reference/v1.0/reference/signed-notifications",
 			"https://developers.intercom.com/docs/references/webhooks/webhook-models",
 			"https://developers.intercom.com/docs/webhooks/webhook-notifications",
 		},

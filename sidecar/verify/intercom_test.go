@@ -11,7 +11,7 @@ import (
 
 // Intercom publishes no example signature, so this vector was computed
 // independently (Python's hmac module) from
-// https://developers.intercom.com/docs/webhooks/setting-up-webhooks#signed-notifications:
+// https://developers.intercom.com/intercom-api-reference/v1.0/reference/signed-notifications:
 // "sha1=" and the hex HMAC-SHA1 of the body under the client secret.
 func TestIntercomVector(t *testing.T) {
 	t.Parallel()

@@ -6,7 +6,7 @@ import (
 )
 
 // NotionSignatureHeader carries Notion's webhook signature
-// (https://developers.notion.com/reference/webhooks#step-3-validating-event-payloads-recommended).
+// (https://developers.notion.com/reference/webhooks).
 const NotionSignatureHeader = "X-Notion-Signature"
 
 // TypeNotion is Notion integration webhooks.

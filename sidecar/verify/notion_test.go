@@ -10,7 +10,7 @@ import (
 
 // Notion publishes no example signature, so this vector was computed
 // independently (Python's hmac module) from
-// https://developers.notion.com/reference/webhooks#step-3-validating-event-payloads-recommended:
+// https://developers.notion.com/reference/webhooks:
 // "sha256=" and the hex HMAC-SHA256 of the body keyed with the
 // verification token.
 func TestNotionVector(t *testing.T) {

@@ -26,7 +26,7 @@ const TypeTypeform Type = "typeform"
 // "event_type" ("form_response", "form_response_partial"), Scope form_response.form_id, ObjectID
 // form_response.token (the response's token, the same for one response).
 //
-// Redelivery (https://www.typeform.com/developers/webhooks/#delivery-retries):
+// Redelivery (https://www.typeform.com/developers/webhooks/):
 // a delivery not answered 2xx within 30 seconds is retried with the same
 // event_id: every 2-3 minutes for 10 hours after 429, 408, 503 or 423,
 // five times with backoff (5, 10, 20, 60, 120 minutes) after any other

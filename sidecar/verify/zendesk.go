@@ -44,14 +44,14 @@ const TypeZendesk Type = "zendesk"
 // Key rule: ID is JoinKey(X-Zendesk-Webhook-Id, X-Zendesk-Webhook-Invocation-Id):
 // one invocation of a webhook, kept by every attempt Zendesk makes for it
 // (the Webhooks API lists the attempts of an invocation,
-// https://developer.zendesk.com/api-reference/webhooks/webhooks-api/webhooks/#list-webhook-invocation-attempts),
+// https://developer.zendesk.com/api-reference/webhooks/webhooks-api/webhooks/),
 // scoped by the webhook so that webhooks of several accounts can share a
 // source. Scope is X-Zendesk-Account-Id.
 //
 // Redelivery: Zendesk retries an invocation a few times on 409, on 429 and
 // 503 with a short Retry-After, and on timeouts, and opens a circuit
 // breaker on an endpoint that keeps failing
-// (https://developer.zendesk.com/api-reference/webhooks/introduction/#webhook-retries).
+// (https://developer.zendesk.com/api-reference/webhooks/introduction/).
 type zendeskVerifier struct {
 	keys  [][]byte
 	tol   time.Duration

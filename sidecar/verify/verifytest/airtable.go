@@ -13,7 +13,7 @@ const AirtableMACSecret = "kV9sEGsH4c2QG3Ky5vB5w0yq2m9oYw3I4x6Zr1Tn8Aw="
 
 // Airtable returns an X-Airtable-Content-MAC value: "hmac-sha256=" and the
 // hex HMAC-SHA256 of body keyed with the decoded macSecretBase64
-// (https://airtable.com/developers/web/api/webhooks-overview#webhook-notification-delivery).
+// (https://airtable.com/developers/web/api/webhooks-overview).
 func Airtable(macSecretBase64 string, body []byte) string {
 	key, err := base64.StdEncoding.DecodeString(macSecretBase64)
 	if err != nil {

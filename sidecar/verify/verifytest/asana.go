@@ -12,7 +12,7 @@ import (
 const AsanaSecret = "b537207f20cbfa02357cf448134da559e8bd39d61597dcd5631b8012eae53e81"
 
 // Asana returns an X-Hook-Signature value: the hex HMAC-SHA256 of body
-// keyed with the hook secret (https://developers.asana.com/docs/webhooks-guide#security).
+// keyed with the hook secret (https://developers.asana.com/docs/webhooks-guide).
 func Asana(secret string, body []byte) string {
 	return hex.EncodeToString(mac([]byte(secret), body))
 }

@@ -11,7 +11,7 @@ import (
 const CalcomSecret = "calcom-fixture-webhook-secret"
 
 // Calcom returns an X-Cal-Signature-256 value: the hex HMAC-SHA256 of body
-// (https://cal.com/docs/developing/guides/automation/webhooks#verifying-the-authenticity-of-the-received-payload).
+// (https://cal.com/docs/developing/guides/automation/webhooks).
 func Calcom(secret string, body []byte) string {
 	return hex.EncodeToString(mac([]byte(secret), body))
 }

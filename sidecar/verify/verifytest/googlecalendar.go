@@ -12,7 +12,7 @@ const GoogleCalendarToken = "target=n8n-calendar-sync&k=7d1f0c9e"
 
 // GoogleCalendarMessage returns a push notification of channel with the
 // token, state and message number given
-// (https://developers.google.com/calendar/api/guides/push#understanding-the-notification-message-format).
+// (https://developers.google.com/calendar/api/guides/push).
 func GoogleCalendarMessage(token, channel, state string, number int, expires time.Time) Delivery {
 	h := http.Header{}
 	h.Set("X-Goog-Channel-ID", channel)

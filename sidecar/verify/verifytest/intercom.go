@@ -14,7 +14,7 @@ const IntercomSecret = "intercom-fixture-client-secret"
 
 // Intercom returns an X-Hub-Signature value: "sha1=" and the hex
 // HMAC-SHA1 of body
-// (https://developers.intercom.com/docs/webhooks/setting-up-webhooks#signed-notifications).
+// (https://developers.intercom.com/intercom-api-reference/v1.0/reference/signed-notifications).
 func Intercom(secret string, body []byte) string {
 	m := hmac.New(sha1.New, []byte(secret))
 	m.Write(body)

@@ -12,7 +12,7 @@ const NotionToken = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl"
 
 // Notion returns an X-Notion-Signature value: "sha256=" and the hex
 // HMAC-SHA256 of body keyed with the verification token
-// (https://developers.notion.com/reference/webhooks#step-3-validating-event-payloads-recommended).
+// (https://developers.notion.com/reference/webhooks).
 func Notion(token string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(mac([]byte(token), body))
 }
