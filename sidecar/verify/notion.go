@@ -38,9 +38,11 @@ const TypeNotion Type = "notion"
 // "timestamp" is when the change happened, to order events by).
 // attempt_number, which counts delivery attempts, is volatile.
 //
-// Redelivery: Notion retries a delivery that got no 2xx with backoff (up
-// to 8 attempts, about 24 hours), and describes delivery as at most once
-// under load; events can arrive out of order (order them by timestamp).
+// Redelivery (https://developers.notion.com/reference/webhooks-events-delivery):
+// a delivery that is not acknowledged is retried up to 8 times with
+// exponential backoff, the last about 24 hours after the event
+// (attempt_number counts 1 to 8); Notion aims at at-most-once delivery
+// and events can arrive out of order (order them by timestamp).
 type notionVerifier struct {
 	keys  [][]byte
 	types TypeFilter
@@ -66,7 +68,7 @@ func init() {
 		VolatileFields:    []string{"/attempt_number"},
 		Redelivery: Redelivery{
 			Key:     "event `id` (UUID)",
-			Retries: "retried with backoff when not answered 2xx (about 8 attempts over 24 hours); at most once under load; out of order",
+			Retries: "up to 8 attempts with exponential backoff over about 24 hours; aims at at-most-once; out of order",
 			Horizon: "forever (UUIDs)",
 			Batches: "no, but frequent changes are aggregated into one signal event (fetch the entity)",
 			Resends: "no",
