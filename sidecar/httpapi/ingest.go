@@ -66,7 +66,25 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if r := adm.verified.Reply; r != nil && allTaken(receipts) {
+		// The provider's own answer for a taken delivery (Discord's
+		// deferred interaction response): verify.Result.Reply.
+		return sendAnswer(c, handshakeAnswer(r))
+	}
 	return c.Status(acceptedStatus(src)).JSON(fiber.Map{"received": receipts, "rejected_items": adm.verified.Rejected})
+}
+
+// allTaken reports whether every receipt of a delivery is accepted (stored
+// now) or a duplicate of an event stored before: the delivery was taken,
+// and a provider's own reply (verify.Result.Reply) may answer it. A
+// conflict keeps claimd's receipt, which names it.
+func allTaken(receipts []ingest.Receipt) bool {
+	for _, r := range receipts {
+		if r.Status != ingest.Accepted && r.Status != ingest.Duplicate {
+			return false
+		}
+	}
+	return len(receipts) > 0
 }
 
 // ingestHandshake is GET and HEAD on /ingest/{source}: the endpoint check

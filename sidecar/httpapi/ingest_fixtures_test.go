@@ -21,6 +21,10 @@ import (
 //     carry (EventsPerDelivery each), all with different claim ids;
 //   - its redeliveries are duplicates of the first one's records (same
 //     claim ids), nothing new stored;
+//   - where the provider answers taken deliveries itself (Cases.Reply:
+//     Discord's deferred interaction response), every distinct delivery
+//     and redelivery is answered with that body instead of receipts (the
+//     counts tell what was stored);
 //   - its tampered delivery is refused with the source's unauthenticated
 //     status, nothing stored;
 //   - each handshake is answered with its status and body, nothing stored.
@@ -70,6 +74,10 @@ func TestIngestFixtures(t *testing.T) {
 				require.Equal(t, accepted, a.status, "distinct %d: %s", i, a.body)
 				require.Equal(t, ingestCounts{before.claims + per, before.inbox + per, before.jobs + per, before.conflicts}, e.counts(t, source),
 					"distinct %d: one new record per event", i)
+				if c.Reply != nil {
+					require.Equal(t, string(c.Reply), string(a.body), "distinct %d: the provider's own reply", i)
+					continue
+				}
 				if accepted == http.StatusNoContent {
 					continue
 				}
@@ -88,7 +96,10 @@ func TestIngestFixtures(t *testing.T) {
 			a := e.sendFixture(t, source, c.Redelivery[0])
 			require.Equal(t, accepted, a.status, "redelivery 0: %s", a.body)
 			var first []ingestReceipt
-			if accepted != http.StatusNoContent {
+			switch {
+			case c.Reply != nil:
+				require.Equal(t, string(c.Reply), string(a.body), "redelivery 0: the provider's own reply")
+			case accepted != http.StatusNoContent:
 				first, _ = a.receipts(t)
 				require.NotEmpty(t, first)
 			}
@@ -97,6 +108,10 @@ func TestIngestFixtures(t *testing.T) {
 				a := e.sendFixture(t, source, d)
 				require.Equal(t, accepted, a.status, "redelivery %d: %s", i+1, a.body)
 				require.Equal(t, after, e.counts(t, source), "redelivery %d stores nothing new", i+1)
+				if c.Reply != nil {
+					require.Equal(t, string(c.Reply), string(a.body), "redelivery %d: the provider's own reply", i+1)
+					continue
+				}
 				if accepted == http.StatusNoContent {
 					continue
 				}

@@ -533,6 +533,11 @@ sources:
     provider: test-handshake
     secrets: ["hs-token-0001"]
     forward: {url: "http://n8n.invalid/webhook/handshake"}
+  discord:
+    tenant: TENANT
+    provider: discord
+    options: {public_keys: ["` + verifytest.DiscordPublicKey(verifytest.DiscordKey) + `"]}
+    forward: {url: "http://n8n.invalid/webhook/discord"}
 `)
 
 // setupWithInbox is setup with the ingest routes: an inbox over
@@ -739,6 +744,23 @@ func conformIngest(t *testing.T, b *bundle) {
 	b.fails(t, call{method: "GET", path: "/ingest/handshake?challenge=c-1&token=wrong"}, http.StatusUnauthorized, "unauthorized", "")
 	b.fails(t, call{method: "GET", path: "/ingest/graph"}, http.StatusMethodNotAllowed, "method_not_allowed", "")
 	require.Equal(t, inboxRows, b.count(t, "inbox_events"), "an endpoint check stores nothing")
+
+	// Discord: a PING is {"type":1}; a stored interaction is answered
+	// with its deferred interaction response, not the receipts.
+	discord := func(body string) call {
+		d := verifytest.DiscordDelivery(verifytest.DiscordKey, time.Now(), []byte(body))
+		h := map[string]string{}
+		for k := range d.Header {
+			h[k] = d.Header.Get(k)
+		}
+		return call{method: "POST", path: "/ingest/discord", body: body, header: h}
+	}
+	dp := b.do(t, discord(`{"application_id":"1","id":"2","token":"t","type":1,"version":1}`))
+	require.Equal(t, http.StatusOK, dp.status, "%s", dp)
+	require.JSONEq(t, `{"type":1}`, string(dp.body))
+	di := b.do(t, discord(string(verifytest.DiscordCommand("1600000000000000001"))))
+	require.Equal(t, http.StatusOK, di.status, "%s", di)
+	require.JSONEq(t, `{"type":5}`, string(di.body))
 
 	// Microsoft Graph notifications: 202, one item rejected on its clientState.
 	graph := send(call{method: "POST", path: "/ingest/graph", body: map[string]any{"value": []any{

@@ -327,6 +327,11 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		out.Decision = decisionTest
 		out.Response = toTriggerResponse(jsonAnswer(acceptedStatus(src),
 			fiber.Map{"received": []any{}, "test": true, "rejected_items": adm.verified.Rejected}))
+		if r := adm.verified.Reply; r != nil {
+			// A test delivery is a real one from the provider (n8n's
+			// test URL): it gets the answer the provider needs.
+			out.Response = toTriggerResponse(handshakeAnswer(r))
+		}
 		s.logTrigger(src, out.Decision, len(events))
 		return c.JSON(out)
 	}
@@ -355,9 +360,28 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		answer.status = fiber.StatusServiceUnavailable
 		answer.header[fiber.HeaderRetryAfter] = strconv.Itoa(retryAfter)
 	}
+	if r := adm.verified.Reply; r != nil && allClaimedOrDuplicate(results) {
+		// The provider's own answer for a taken delivery (Discord's
+		// deferred interaction response): verify.Result.Reply.
+		answer = handshakeAnswer(r)
+	}
 	out.Response = toTriggerResponse(answer)
 	s.logTrigger(src, out.Decision, len(events))
 	return c.JSON(out)
+}
+
+// allClaimedOrDuplicate reports whether every event of a delivery was won
+// or is a duplicate of one already done: the delivery was taken, and a
+// provider's own reply (verify.Result.Reply) may answer it. Any other
+// outcome (in_progress, retry_later, conflict, stale, unknown,
+// dead_lettered) keeps claimd's answer.
+func allClaimedOrDuplicate(results []claim.Result) bool {
+	for _, r := range results {
+		if r.Outcome != claim.Won && r.Outcome != claim.Duplicate {
+			return false
+		}
+	}
+	return len(results) > 0
 }
 
 // claimEvents claims the events of one delivery: Claim for one, ClaimBatch

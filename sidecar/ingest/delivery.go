@@ -55,6 +55,12 @@ type Verified struct {
 	// failed its own authentication (a Graph clientState matching no
 	// secret), or whose type allowed_event_types leaves out.
 	Rejected int
+	// Reply, when non-nil, is the provider's own answer for the delivery
+	// once its events are taken (verify.Result.Reply: Discord's deferred
+	// interaction response), sent instead of the door's receipt when
+	// every event was stored or claimed (won) or is a duplicate; any
+	// other end keeps the door's answer.
+	Reply *verify.Handshake
 }
 
 // Event is one verified event of a delivery, keyed and hashed by its
@@ -167,7 +173,7 @@ func (s *Source) Verify(d Delivery) (Verified, error) {
 	if err := fail(err); err != nil {
 		return Verified{}, err
 	}
-	return Verified{Events: prepared, Rejected: len(res.Rejected)}, nil
+	return Verified{Events: prepared, Rejected: len(res.Rejected), Reply: res.Reply}, nil
 }
 
 // Prepare keys and hashes the verified (and identified) events of one

@@ -43,6 +43,19 @@ var discordInteractionTypes = map[int]string{
 	5: "MODAL_SUBMIT",
 }
 
+// discordReplies are the interaction responses a taken interaction is
+// answered with, by interaction type: the callback types
+// DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (5), DEFERRED_UPDATE_MESSAGE (6) and,
+// for autocomplete, which cannot be deferred, an empty
+// APPLICATION_COMMAND_AUTOCOMPLETE_RESULT (8)
+// (https://docs.discord.com/developers/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type).
+var discordReplies = map[int]string{
+	2: `{"type":5}`,
+	3: `{"type":6}`,
+	4: `{"type":8,"data":{"choices":[]}}`,
+	5: `{"type":5}`,
+}
+
 // The "discord" and "discord-events" providers verify Discord's signed HTTP
 // requests, per
 // https://docs.discord.com/developers/interactions/overview#setting-up-an-endpoint-validating-security-request-headers
@@ -59,11 +72,42 @@ var discordInteractionTypes = map[int]string{
 // (https://docs.discord.com/developers/interactions/receiving-and-responding):
 // a PING (type 1) is a handshake answered 200 {"type":1} as application/json
 // (PONG); any other interaction is one event keyed by the interaction `id`
-// (a snowflake, unique forever). Discord does not retry an interaction: it
-// must be answered within 3 seconds, and the answer is an interaction
-// response the workflow cannot give through claimd's acknowledgement. Type
-// is the interaction type's name (APPLICATION_COMMAND…), Scope guild_id,
-// ObjectID data.name (the command) when present.
+// (a snowflake, unique forever). Type is the interaction type's name
+// (APPLICATION_COMMAND…), Scope guild_id, ObjectID data.name (the command)
+// when present.
+//
+// Discord does not retry an interaction, and it must be answered within 3
+// seconds with an interaction response
+// (https://docs.discord.com/developers/interactions/receiving-and-responding#responding-to-an-interaction):
+// anything else (claimd's JSON receipt) makes Discord show "This
+// interaction failed". So an interaction that was taken (stored, or found
+// a duplicate of one stored) is answered with Result.Reply, 200 and an
+// application/json interaction response whose callback type
+// (https://docs.discord.com/developers/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type)
+// defers the real answer to the workflow, which sends it later with the
+// interaction's token (edit the original response or send a follow-up,
+// within 15 minutes):
+//
+//   - APPLICATION_COMMAND (2) and MODAL_SUBMIT (5): {"type":5},
+//     DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (the user sees "thinking…"
+//     until the workflow edits the original response);
+//   - MESSAGE_COMPONENT (3): {"type":6}, DEFERRED_UPDATE_MESSAGE (no
+//     loading state; the workflow edits the message later);
+//   - APPLICATION_COMMAND_AUTOCOMPLETE (4) cannot be deferred: Discord
+//     takes only APPLICATION_COMMAND_AUTOCOMPLETE_RESULT (8) with the
+//     choices, in the 3 seconds, and a workflow run started through
+//     claimd's door cannot supply them. It is answered
+//     {"type":8,"data":{"choices":[]}}, no suggestions, so the user can
+//     still type the value; the event is stored like any other. A command
+//     whose options need suggestions should have them served by something
+//     that answers synchronously, not through claimd, and a source can
+//     leave autocomplete out with allowed_event_types (then its filtered
+//     answer is claimd's JSON, which Discord shows as options that failed
+//     to load).
+//
+// A refused interaction (bad signature, stale timestamp, an event claimd
+// could not store) keeps claimd's own answer: Discord then shows the
+// failure, which is what happened.
 //
 // "discord-events" is the webhook events URL
 // (https://docs.discord.com/developers/events/webhook-events): a PING (type
@@ -95,7 +139,7 @@ func init() {
 		CredentialHeaders: creds,
 		Redelivery: Redelivery{
 			Key:     "interaction `id`",
-			Retries: "no: an interaction is sent once and must be answered within 3 s",
+			Retries: "no: sent once, to be answered within 3 s; a taken interaction is answered with a deferred interaction response (`{\"type\":5}`; components `{\"type\":6}`; autocomplete `{\"type\":8}` with no choices), the workflow answers later with the interaction token",
 			Horizon: "forever (a snowflake)",
 			Batches: "no",
 			Resends: "no",
@@ -228,7 +272,14 @@ func (v *discordVerifier) interaction(body []byte, ts time.Time) (Result, error)
 	if err := v.types.Check(name, InBody, "/type"); err != nil {
 		return Result{}, err
 	}
-	return Result{Events: []Event{{ID: string(in.ID), Type: name, Scope: string(in.GuildID), ObjectID: string(in.Data.Name), Timestamp: ts}}}, nil
+	return Result{
+		Events: []Event{{ID: string(in.ID), Type: name, Scope: string(in.GuildID), ObjectID: string(in.Data.Name), Timestamp: ts}},
+		Reply: &Handshake{
+			Status: http.StatusOK,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   []byte(discordReplies[*in.Type]),
+		},
+	}, nil
 }
 
 func (v *discordVerifier) webhookEvent(body []byte, ts time.Time) (Result, error) {

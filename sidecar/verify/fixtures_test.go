@@ -14,8 +14,9 @@ import (
 // TestFixtures replays every registered verifytest.Fixture at the Verify
 // level (sidecar/httpapi's TestIngestFixtures does it through the real
 // handler on PostgreSQL): distinct deliveries have distinct event ids,
-// every redelivery the first one's, a tampered delivery is refused, and
-// each handshake is answered with its status and body. One subtest per
+// every redelivery the first one's, each with the provider's own reply
+// (Cases.Reply) or none, a tampered delivery is refused, and each
+// handshake is answered with its status and body. One subtest per
 // provider type (go test -run 'TestFixtures/<type>$').
 func TestFixtures(t *testing.T) {
 	t.Parallel()
@@ -31,7 +32,7 @@ func TestFixtures(t *testing.T) {
 
 			seen := map[string]int{}
 			for i, d := range c.Distinct {
-				ids := fixtureIDs(t, v, d, "distinct %d", i)
+				ids := fixtureIDs(t, v, c.Reply, d, "distinct %d", i)
 				require.Len(t, ids, per, "distinct %d: events per delivery", i)
 				for _, id := range ids {
 					prev, dup := seen[id]
@@ -40,10 +41,10 @@ func TestFixtures(t *testing.T) {
 				}
 			}
 
-			first := fixtureIDs(t, v, c.Redelivery[0], "redelivery 0")
+			first := fixtureIDs(t, v, c.Reply, c.Redelivery[0], "redelivery 0")
 			require.NotEmpty(t, first)
 			for i, d := range c.Redelivery[1:] {
-				require.Equal(t, first, fixtureIDs(t, v, d, "redelivery %d", i+1), "redelivery %d is the first event again", i+1)
+				require.Equal(t, first, fixtureIDs(t, v, c.Reply, d, "redelivery %d", i+1), "redelivery %d is the first event again", i+1)
 			}
 
 			_, err := v.Verify(fixtureRequest(c.Tampered))
@@ -104,13 +105,20 @@ func fixtureRequest(d verifytest.Delivery) verify.Request {
 	return verify.Request{Method: d.Method, Header: h, RawQuery: d.RawQuery, Body: d.Body}
 }
 
-// fixtureIDs verifies d, which must carry events, and returns their ids.
-func fixtureIDs(t *testing.T, v verify.Verifier, d verifytest.Delivery, msg string, args ...any) []string {
+// fixtureIDs verifies d, which must carry events and come with reply as
+// Result.Reply's body (nil: no Reply), and returns their ids.
+func fixtureIDs(t *testing.T, v verify.Verifier, reply []byte, d verifytest.Delivery, msg string, args ...any) []string {
 	t.Helper()
 	res, err := v.Verify(fixtureRequest(d))
 	require.NoError(t, err, append([]any{msg}, args...)...)
 	require.False(t, res.IsHandshake(), append([]any{msg}, args...)...)
 	require.Empty(t, res.Rejected, append([]any{msg}, args...)...)
+	if reply == nil {
+		require.Nil(t, res.Reply, append([]any{msg}, args...)...)
+	} else {
+		require.NotNil(t, res.Reply, append([]any{msg}, args...)...)
+		require.Equal(t, string(reply), string(res.Reply.Body), append([]any{msg}, args...)...)
+	}
 	ids := make([]string, len(res.Events))
 	for i, ev := range res.Events {
 		ids[i] = ev.ID

@@ -96,7 +96,7 @@ type Verifier interface {
 }
 
 // Result is a successful verification: exactly one of Handshake or Events is
-// set.
+// set (Reply goes with Events only).
 type Result struct {
 	// Handshake, when non-nil, is a provider handshake or endpoint check to
 	// answer as given; it creates no work and carries no event.
@@ -104,6 +104,18 @@ type Result struct {
 	// Events are the verified events of the request, in body order: one for
 	// most providers, several for batch deliveries.
 	Events []Event
+	// Reply, when non-nil, is the answer the provider expects, instead of
+	// claimd's own receipt, for a delivery whose events were taken: its
+	// Status, Header and Body are sent as they are once every event of the
+	// delivery was stored (or claimed: won) or found a duplicate of one
+	// already taken. A delivery that is not taken keeps claimd's answer
+	// whatever Reply says: a refusal, an event in progress or not yet due
+	// for a retry (503), a conflict, an error of claimd's, so the provider
+	// retries or an operator sees it. A provider whose protocol wants the
+	// answer to say something about the event sets it (Discord's
+	// interactions: a deferred interaction response, see discord.go); nil
+	// for the others. Its Header should hold Content-Type.
+	Reply *Handshake
 	// Rejected lists the items of a batch delivery that failed on their own
 	// (for instance a Microsoft Graph notification whose clientState does not
 	// match) while others in the same request were accepted. Each item is

@@ -70,6 +70,9 @@ func init() {
 					DiscordDelivery(DiscordKey, now, DiscordCommand("1600000000000000003")),
 				},
 				Tampered: tampered,
+				// An APPLICATION_COMMAND is answered
+				// DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE.
+				Reply: []byte(`{"type":5}`),
 				Handshakes: []Handshake{{
 					Delivery: DiscordDelivery(DiscordKey, now, []byte(`{"application_id":"1100000000000000000","id":"1600000000000000000","token":"aW50ZXJhY3Rpb24","type":1,"user":{"id":"1500000000000000000"},"version":1}`)),
 					Status:   http.StatusOK,

@@ -46,6 +46,11 @@ type Cases struct {
 	// EventsPerDelivery is how many events each Distinct delivery carries
 	// (0 means 1; batch providers may carry more).
 	EventsPerDelivery int
+	// Reply is the body of the provider's own answer to every Distinct and
+	// Redelivery delivery (verify.Result.Reply, Discord's deferred
+	// interaction response), sent with the provider's accepted status
+	// instead of claimd's receipts; nil when claimd's receipts answer them.
+	Reply []byte
 }
 
 // Fixture is what a provider's tests need to drive a source of it end to
