@@ -91,40 +91,43 @@ func TestIngestFixtures(t *testing.T) {
 				}
 			}
 
-			// Redeliveries: duplicates of the first one's records (which
-			// may repeat a distinct delivery's event).
-			a := e.sendFixture(t, source, c.Redelivery[0])
-			require.Equal(t, accepted, a.status, "redelivery 0: %s", a.body)
-			var first []ingestReceipt
-			switch {
-			case c.Reply != nil:
-				require.Equal(t, string(c.Reply), string(a.body), "redelivery 0: the provider's own reply")
-			case accepted != http.StatusNoContent:
-				first, _ = a.receipts(t)
-				require.NotEmpty(t, first)
-			}
 			after := e.counts(t, source)
-			for i, d := range c.Redelivery[1:] {
-				a := e.sendFixture(t, source, d)
-				require.Equal(t, accepted, a.status, "redelivery %d: %s", i+1, a.body)
-				require.Equal(t, after, e.counts(t, source), "redelivery %d stores nothing new", i+1)
-				if c.Reply != nil {
-					require.Equal(t, string(c.Reply), string(a.body), "redelivery %d: the provider's own reply", i+1)
-					continue
+			if !c.Nudges {
+				// Redeliveries: duplicates of the first one's records (which
+				// may repeat a distinct delivery's event).
+				a := e.sendFixture(t, source, c.Redelivery[0])
+				require.Equal(t, accepted, a.status, "redelivery 0: %s", a.body)
+				var first []ingestReceipt
+				switch {
+				case c.Reply != nil:
+					require.Equal(t, string(c.Reply), string(a.body), "redelivery 0: the provider's own reply")
+				case accepted != http.StatusNoContent:
+					first, _ = a.receipts(t)
+					require.NotEmpty(t, first)
 				}
-				if accepted == http.StatusNoContent {
-					continue
-				}
-				rs, _ := a.receipts(t)
-				require.Len(t, rs, len(first), "redelivery %d", i+1)
-				for j, r := range rs {
-					require.Equal(t, ingestReceipt{EventID: first[j].EventID, ClaimID: first[j].ClaimID, Status: "duplicate"}, r,
-						"redelivery %d is the first event again", i+1)
+				after = e.counts(t, source)
+				for i, d := range c.Redelivery[1:] {
+					a := e.sendFixture(t, source, d)
+					require.Equal(t, accepted, a.status, "redelivery %d: %s", i+1, a.body)
+					require.Equal(t, after, e.counts(t, source), "redelivery %d stores nothing new", i+1)
+					if c.Reply != nil {
+						require.Equal(t, string(c.Reply), string(a.body), "redelivery %d: the provider's own reply", i+1)
+						continue
+					}
+					if accepted == http.StatusNoContent {
+						continue
+					}
+					rs, _ := a.receipts(t)
+					require.Len(t, rs, len(first), "redelivery %d", i+1)
+					for j, r := range rs {
+						require.Equal(t, ingestReceipt{EventID: first[j].EventID, ClaimID: first[j].ClaimID, Status: "duplicate"}, r,
+							"redelivery %d is the first event again", i+1)
+					}
 				}
 			}
 
 			// A tampered delivery: the source's unauthenticated answer.
-			a = e.sendFixture(t, source, c.Tampered)
+			a := e.sendFixture(t, source, c.Tampered)
 			require.Equal(t, http.StatusUnauthorized, a.status, "tampered: %s", a.body)
 			require.Equal(t, after, e.counts(t, source), "a tampered delivery stores nothing")
 

@@ -36,8 +36,14 @@ type Cases struct {
 	Distinct []Delivery
 	// Redelivery are the same event delivered again the way the provider
 	// retries it (its retry headers, counters and re-signing): every one
-	// must be a duplicate of the first (at least two).
+	// must be a duplicate of the first (at least two; none with Nudges).
 	Redelivery []Delivery
+	// Nudges marks a provider whose deliveries only say "something
+	// changed" in a body that is the same for every change (Dropbox, Mollie
+	// classic): every delivery is a new event, so Distinct may hold
+	// identical deliveries, each its own record, and Redelivery is empty
+	// (a retry cannot be told from a new nudge).
+	Nudges bool
 	// Tampered is a delivery whose body was changed after signing: refused.
 	Tampered Delivery
 	// Handshakes are the provider's endpoint checks, answered without an
