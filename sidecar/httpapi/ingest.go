@@ -57,9 +57,11 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	if adm.decision != "" {
 		return sendAnswer(c, adm.answer)
 	}
-	headers := ingest.ForwardableHeaders(func(f func(name, value string)) {
+	// Never the query string, nor a credential query parameter a header
+	// repeats (StoredHeaders).
+	headers := src.StoredHeaders(func(f func(name, value string)) {
 		c.Request().Header.VisitAll(func(k, v []byte) { f(string(k), string(v)) })
-	}, src.CredentialHeaders...)
+	})
 	ctx, cancel := s.ctx(c)
 	defer cancel()
 	receipts, err := s.cfg.Inbox.Store(ctx, src, adm.verified.Events, headers)

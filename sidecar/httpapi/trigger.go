@@ -173,6 +173,20 @@ type triggerReply struct {
 	Decision decision        `json:"decision"`
 	Events   []triggerEvent  `json:"events"`
 	Response triggerResponse `json:"response"`
+	// CredentialQueryParams names the query parameters of the provider's
+	// request that carry the source's token
+	// (ingest.Source.CredentialQueryParams), for the n8n node to leave out
+	// of its items (and so of n8n's execution data); [] when none.
+	CredentialQueryParams []string `json:"credential_query_params"`
+}
+
+// triggerAnswer sends r, naming src's credential query parameters.
+func (s *Server) triggerAnswer(c *fiber.Ctx, src *ingest.Source, r triggerReply) error {
+	r.CredentialQueryParams = src.CredentialQueryParams
+	if r.CredentialQueryParams == nil {
+		r.CredentialQueryParams = []string{}
+	}
+	return c.JSON(r)
 }
 
 // triggerResponse is the answer the trigger gives the provider.
@@ -292,19 +306,19 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 			adm.answer.body = nil
 		}
 		s.logTrigger(src, adm.decision, 0)
-		return c.JSON(triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
+		return s.triggerAnswer(c, src, triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
 	}
 	if b.Method == fiber.MethodHead {
 		// A reachability check some providers send when a webhook URL is
 		// registered (Trello's HEAD, uptime probes): answered 200 with no
 		// body, nothing verified, nothing written. It names no event.
 		s.cfg.Inbox.Observe(src.Name, "handshake")
-		return c.JSON(triggerReply{Decision: decisionHandshake, Events: []triggerEvent{},
+		return s.triggerAnswer(c, src, triggerReply{Decision: decisionHandshake, Events: []triggerEvent{},
 			Response: toTriggerResponse(providerAnswer{status: fiber.StatusOK})})
 	}
 	if b.Method != fiber.MethodPost {
 		// The ingest door takes POST only (the router answers 405).
-		return c.JSON(triggerReply{Decision: decisionMethodNotAllowed, Events: []triggerEvent{},
+		return s.triggerAnswer(c, src, triggerReply{Decision: decisionMethodNotAllowed, Events: []triggerEvent{},
 			Response: toTriggerResponse(errorAnswer(apperr.New(apperr.MethodNotAllowed, "%s", transportMessage[apperr.MethodNotAllowed])))})
 	}
 	adm, err := s.admit(src, ingest.Delivery{Header: b.header, RawQuery: b.Query, Body: body}, "trigger")
@@ -313,7 +327,7 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 	}
 	if adm.decision != "" {
 		s.logTrigger(src, adm.decision, 0)
-		return c.JSON(triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
+		return s.triggerAnswer(c, src, triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
 	}
 	events := adm.verified.Events
 	if len(events) == 0 { // verifiers return at least one event; as the ingest door's Store
@@ -333,7 +347,7 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 			out.Response = toTriggerResponse(handshakeAnswer(r))
 		}
 		s.logTrigger(src, out.Decision, len(events))
-		return c.JSON(out)
+		return s.triggerAnswer(c, src, out)
 	}
 	results, err := s.claimEvents(c, events, b)
 	if err != nil {
@@ -367,7 +381,7 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 	}
 	out.Response = toTriggerResponse(answer)
 	s.logTrigger(src, out.Decision, len(events))
-	return c.JSON(out)
+	return s.triggerAnswer(c, src, out)
 }
 
 // allClaimedOrDuplicate reports whether every event of a delivery was won

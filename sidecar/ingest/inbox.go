@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -448,6 +450,62 @@ func (s *Source) hashedContent(contentType string, payload []byte) ([]byte, erro
 		return b, nil
 	}
 	return payload, nil
+}
+
+// StoredHeaders returns the headers of a delivery to s that are stored
+// with its events and forwarded to n8n: ForwardableHeaders with s's
+// CredentialHeaders, then, in every value, the query parameters named by
+// s's CredentialQueryParams removed (RedactQueryParams): a reverse proxy's
+// X-Original-URL or X-Forwarded-Uri, or a Referer, may repeat the webhook
+// URL with its ?token=….
+func (s *Source) StoredHeaders(visit func(func(name, value string))) map[string]string {
+	out := ForwardableHeaders(visit, s.CredentialHeaders...)
+	if len(s.CredentialQueryParams) == 0 {
+		return out
+	}
+	for k, v := range out {
+		out[k] = RedactQueryParams(v, s.CredentialQueryParams)
+	}
+	return out
+}
+
+// RedactQueryParams returns value with every query parameter named in
+// params (exact names, compared after percent-decoding, as a server reads
+// them) left out of its query: the part after the first '?' up to a '#',
+// or, for a value without '?' that holds '=', the whole value read as a
+// query string (a header that carries a bare query). Parameters are split
+// on '&' (and ';'); the others are kept as they were, in order, joined
+// with '&'. A value without such a parameter is returned unchanged.
+func RedactQueryParams(value string, params []string) string {
+	if len(params) == 0 {
+		return value
+	}
+	prefix, query, fragment := "", value, ""
+	if i := strings.IndexByte(value, '?'); i >= 0 {
+		prefix, query = value[:i+1], value[i+1:]
+	} else if !strings.Contains(value, "=") {
+		return value
+	}
+	if i := strings.IndexByte(query, '#'); i >= 0 {
+		query, fragment = query[:i], query[i:]
+	}
+	kept := make([]string, 0, 4)
+	removed := false
+	for _, part := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		name, _, _ := strings.Cut(part, "=")
+		if dec, err := url.QueryUnescape(name); err == nil {
+			name = dec
+		}
+		if slices.Contains(params, strings.TrimSpace(name)) {
+			removed = true
+			continue
+		}
+		kept = append(kept, part)
+	}
+	if !removed {
+		return value
+	}
+	return prefix + strings.Join(kept, "&") + fragment
 }
 
 // ForwardableHeaders picks the request headers worth passing on to n8n:

@@ -20,22 +20,23 @@ import (
 // also returns the lower-case names of the headers that carry the source's
 // signature or shared token, from p.CredentialHeaders (for a configurable
 // header such as the token provider's options.header they can be named
-// anything, so the generic filter of ForwardableHeaders is not enough).
+// anything, so the generic filter of ForwardableHeaders is not enough),
+// and the names of the query parameters that carry its token, from
+// p.CredentialQueryParams (case-sensitive, as query names are).
 // Errors name the field as written in the file (see fileError).
-func sourceVerifier(p *verify.Provider, s SourceSpec, secrets []string) (verify.Verifier, []string, error) {
+func sourceVerifier(p *verify.Provider, s SourceSpec, secrets []string) (v verify.Verifier, creds, queryCreds []string, err error) {
 	opts, err := p.DecodeOptions(s.Options)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if s.ToleranceSeconds != 0 && !p.SignsTimestamp {
-		return nil, nil, fmt.Errorf("tolerance does not apply to provider %s: it signs no timestamp", p.Type)
+		return nil, nil, nil, fmt.Errorf("tolerance does not apply to provider %s: it signs no timestamp", p.Type)
 	}
 	core := verify.Core{Secrets: secrets, Tolerance: time.Duration(s.ToleranceSeconds) * time.Second, AllowedEventTypes: s.AllowedEventTypes}
-	v, err := verify.New(p.Type, core, opts)
+	v, err = verify.New(p.Type, core, opts)
 	if err != nil {
-		return nil, nil, fileError(err)
+		return nil, nil, nil, fileError(err)
 	}
-	var creds []string
 	if p.CredentialHeaders != nil {
 		for _, h := range p.CredentialHeaders(opts) {
 			if h != "" {
@@ -43,7 +44,14 @@ func sourceVerifier(p *verify.Provider, s SourceSpec, secrets []string) (verify.
 			}
 		}
 	}
-	return v, creds, nil
+	if p.CredentialQueryParams != nil {
+		for _, q := range p.CredentialQueryParams(opts) {
+			if q != "" {
+				queryCreds = append(queryCreds, q)
+			}
+		}
+	}
+	return v, creds, queryCreds, nil
 }
 
 // fileError names a verifier configuration error's field as it is written in

@@ -183,6 +183,14 @@ type Source struct {
 	// this source's signature or shared token (a configured generic header
 	// such as X-Api-Key included). They are never stored or forwarded.
 	CredentialHeaders []string
+	// CredentialQueryParams are the names (case-sensitive) of the query
+	// parameters that carry this source's token
+	// (verify.Provider.CredentialQueryParams: Mollie's classic token,
+	// Pub/Sub's query_token, Meta's hub.verify_token). The query string is
+	// never stored or forwarded; these are also removed from any header
+	// value that repeats the request URL (StoredHeaders), and named to the
+	// n8n trigger node so that its items leave them out.
+	CredentialQueryParams []string
 	// Methods are the HTTP methods besides POST the source's provider
 	// sends (verify.Provider.Methods: GET, HEAD), answered with its
 	// handshake; nil for most.
@@ -434,7 +442,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		}
 		secrets = append(secrets, v)
 	}
-	v, creds, err := sourceVerifier(p, s, secrets)
+	v, creds, queryCreds, err := sourceVerifier(p, s, secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +466,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	src := &Source{Name: name, Scope: scope, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile, key: key,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
-		CredentialHeaders: creds, Methods: slices.Clone(p.Methods)}
+		CredentialHeaders: creds, CredentialQueryParams: queryCreds, Methods: slices.Clone(p.Methods)}
 	if src.MaxBodyBytes == 0 {
 		src.MaxBodyBytes = DefaultMaxBodyBytes
 	}

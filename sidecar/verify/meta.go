@@ -110,7 +110,9 @@ func init() {
 			return &metaVerifier{keys: secretKeys(core.Secrets), verifyToken: o.VerifyToken, types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{MetaSignatureHeader, MetaLegacySignatureHeader} },
-		Methods:           []string{http.MethodGet},
+		// hub.verify_token, in the verification GET's query.
+		CredentialQueryParams: func(any) []string { return []string{MetaVerifyTokenParam} },
+		Methods:               []string{http.MethodGet},
 		Redelivery: Redelivery{
 			Key:     "WhatsApp: message `id`, status `id` + `status`; Messenger/Instagram: `message.mid`; else a digest of the item",
 			Retries: "decreasing frequency for up to 36 hours (Graph API webhooks); up to 7 days (WhatsApp Cloud API)",

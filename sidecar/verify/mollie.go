@@ -53,8 +53,9 @@ type MollieOptions struct {
 //     Mollie (…/ingest/<source>?token=<secret>): the query parameter
 //     TokenParameter must equal one of the source's secrets, compared in
 //     constant time (several may be active during rotation). The query
-//     string then carries a credential: it must not be stored, logged or
-//     forwarded;
+//     string then carries a credential: the provider names the parameter
+//     in Provider.CredentialQueryParams, so claimd never stores, logs,
+//     forwards or echoes it;
 //   - the nudge is never keyed on the id alone: that would take the second
 //     status change of a payment (paid after authorized, then refunded)
 //     for a duplicate of the first and lose it. Every nudge is a new event:
@@ -104,6 +105,17 @@ func init() {
 		CredentialHeaders: func(opts any) []string {
 			if o, _ := opts.(*MollieOptions); o != nil && o.Webhooks == MollieNextGen {
 				return []string{MollieSignatureHeader}
+			}
+			return nil
+		},
+		CredentialQueryParams: func(opts any) []string {
+			o, _ := opts.(*MollieOptions)
+			switch {
+			case o == nil || o.Webhooks == "" || o.Webhooks == MollieClassic:
+				if o != nil && o.TokenParameter != "" {
+					return []string{o.TokenParameter}
+				}
+				return []string{"token"}
 			}
 			return nil
 		},

@@ -55,6 +55,16 @@ type Provider struct {
 	// (opts as for Build): they are never stored or forwarded. Nil when the
 	// provider authenticates in the body or the query only.
 	CredentialHeaders func(opts any) []string
+	// CredentialQueryParams returns the names of the query parameters that
+	// carry the provider's shared token for a source with these options
+	// (opts as for Build): Mollie's classic webhookUrl token, Pub/Sub's
+	// query_token, Meta's hub.verify_token. Query parameter names are
+	// case-sensitive. claimd never stores, logs, forwards or echoes them:
+	// they are removed from every header value that repeats the request
+	// URL (a proxy's X-Original-URL, a Referer) before it is stored and
+	// forwarded, and the trigger route names them for the n8n node to
+	// leave out of its items. Nil when no credential travels in the query.
+	CredentialQueryParams func(opts any) []string
 	// Methods lists the HTTP methods the provider sends besides POST (GET
 	// for Meta's hub.challenge, HEAD for Trello's URL check). Requests with
 	// them reach Verify, which must answer them with a Handshake or an

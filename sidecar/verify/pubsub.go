@@ -132,6 +132,15 @@ func init() {
 			}
 			return []string{PubSubAuthorizationHeader}
 		},
+		CredentialQueryParams: func(opts any) []string {
+			if o, ok := opts.(*PubSubOptions); ok && o.Auth == PubSubAuthQueryToken {
+				if o.TokenParam != "" {
+					return []string{o.TokenParam}
+				}
+				return []string{"token"}
+			}
+			return nil
+		},
 		VolatileFields: []string{"/deliveryAttempt"},
 		Redelivery: Redelivery{
 			Key:     "`subscription` + `message.messageId` (option `key_attribute`: `subscription` + that attribute)",
