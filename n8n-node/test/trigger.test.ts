@@ -6,6 +6,7 @@ import { mockDeep } from 'vitest-mock-extended';
 import { claimSidecar } from '../nodes/IdempotentClaim/helpers/idempotency';
 import type { ClaimResult } from '../nodes/IdempotentClaim/transport/types';
 import { IdempotentClaimTrigger } from '../nodes/IdempotentClaimTrigger/IdempotentClaimTrigger.node';
+import { redactQuery } from '../nodes/IdempotentClaimTrigger/webhook';
 import {
 	MAX_TRIES,
 	REQUEST_TIMEOUT_MS,
@@ -234,6 +235,39 @@ describe('a won delivery', () => {
 		expect(res.headers['content-type']).toBe('application/json');
 	});
 
+	it('leaves the query parameters claimd names as credentials out of the items', async () => {
+		const token = 'mollie-url-token-never-in-items';
+		const { ctx } = triggerContext({
+			request: delivery({
+				url: `/webhook/mollie?shop=eu&token=${token}`,
+				headers: [
+					['Content-Type', 'application/x-www-form-urlencoded'],
+					['X-Original-URL', `/webhook/mollie?shop=eu&token=${token}`],
+					['Referer', `https://hooks.example.test/webhook/mollie?token=${token}#top`],
+				],
+				body: 'id=tr_WDqYK6vllg',
+				parsed: { id: 'tr_WDqYK6vllg' },
+				contentType: 'application/x-www-form-urlencoded',
+			}),
+		});
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			...reply('won', [event('tr_1', 'won')]),
+			credential_query_params: ['token'],
+		});
+
+		const result = await runTrigger(ctx);
+
+		// claimd verified the token: it was sent in the call's query.
+		expect(sentBody(ctx).query).toBe(`shop=eu&token=${token}`);
+		const [item] = items(result);
+		expect(item.json.query).toEqual({ shop: 'eu' });
+		expect((item.json.headers as IDataObject)['x-original-url']).toBe('/webhook/mollie?shop=eu');
+		expect((item.json.headers as IDataObject).referer).toBe(
+			'https://hooks.example.test/webhook/mollie?#top',
+		);
+		expect(JSON.stringify(item)).not.toContain(token);
+	});
+
 	it('gives one item per won event of a batch, with the event payload as body', async () => {
 		const { ctx } = triggerContext({
 			request: delivery({ parsed: [{ id: 'a' }, { id: 'b' }, { id: 'c' }] }),
@@ -366,6 +400,30 @@ describe('a won delivery', () => {
 		);
 		const [item] = items(await runTrigger(ctx));
 		expect(item.json.body).toEqual({ id: 'ce-1' });
+	});
+});
+
+describe('redactQuery', () => {
+	it('removes the named parameters as claimd does (ingest.RedactQueryParams)', () => {
+		const names = ['token', 'hub.verify_token'];
+		const cases: Array<[string, string]> = [
+			['/p?token=a', '/p?'],
+			['/p?x=1&token=a&token=b&y=2', '/p?x=1&y=2'],
+			['/p?%74oken=a&x=%2F', '/p?x=%2F'],
+			[
+				'/p?hub.mode=subscribe&hub.verify_token=v&hub.challenge=1',
+				'/p?hub.mode=subscribe&hub.challenge=1',
+			],
+			['/p?Token=a', '/p?Token=a'],
+			['/p?tokens=a&token', '/p?tokens=a'],
+			['/p?x=1#token=a', '/p?x=1#token=a'],
+			['/p/token=a', '/p/token=a'],
+			['token=a', ''],
+			['no query here', 'no query here'],
+			['', ''],
+		];
+		for (const [value, want] of cases) expect(redactQuery(value, names)).toBe(want);
+		expect(redactQuery('/p?token=a', [])).toBe('/p?token=a');
 	});
 });
 

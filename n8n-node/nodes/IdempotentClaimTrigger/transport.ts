@@ -92,6 +92,13 @@ export interface TriggerReply {
 	decision: TriggerDecision | string;
 	events: TriggerEvent[];
 	response: ProviderResponse;
+	/**
+	 * The query parameters of the provider's request that carry the
+	 * source's token (a classic Mollie `token`, Pub/Sub's query_token,
+	 * Meta's hub.verify_token): left out of the items. Absent from an
+	 * older claimd.
+	 */
+	credential_query_params?: string[];
 }
 
 /** A call that ended: claimd's reply, or the error that ended it (never thrown). */

@@ -227,10 +227,81 @@ function parsedBody(req: IncomingRequest, raw: Buffer, exactNumbers: boolean): u
 }
 
 /**
+ * value with every query parameter named in names (exact names, compared
+ * after percent-decoding) left out of its query: the part after the first
+ * '?' up to a '#', or, for a value without '?' that holds '=', the whole
+ * value read as a query string. The other parameters stay as they were,
+ * in order, joined with '&'; a value without such a parameter is returned
+ * unchanged. claimd's ingest.RedactQueryParams, for header values that
+ * repeat the webhook URL (a proxy's X-Original-URL, a Referer).
+ */
+export function redactQuery(value: string, names: readonly string[]): string {
+	if (names.length === 0) return value;
+	let prefix = '';
+	let query = value;
+	let fragment = '';
+	const q = value.indexOf('?');
+	if (q >= 0) {
+		prefix = value.slice(0, q + 1);
+		query = value.slice(q + 1);
+	} else if (!value.includes('=')) {
+		return value;
+	}
+	const h = query.indexOf('#');
+	if (h >= 0) {
+		fragment = query.slice(h);
+		query = query.slice(0, h);
+	}
+	let removed = false;
+	const kept = query
+		.split(/[&;]/)
+		.filter((part) => part !== '')
+		.filter((part) => {
+			let name = part.split('=', 1)[0];
+			try {
+				name = decodeURIComponent(name.replace(/\+/g, ' '));
+			} catch {
+				// Not validly encoded: compared as it is.
+			}
+			if (names.includes(name.trim())) {
+				removed = true;
+				return false;
+			}
+			return true;
+		});
+	return removed ? prefix + kept.join('&') + fragment : value;
+}
+
+/** The request's headers with credential query parameters left out of their values. */
+function itemHeaders(req: IncomingRequest, credentialQuery: readonly string[]): IDataObject {
+	const headers: IDataObject = { ...(req.headers ?? {}) };
+	if (credentialQuery.length === 0) return headers;
+	for (const [name, value] of Object.entries(headers)) {
+		if (typeof value === 'string') headers[name] = redactQuery(value, credentialQuery);
+		else if (Array.isArray(value)) {
+			headers[name] = value.map((one) =>
+				typeof one === 'string' ? redactQuery(one, credentialQuery) : one,
+			);
+		}
+	}
+	return headers;
+}
+
+/** The request's parsed query without the credential query parameters. */
+function itemQuery(req: IncomingRequest, credentialQuery: readonly string[]): IDataObject {
+	const query: IDataObject = { ...(req.query ?? {}) };
+	for (const name of credentialQuery) delete query[name];
+	return query;
+}
+
+/**
  * One item per event that runs: json is what n8n's Webhook node gives
  * (headers, params, query, body) with `idempotency`: the Claim node's
  * object, plus event_type and on_error. The body of an item of a batch is
  * the event's own payload. A test item has outcome "test" and no claim token.
+ * The query parameters claimd names as the source's credentials
+ * (credentialQuery: a token in the webhook URL) are left out of `query`
+ * and of header values that repeat the URL.
  */
 export function eventItems(
 	req: IncomingRequest,
@@ -238,15 +309,16 @@ export function eventItems(
 	events: TriggerEvent[],
 	settings: Pick<Settings, 'onError' | 'rawBody' | 'exactNumbers'>,
 	test: boolean,
+	credentialQuery: readonly string[] = [],
 ): INodeExecutionData[] {
 	return events.map((event) => {
 		const result = (
 			test ? { ...event, outcome: 'test', claim_token: undefined } : event
 		) as ClaimResult;
 		const json: IDataObject = {
-			headers: { ...(req.headers ?? {}) },
+			headers: itemHeaders(req, credentialQuery),
 			params: { ...(req.params ?? {}) },
-			query: { ...(req.query ?? {}) },
+			query: itemQuery(req, credentialQuery),
 			body: (Object.prototype.hasOwnProperty.call(event, 'payload')
 				? event.payload
 				: parsedBody(req, raw, settings.exactNumbers)) as IDataObject,
@@ -356,7 +428,10 @@ async function decide(
 		return { noWebhookResponse: true };
 	}
 
-	const workflowData = [eventItems(req, raw, running, settings, test)];
+	const credentialQuery = Array.isArray(reply.credential_query_params)
+		? reply.credential_query_params.filter((name): name is string => typeof name === 'string')
+		: [];
+	const workflowData = [eventItems(req, raw, running, settings, test, credentialQuery)];
 	if (reply.events.some(isUnfinished)) {
 		// Some events of the delivery are not done: the provider must
 		// deliver it again (the won ones are then duplicates).
