@@ -71,10 +71,6 @@ func init() {
 }
 
 func buildAdyen(core Core, _ any) (Verifier, error) {
-	core = core.WithDefaults(0)
-	if err := core.Validate(TypeAdyen, false); err != nil {
-		return nil, err
-	}
 	v := &adyenVerifier{types: core.Types()}
 	for i, s := range core.Secrets {
 		k, err := hex.DecodeString(s)

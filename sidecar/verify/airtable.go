@@ -60,10 +60,6 @@ func init() {
 			"https://airtable.com/developers/web/api/list-webhook-payloads",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeAirtable, false); err != nil {
-				return nil, err
-			}
 			keys := make([][]byte, len(core.Secrets))
 			for i, s := range core.Secrets {
 				k, err := base64.StdEncoding.DecodeString(s)

@@ -85,10 +85,6 @@ func init() {
 			"https://developers.asana.com/docs/webhook-heartbeat-events",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeAsana, true); err != nil {
-				return nil, err
-			}
 			return &asanaVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		SecretsOptional:   true,

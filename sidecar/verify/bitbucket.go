@@ -53,9 +53,6 @@ func init() {
 			"https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypeBitbucket, false); err != nil {
-				return nil, err
-			}
 			return &bitbucketVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{BitbucketSignatureHeader} },

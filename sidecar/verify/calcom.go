@@ -57,10 +57,6 @@ func init() {
 			"https://cal.com/docs/developing/guides/automation/webhooks",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeCalcom, false); err != nil {
-				return nil, err
-			}
 			return &calcomVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{CalcomSignatureHeader} },

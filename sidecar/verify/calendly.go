@@ -64,10 +64,6 @@ func init() {
 			"https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(CalendlyTolerance)
-			if err := core.Validate(TypeCalendly, false); err != nil {
-				return nil, err
-			}
 			return &calendlyVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
 		SignsTimestamp:    true,

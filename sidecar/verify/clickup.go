@@ -57,10 +57,6 @@ func init() {
 			"https://developer.clickup.com/docs/webhookhealth",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeClickUp, false); err != nil {
-				return nil, err
-			}
 			return &clickupVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{ClickUpSignatureHeader} },

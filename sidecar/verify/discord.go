@@ -173,10 +173,6 @@ func buildDiscord(t Type, core Core, opts any) (Verifier, error) {
 	if o == nil {
 		o = &DiscordOptions{}
 	}
-	core = core.WithDefaults(0)
-	if err := core.Validate(t, true); err != nil {
-		return nil, err
-	}
 	if len(core.Secrets) > 0 {
 		return nil, &ConfigError{Type: t, Field: "Secrets", Reason: "Discord signs with the application's Ed25519 key: put its public key in options.public_keys, no secrets"}
 	}

@@ -68,10 +68,6 @@ func init() {
 			"https://www.dropbox.com/developers/reference/webhooks",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeDropbox, false); err != nil {
-				return nil, err
-			}
 			return &dropboxVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{DropboxSignatureHeader} },

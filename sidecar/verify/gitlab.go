@@ -103,10 +103,6 @@ func init() {
 }
 
 func buildGitLab(core Core, opts any) (Verifier, error) {
-	core = core.WithDefaults(0)
-	if err := core.Validate(TypeGitLab, true); err != nil {
-		return nil, err
-	}
 	o, _ := opts.(*GitLabOptions)
 	if o == nil {
 		o = &GitLabOptions{}

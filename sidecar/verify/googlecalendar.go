@@ -62,10 +62,6 @@ func init() {
 			"https://developers.google.com/calendar/api/guides/sync",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeGoogleCalendar, false); err != nil {
-				return nil, err
-			}
 			for i, s := range core.Secrets {
 				if len(s) > 256 {
 					return nil, &ConfigError{Type: TypeGoogleCalendar, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "a channel token is at most 256 characters"}

@@ -100,10 +100,6 @@ func init() {
 }
 
 func buildHubSpot(core Core, opts any) (Verifier, error) {
-	core = core.WithDefaults(DefaultTolerance)
-	if err := core.Validate(TypeHubSpot, false); err != nil {
-		return nil, err
-	}
 	o, _ := opts.(*HubSpotOptions)
 	if o == nil || o.URL == "" {
 		return nil, &ConfigError{Type: TypeHubSpot, Field: "URL", Reason: "the webhook target URL as configured in HubSpot is required (HubSpot signs it)"}

@@ -51,10 +51,6 @@ func init() {
 			"https://developers.intercom.com/docs/webhooks/webhook-notifications",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeIntercom, false); err != nil {
-				return nil, err
-			}
 			return &intercomVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{IntercomSignatureHeader} },

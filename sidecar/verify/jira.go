@@ -43,9 +43,6 @@ func init() {
 			"https://developer.atlassian.com/cloud/jira/platform/webhooks/#retry-policy",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypeJira, false); err != nil {
-				return nil, err
-			}
 			return &jiraVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{JiraSignatureHeader} },

@@ -54,9 +54,6 @@ func init() {
 			"https://docs.lemonsqueezy.com/help/webhooks/webhook-requests",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypeLemonSqueezy, false); err != nil {
-				return nil, err
-			}
 			return &lemonSqueezyVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{LemonSqueezySignatureHeader} },

@@ -56,10 +56,6 @@ func init() {
 		},
 		DefaultTolerance: LinearTolerance,
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(LinearTolerance)
-			if err := core.Validate(TypeLinear, false); err != nil {
-				return nil, err
-			}
 			return &linearVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
 		SignsTimestamp:    true,

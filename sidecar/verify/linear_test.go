@@ -53,13 +53,9 @@ func TestLinear(t *testing.T) {
 	}
 	b := verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(59*time.Second).UnixMilli())
 	pvOne(t, win, verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
-	// Build given a Core whose Tolerance is still zero applies the 60 s
-	// default itself. (verify.New defaults Tolerance to DefaultTolerance
-	// before Build, so through New the default is 300 s until the
-	// registry passes a provider's own default.)
-	p, _ := verify.Lookup(verify.TypeLinear)
-	direct, err := p.Build(verify.Core{Secrets: []string{"new"}, Now: pvClock}, nil)
-	require.NoError(t, err)
+	// A source that sets no tolerance gets Linear's 60 s default
+	// (Provider.DefaultTolerance, applied by verify.New).
+	direct := pvBuild(t, verify.TypeLinear, verify.Core{Secrets: []string{"new"}}, nil)
 	b = verifytest.LinearIssueBody("update", "2026-12-05T04:00:05.000Z", "Done", pvNow.Add(-61*time.Second).UnixMilli())
 	_, err = direct.Verify(verify.Request{Header: linearHeaders(hmacHex("new", b)), Body: b})
 	pvCode(t, err, verify.CodeTimestampOutsideTolerance, "/webhookTimestamp")
@@ -83,6 +79,7 @@ func TestLinear(t *testing.T) {
 	_, err = only.Verify(verify.Request{Header: linearHeaders(hmacHex("new", body)), Body: body})
 	pvCode(t, err, verify.CodeEventTypeNotAllowed, "/type")
 
+	p, _ := verify.Lookup(verify.TypeLinear)
 	require.Equal(t, []string{"/webhookTimestamp"}, p.VolatileFields)
 	require.True(t, p.SignsTimestamp)
 }

@@ -97,9 +97,6 @@ func init() {
 		},
 		Options: func() any { return &MetaOptions{} },
 		Build: func(core Core, opts any) (Verifier, error) {
-			if err := core.Validate(TypeMeta, false); err != nil {
-				return nil, err
-			}
 			o, _ := opts.(*MetaOptions)
 			if o == nil {
 				o = &MetaOptions{}

@@ -130,9 +130,6 @@ func init() {
 }
 
 func buildMollie(core Core, opts any) (Verifier, error) {
-	if err := core.Validate(TypeMollie, false); err != nil {
-		return nil, err
-	}
 	o, _ := opts.(*MollieOptions)
 	if o == nil {
 		o = &MollieOptions{}

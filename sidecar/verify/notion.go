@@ -57,10 +57,6 @@ func init() {
 			"https://developers.notion.com/reference/webhooks-events-delivery",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeNotion, true); err != nil {
-				return nil, err
-			}
 			return &notionVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		SecretsOptional:   true,

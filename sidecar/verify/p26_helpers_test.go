@@ -35,7 +35,7 @@ func p26Build(t *testing.T, typ verify.Type, core verify.Core, opts map[string]a
 	} else if len(opts) > 0 {
 		t.Fatalf("provider %q takes no options", typ)
 	}
-	return p.Build(core, o)
+	return p.New(core, o)
 }
 
 func p26MustBuild(t *testing.T, typ verify.Type, core verify.Core, opts map[string]any) verify.Verifier {

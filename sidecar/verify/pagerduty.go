@@ -54,9 +54,6 @@ func init() {
 			"https://github.com/PagerDuty/developer-docs/blob/main/docs/webhooks/02-Behavior.md",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypePagerDuty, false); err != nil {
-				return nil, err
-			}
 			return &pagerdutyVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{PagerDutySignatureHeader, "Authorization"} },

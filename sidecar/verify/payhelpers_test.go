@@ -12,7 +12,7 @@ import (
 
 // The helpers of the razorpay, paystack, lemonsqueezy, square, paypal,
 // woocommerce and mollie tests: they build a provider's verifier through
-// its registration (Lookup, Options, Build), as a source does.
+// its registration (Lookup, Options, Provider.New), as a source does.
 
 // payNow is the clock of these tests.
 var payNow = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -45,7 +45,7 @@ func payBuild(typ verify.Type, core verify.Core, opts any) (verify.Verifier, err
 	if core.Now == nil {
 		core.Now = func() time.Time { return payNow }
 	}
-	return p.Build(core.WithDefaults(0), opts)
+	return p.New(core, opts)
 }
 
 // payMust is payBuild failing the test on an error.

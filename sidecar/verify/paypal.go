@@ -145,9 +145,6 @@ func buildPayPal(core Core, opts any) (Verifier, error) {
 	if len(core.Secrets) > 0 {
 		return nil, &ConfigError{Type: TypePayPal, Field: "Secrets", Reason: "PayPal signs with its certificate: configure options.webhook_id (and optionally options.certificates), no secrets"}
 	}
-	if err := core.Validate(TypePayPal, true); err != nil {
-		return nil, err
-	}
 	o, _ := opts.(*PayPalOptions)
 	if o == nil {
 		o = &PayPalOptions{}

@@ -44,9 +44,6 @@ func init() {
 		Name: "Paystack",
 		Docs: []string{"https://paystack.com/docs/payments/webhooks/"},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypePaystack, false); err != nil {
-				return nil, err
-			}
 			return &paystackVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{PaystackSignatureHeader} },

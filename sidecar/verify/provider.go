@@ -30,11 +30,17 @@ type Provider struct {
 	// is decoded into before Build; nil when the provider takes no options.
 	Options func() any
 	// Build returns the verifier for a source: core holds what every
-	// provider shares (already defaulted: Tolerance and Now are set), opts
-	// the value Options returned, decoded (nil when Options is nil). It
-	// validates what it uses and returns a *[ConfigError] naming the field
-	// (Field "Secrets[0]", "Tolerance", or the options struct's Go field
-	// path such as "Key.IDHeader") on a bad configuration.
+	// provider shares, opts the value Options returned, decoded (nil when
+	// Options is nil). Build is called by [Provider.New] (and [New]) only,
+	// and core arrives defaulted AND validated: New applies
+	// [Core.WithDefaults] with DefaultTolerance (Tolerance, Now and
+	// HTTPClient are set) and then [Core.Validate] with SecretsOptional
+	// (the secrets, the tolerance and the event-type patterns are sound),
+	// so Build does neither again. It checks only what is its own (the
+	// options, the form a provider wants of a secret) and returns a
+	// *[ConfigError] naming the field (Field "Secrets[0]", or the options
+	// struct's Go field path such as "Key.IDHeader") on a bad
+	// configuration.
 	Build func(core Core, opts any) (Verifier, error)
 	// SecretsOptional is true for a provider that can be configured without
 	// shared secrets (its keys come from options: a public key, a JWKS);
@@ -107,7 +113,8 @@ type Redelivery struct {
 // secrets, tolerance_seconds and allowed_event_types.
 type Core struct {
 	// Secrets are the shared secrets or tokens; several may be active
-	// during rotation. Validated by Build (see [ValidateSecrets]).
+	// during rotation. Validated by [Provider.New] (see [Core.Validate])
+	// before Build.
 	Secrets []string
 	// Tolerance is the replay window for signed timestamps; zero means the
 	// provider's documented default (or [DefaultTolerance]).

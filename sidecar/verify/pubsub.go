@@ -157,10 +157,6 @@ func buildPubSub(core Core, opts any) (Verifier, error) {
 	if !ok || o == nil {
 		o = &PubSubOptions{}
 	}
-	core = core.WithDefaults(0)
-	if err := core.Validate(TypePubSub, true); err != nil {
-		return nil, err
-	}
 	cfgErr := func(field, reason string) error {
 		return &ConfigError{Type: TypePubSub, Field: field, Reason: reason}
 	}

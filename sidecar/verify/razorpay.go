@@ -55,9 +55,6 @@ func init() {
 			"https://razorpay.com/docs/webhooks/faqs/",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypeRazorpay, false); err != nil {
-				return nil, err
-			}
 			return &razorpayVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{RazorpaySignatureHeader} },

@@ -104,10 +104,6 @@ func buildSendGrid(core Core, opts any) (Verifier, error) {
 	if o == nil {
 		o = &SendGridOptions{}
 	}
-	core = core.WithDefaults(0)
-	if err := core.Validate(TypeSendGrid, true); err != nil {
-		return nil, err
-	}
 	cfgErr := func(field, reason string) error {
 		return &ConfigError{Type: TypeSendGrid, Field: field, Reason: reason}
 	}

@@ -57,9 +57,6 @@ func init() {
 			"https://github.com/getsentry/sentry/blob/master/src/sentry/sentry_apps/api/serializers/app_platform_event.py",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypeSentry, false); err != nil {
-				return nil, err
-			}
 			return &sentryVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{SentrySignatureHeader} },

@@ -70,9 +70,6 @@ func init() {
 		},
 		Options: func() any { return &SquareOptions{} },
 		Build: func(core Core, opts any) (Verifier, error) {
-			if err := core.Validate(TypeSquare, false); err != nil {
-				return nil, err
-			}
 			o, _ := opts.(*SquareOptions)
 			if o == nil {
 				o = &SquareOptions{}

@@ -88,10 +88,6 @@ func telegramTokenOK(s string) bool {
 }
 
 func buildTelegram(core Core, opts any) (Verifier, error) {
-	core = core.WithDefaults(0)
-	if err := core.Validate(TypeTelegram, false); err != nil {
-		return nil, err
-	}
 	for i, s := range core.Secrets {
 		if !telegramTokenOK(s) {
 			return nil, &ConfigError{Type: TypeTelegram, Field: "Secrets[" + strconv.Itoa(i) + "]", Reason: "a secret_token is 1 to 256 characters of A-Z, a-z, 0-9, _ and -"}

@@ -52,9 +52,6 @@ func init() {
 		},
 		Options: func() any { return &TrelloOptions{} },
 		Build: func(core Core, opts any) (Verifier, error) {
-			if err := core.Validate(TypeTrello, false); err != nil {
-				return nil, err
-			}
 			o, _ := opts.(*TrelloOptions)
 			if o == nil || o.CallbackURL == "" {
 				return nil, &ConfigError{Type: TypeTrello, Field: "CallbackURL", Reason: "the webhook's callbackURL is required: Trello signs the body followed by it"}

@@ -82,10 +82,6 @@ func init() {
 		},
 		DefaultTolerance: TwitchTolerance,
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(TwitchTolerance)
-			if err := core.Validate(TypeTwitch, false); err != nil {
-				return nil, err
-			}
 			return &twitchVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
 		SignsTimestamp:    true,

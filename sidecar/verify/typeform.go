@@ -46,10 +46,6 @@ func init() {
 			"https://www.typeform.com/developers/webhooks/",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(0)
-			if err := core.Validate(TypeTypeform, false); err != nil {
-				return nil, err
-			}
 			return &typeformVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{TypeformSignatureHeader} },

@@ -79,9 +79,6 @@ func init() {
 			"https://woocommerce.com/document/webhooks/",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			if err := core.Validate(TypeWooCommerce, false); err != nil {
-				return nil, err
-			}
 			return &wooCommerceVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{WooCommerceSignatureHeader} },

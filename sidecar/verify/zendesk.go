@@ -69,10 +69,6 @@ func init() {
 			"https://developer.zendesk.com/api-reference/webhooks/webhooks-api/webhooks/",
 		},
 		Build: func(core Core, _ any) (Verifier, error) {
-			core = core.WithDefaults(DefaultTolerance)
-			if err := core.Validate(TypeZendesk, false); err != nil {
-				return nil, err
-			}
 			return &zendeskVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
 		SignsTimestamp:    true,
