@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"strconv"
 	"strings"
 
@@ -106,11 +105,14 @@ func adyenSigningString(it *adyenItem) string {
 		string(it.Amount.Value), it.Amount.Currency, it.EventCode, it.Success}, ":")
 }
 
+// adyenNotification is one entry of notificationItems.
+type adyenNotification struct {
+	Item jsontext.Value `json:"NotificationRequestItem"`
+}
+
 func (v *adyenVerifier) Verify(r Request) (Result, error) {
 	var body struct {
-		NotificationItems []struct {
-			Item jsontext.Value `json:"NotificationRequestItem"`
-		} `json:"notificationItems"`
+		NotificationItems []adyenNotification `json:"notificationItems"`
 	}
 	if e := unmarshalBody(r.Body, &body); e != nil {
 		return Result{}, e
@@ -118,23 +120,7 @@ func (v *adyenVerifier) Verify(r Request) (Result, error) {
 	if len(body.NotificationItems) == 0 {
 		return Result{}, bodyErr(CodeMalformedBody, "/notificationItems", "no notification items")
 	}
-	var res Result
-	for i, n := range body.NotificationItems {
-		ev, err := v.item(i, n.Item)
-		if err != nil {
-			var e *Error
-			if errors.As(err, &e) && e.ambiguous {
-				return Result{}, err
-			}
-			res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
-			continue
-		}
-		res.Events = append(res.Events, ev)
-	}
-	if len(res.Events) == 0 {
-		return Result{}, res.Rejected[0].Err
-	}
-	return res, nil
+	return splitSelfAuthBatch(body.NotificationItems, func(i int, n adyenNotification) (Event, error) { return v.item(i, n.Item) })
 }
 
 func (v *adyenVerifier) item(i int, raw jsontext.Value) (Event, error) {

@@ -156,19 +156,7 @@ func (v *asanaVerifier) Verify(r Request) (Result, error) {
 	if len(*body.Events) == 0 {
 		return asanaHeartbeat(), nil
 	}
-	var res Result
-	for i, item := range *body.Events {
-		ev, err := v.item(i, item)
-		if err != nil {
-			res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
-			continue
-		}
-		res.Events = append(res.Events, ev)
-	}
-	if len(res.Events) == 0 {
-		return Result{}, res.Rejected[0].Err
-	}
-	return res, nil
+	return splitBatch(*body.Events, v.item)
 }
 
 // asanaHeartbeat is the answer to a heartbeat: 200, nothing stored.

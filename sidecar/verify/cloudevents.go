@@ -183,29 +183,17 @@ func (v *cloudEventsVerifier) Verify(r Request) (Result, error) {
 		if len(items) == 0 {
 			return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "the batch holds no events"))
 		}
-		var res Result
-		for i, raw := range items {
+		return splitBatch(items, func(i int, raw jsontext.Value) (Event, error) {
 			base := "/" + strconv.Itoa(i)
 			var a ceAttrs
-			var ev Event
-			var err error
 			if e := unmarshalBody(raw, &a); e != nil {
 				e.Field = base + e.Field
-				err = authenticated(e)
-			} else {
-				ev, err = v.event(a, InBody, base)
+				return Event{}, authenticated(e)
 			}
-			if err != nil {
-				res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
-				continue
-			}
+			ev, err := v.event(a, InBody, base)
 			ev.Payload = []byte(raw)
-			res.Events = append(res.Events, ev)
-		}
-		if len(res.Events) == 0 {
-			return Result{}, res.Rejected[0].Err
-		}
-		return res, nil
+			return ev, err
+		})
 	}
 	if strings.HasPrefix(mt, "application/cloudevents") {
 		return Result{}, authenticated(headerErr(CodeMalformedHeader, "Content-Type", "only the JSON event format is supported in structured mode"))

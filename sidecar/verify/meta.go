@@ -151,34 +151,37 @@ func (v *metaVerifier) Verify(r Request) (Result, error) {
 	if e := unmarshalBody(r.Body, &body); e != nil {
 		return Result{}, authenticated(e)
 	}
-	var res Result
-	n := 0
+	// Every changes, messaging and standby item of every entry is one
+	// item of the batch, numbered in that order (Result.Rejected's Index).
+	type metaItem struct {
+		entry, j int
+		list     string
+		raw      jsontext.Value
+	}
+	var items []metaItem
 	for i, en := range body.Entry {
-		entryID := jsonText(en.ID)
 		for _, list := range []struct {
 			name  string
 			items []jsontext.Value
 		}{{"changes", en.Changes}, {"messaging", en.Messaging}, {"standby", en.Standby}} {
-			for j, item := range list.items {
-				at := "/entry/" + strconv.Itoa(i) + "/" + list.name + "/" + strconv.Itoa(j)
-				ev, err := v.item(body.Object, entryID, list.name, at, item)
-				if err == nil {
-					ev.Payload = metaPayload(body.Object, en.ID, en.Time, list.name, item)
-					res.Events = append(res.Events, ev)
-				} else {
-					res.Rejected = append(res.Rejected, ItemError{Index: n, Err: err})
-				}
-				n++
+			for j, raw := range list.items {
+				items = append(items, metaItem{entry: i, j: j, list: list.name, raw: raw})
 			}
 		}
 	}
-	if n == 0 {
+	if len(items) == 0 {
 		return Result{}, authenticated(bodyErr(CodeMissingField, "/entry", "the notification has no changes or messaging items"))
 	}
-	if len(res.Events) == 0 {
-		return Result{}, res.Rejected[0].Err
-	}
-	return res, nil
+	return splitBatch(items, func(_ int, it metaItem) (Event, error) {
+		en := body.Entry[it.entry]
+		at := "/entry/" + strconv.Itoa(it.entry) + "/" + it.list + "/" + strconv.Itoa(it.j)
+		ev, err := v.item(body.Object, jsonText(en.ID), it.list, at, it.raw)
+		if err != nil {
+			return Event{}, err
+		}
+		ev.Payload = metaPayload(body.Object, en.ID, en.Time, it.list, it.raw)
+		return ev, nil
+	})
 }
 
 // metaMessagingKinds are the Messenger and Instagram messaging item kinds,

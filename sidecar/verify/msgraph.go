@@ -3,7 +3,6 @@ package verify
 import (
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -147,27 +146,11 @@ func (v *msgraphVerifier) Verify(r Request) (Result, error) {
 	if len(body.Value) == 0 {
 		return Result{}, bodyErr(CodeMalformedBody, "/value", "no notifications in value")
 	}
-	var res Result
-	for i, raw := range body.Value {
-		ev, err := v.item(i, raw)
-		var e *Error
-		if errors.As(err, &e) && e.ambiguous {
-			// An item that decoders read differently: its clientState
-			// cannot be read unambiguously, so the delivery as a whole
-			// fails verification (never acknowledged with an item that
-			// may be authentic dropped).
-			return Result{}, err
-		}
-		if err != nil {
-			res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
-			continue
-		}
-		res.Events = append(res.Events, ev)
-	}
-	if len(res.Events) == 0 {
-		return Result{}, res.Rejected[0].Err
-	}
-	return res, nil
+	// An item that decoders read differently has a clientState that
+	// cannot be read unambiguously: the delivery as a whole fails
+	// verification (never acknowledged with an item that may be authentic
+	// dropped).
+	return splitSelfAuthBatch(body.Value, v.item)
 }
 
 func (v *msgraphVerifier) item(i int, raw jsontext.Value) (Event, error) {

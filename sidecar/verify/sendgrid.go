@@ -209,19 +209,7 @@ func (v *sendgridVerifier) Verify(r Request) (Result, error) {
 	if len(items) == 0 {
 		return Result{}, authenticated(bodyErr(CodeMalformedBody, "", "the array holds no event"))
 	}
-	var res Result
-	for i, raw := range items {
-		ev, err := v.item(i, raw, ts)
-		if err != nil {
-			res.Rejected = append(res.Rejected, ItemError{Index: i, Err: err})
-			continue
-		}
-		res.Events = append(res.Events, ev)
-	}
-	if len(res.Events) == 0 {
-		return Result{}, res.Rejected[0].Err
-	}
-	return res, nil
+	return splitBatch(items, func(i int, raw jsontext.Value) (Event, error) { return v.item(i, raw, ts) })
 }
 
 func (v *sendgridVerifier) item(i int, raw jsontext.Value, ts time.Time) (Event, error) {
