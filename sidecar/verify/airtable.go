@@ -84,17 +84,20 @@ func init() {
 
 func (*airtableVerifier) Type() Type { return TypeAirtable }
 
+// airtableMAC is Airtable's notification MAC: X-Airtable-Content-MAC
+// holds "hmac-sha256=" and the hex HMAC-SHA256 of the body under the
+// webhook's decoded macSecretBase64.
+var airtableMAC = macHeader{
+	Name:      AirtableMACHeader,
+	Prefix:    "hmac-sha256=",
+	Hash:      sha256.New,
+	Malformed: `must be "hmac-sha256=" followed by 64 hex digits`,
+	Mismatch:  "MAC does not match the body under any configured macSecretBase64",
+}
+
 func (v *airtableVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, AirtableMACHeader)
-	if raw == "" {
-		return Result{}, missingHeader(AirtableMACHeader)
-	}
-	sig, ok := macFromHex(raw, "hmac-sha256=", sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, AirtableMACHeader, `must be "hmac-sha256=" followed by 64 hex digits`)
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, AirtableMACHeader, "MAC does not match the body under any configured macSecretBase64")
+	if e := airtableMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var n struct {
 		Base struct {

@@ -2,8 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
-	"strings"
 )
 
 // Bitbucket Cloud delivery headers
@@ -73,36 +71,20 @@ type bitbucketVerifier struct {
 
 func (*bitbucketVerifier) Type() Type { return TypeBitbucket }
 
-// parseSHA256Hex decodes "sha256=<64 hex digits>" (hex in either case), the
-// X-Hub-Signature layout of Bitbucket, Jira and Meta. ok is false for any
-// other layout, including another algorithm's prefix.
-func parseSHA256Hex(s string) ([]byte, bool) {
-	alg, sig, found := strings.Cut(s, "=")
-	if !found || !strings.EqualFold(alg, "sha256") || len(sig) != hex.EncodedLen(sha256.Size) {
-		return nil, false
-	}
-	b, err := hex.DecodeString(sig)
-	return b, err == nil
-}
-
-// verifySHA256Hex checks an X-Hub-Signature style header against the body.
-func verifySHA256Hex(h Header, name string, keys [][]byte, body []byte) *Error {
-	raw := header(h, name)
-	if raw == "" {
-		return missingHeader(name)
-	}
-	sig, ok := parseSHA256Hex(raw)
-	if !ok {
-		return headerErr(CodeMalformedHeader, name, "must be sha256= followed by 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, keys, [][]byte{sig}, body) {
-		return headerErr(CodeBadSignature, name, "signature does not match the payload under any configured secret")
-	}
-	return nil
+// bitbucketMAC is Bitbucket's signature: X-Hub-Signature holds "sha256="
+// (either letter case) and the hex HMAC-SHA256 of the body under the
+// webhook's secret.
+var bitbucketMAC = macHeader{
+	Name:       BitbucketSignatureHeader,
+	Prefix:     "sha256=",
+	FoldPrefix: true,
+	Hash:       sha256.New,
+	Malformed:  "must be sha256= followed by 64 hex digits",
+	Mismatch:   "signature does not match the payload under any configured secret",
 }
 
 func (v *bitbucketVerifier) Verify(r Request) (Result, error) {
-	if e := verifySHA256Hex(r.Header, BitbucketSignatureHeader, v.keys, r.Body); e != nil {
+	if e := bitbucketMAC.check(r.Header, v.keys, r.Body); e != nil {
 		return Result{}, e
 	}
 	id := header(r.Header, BitbucketRequestUUID)

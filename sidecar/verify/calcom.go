@@ -72,17 +72,18 @@ func init() {
 
 func (*calcomVerifier) Type() Type { return TypeCalcom }
 
+// calcomMAC is Cal.com's signature: X-Cal-Signature-256 holds the hex
+// HMAC-SHA256 of the body under the webhook's secret.
+var calcomMAC = macHeader{
+	Name:      CalcomSignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits (the webhook needs a secret in Cal.com)",
+	Mismatch:  "signature does not match the body under any configured secret",
+}
+
 func (v *calcomVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, CalcomSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(CalcomSignatureHeader)
-	}
-	sig, ok := macFromHex(raw, "", sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, CalcomSignatureHeader, "must be 64 hex digits (the webhook needs a secret in Cal.com)")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, CalcomSignatureHeader, "signature does not match the body under any configured secret")
+	if e := calcomMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var ev struct {
 		TriggerEvent string         `json:"triggerEvent"`

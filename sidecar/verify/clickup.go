@@ -72,17 +72,18 @@ func init() {
 
 func (*clickupVerifier) Type() Type { return TypeClickUp }
 
+// clickupMAC is ClickUp's signature: X-Signature holds the hex
+// HMAC-SHA256 of the body under the webhook's secret.
+var clickupMAC = macHeader{
+	Name:      ClickUpSignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits",
+	Mismatch:  "signature does not match the body under any configured webhook secret",
+}
+
 func (v *clickupVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, ClickUpSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(ClickUpSignatureHeader)
-	}
-	sig, ok := macFromHex(raw, "", sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, ClickUpSignatureHeader, "must be 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, ClickUpSignatureHeader, "signature does not match the body under any configured webhook secret")
+	if e := clickupMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var ev struct {
 		WebhookID    string     `json:"webhook_id"`

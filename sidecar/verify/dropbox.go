@@ -96,6 +96,15 @@ func dropboxChallengeOK(s string) bool {
 	return true
 }
 
+// dropboxMAC is Dropbox's signature: X-Dropbox-Signature holds the hex
+// HMAC-SHA256 of the body under the app secret.
+var dropboxMAC = macHeader{
+	Name:      DropboxSignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits",
+	Mismatch:  "signature does not match the body under any configured app secret",
+}
+
 func (v *dropboxVerifier) Verify(r Request) (Result, error) {
 	if r.Method == http.MethodGet {
 		q, err := url.ParseQuery(r.RawQuery)
@@ -119,16 +128,8 @@ func (v *dropboxVerifier) Verify(r Request) (Result, error) {
 			Body:   []byte(c),
 		}}, nil
 	}
-	raw := header(r.Header, DropboxSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(DropboxSignatureHeader)
-	}
-	sig, ok := macFromHex(raw, "", sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, DropboxSignatureHeader, "must be 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, DropboxSignatureHeader, "signature does not match the body under any configured app secret")
+	if e := dropboxMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var n struct {
 		ListFolder *struct {

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 )
 
 // GitHub delivery headers
@@ -64,30 +63,23 @@ type githubVerifier struct {
 
 func (*githubVerifier) Type() Type { return TypeGitHub }
 
-// parseGitHubSignature decodes "sha256=<64 hex digits>".
-func parseGitHubSignature(s string) ([]byte, bool) {
-	const prefix = "sha256="
-	if len(s) != len(prefix)+hex.EncodedLen(sha256.Size) || s[:len(prefix)] != prefix {
-		return nil, false
-	}
-	b, err := hex.DecodeString(s[len(prefix):])
-	return b, err == nil
+// githubMAC is GitHub's signature: X-Hub-Signature-256 holds "sha256="
+// (lower case) and the hex HMAC-SHA256 of the body under the webhook's
+// secret.
+var githubMAC = macHeader{
+	Name:      GitHubSignatureHeader,
+	Prefix:    "sha256=",
+	Hash:      sha256.New,
+	Malformed: "must be sha256= followed by 64 hex digits",
+	Mismatch:  "signature does not match the payload under any configured secret",
 }
 
 func (v *githubVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, GitHubSignatureHeader)
-	if raw == "" {
-		if header(r.Header, GitHubLegacySignatureHeader) != "" {
-			return Result{}, headerErr(CodeMissingHeader, GitHubSignatureHeader, "only the legacy SHA-1 X-Hub-Signature is present; X-Hub-Signature-256 is required")
-		}
-		return Result{}, missingHeader(GitHubSignatureHeader)
+	if header(r.Header, GitHubSignatureHeader) == "" && header(r.Header, GitHubLegacySignatureHeader) != "" {
+		return Result{}, headerErr(CodeMissingHeader, GitHubSignatureHeader, "only the legacy SHA-1 X-Hub-Signature is present; X-Hub-Signature-256 is required")
 	}
-	sig, ok := parseGitHubSignature(raw)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, GitHubSignatureHeader, "must be sha256= followed by 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, GitHubSignatureHeader, "signature does not match the payload under any configured secret")
+	if e := githubMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	delivery := header(r.Header, GitHubDeliveryHeader)
 	if delivery == "" {

@@ -67,17 +67,19 @@ func init() {
 
 func (*intercomVerifier) Type() Type { return TypeIntercom }
 
+// intercomMAC is Intercom's signature: X-Hub-Signature holds "sha1=" and
+// the hex HMAC-SHA1 of the body under the app's client secret.
+var intercomMAC = macHeader{
+	Name:      IntercomSignatureHeader,
+	Prefix:    "sha1=",
+	Hash:      sha1.New,
+	Malformed: `must be "sha1=" followed by 40 hex digits`,
+	Mismatch:  "signature does not match the body under any configured client secret",
+}
+
 func (v *intercomVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, IntercomSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(IntercomSignatureHeader)
-	}
-	sig, ok := macFromHex(raw, "sha1=", sha1.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, IntercomSignatureHeader, `must be "sha1=" followed by 40 hex digits`)
-	}
-	if !anyMACMatches(sha1.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, IntercomSignatureHeader, "signature does not match the body under any configured client secret")
+	if e := intercomMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var n struct {
 		ID    string     `json:"id"`

@@ -1,5 +1,7 @@
 package verify
 
+import "crypto/sha256"
+
 // Jira Cloud webhook headers
 // (https://developer.atlassian.com/cloud/jira/platform/webhooks/).
 const (
@@ -63,8 +65,20 @@ type jiraVerifier struct {
 
 func (*jiraVerifier) Type() Type { return TypeJira }
 
+// jiraMAC is Jira's signature: X-Hub-Signature holds "sha256=" (either
+// letter case) and the hex HMAC-SHA256 of the body under the webhook's
+// secret.
+var jiraMAC = macHeader{
+	Name:       JiraSignatureHeader,
+	Prefix:     "sha256=",
+	FoldPrefix: true,
+	Hash:       sha256.New,
+	Malformed:  "must be sha256= followed by 64 hex digits",
+	Mismatch:   "signature does not match the payload under any configured secret",
+}
+
 func (v *jiraVerifier) Verify(r Request) (Result, error) {
-	if e := verifySHA256Hex(r.Header, JiraSignatureHeader, v.keys, r.Body); e != nil {
+	if e := jiraMAC.check(r.Header, v.keys, r.Body); e != nil {
 		return Result{}, e
 	}
 	var body struct {

@@ -70,17 +70,18 @@ func init() {
 
 func (*lemonSqueezyVerifier) Type() Type { return TypeLemonSqueezy }
 
+// lemonsqueezyMAC is Lemon Squeezy's signature: X-Signature holds the hex
+// HMAC-SHA256 of the body under the webhook's signing secret.
+var lemonsqueezyMAC = macHeader{
+	Name:      LemonSqueezySignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits",
+	Mismatch:  "signature does not match the payload under any configured secret",
+}
+
 func (v *lemonSqueezyVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, LemonSqueezySignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(LemonSqueezySignatureHeader)
-	}
-	sig, ok := decodeHexDigest(raw, sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, LemonSqueezySignatureHeader, "must be 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, LemonSqueezySignatureHeader, "signature does not match the payload under any configured secret")
+	if e := lemonsqueezyMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var doc struct {
 		Meta struct {

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"time"
 )
 
@@ -80,17 +79,18 @@ type linearVerifier struct {
 
 func (*linearVerifier) Type() Type { return TypeLinear }
 
+// linearMAC is Linear's signature: Linear-Signature holds the hex
+// HMAC-SHA256 of the body under the webhook's signing secret.
+var linearMAC = macHeader{
+	Name:      LinearSignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits",
+	Mismatch:  "signature does not match the payload under any configured secret",
+}
+
 func (v *linearVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, LinearSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(LinearSignatureHeader)
-	}
-	sig, err := hex.DecodeString(raw)
-	if err != nil || len(sig) != sha256.Size {
-		return Result{}, headerErr(CodeMalformedHeader, LinearSignatureHeader, "must be 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, LinearSignatureHeader, "signature does not match the payload under any configured secret")
+	if e := linearMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var body struct {
 		WebhookTimestamp *int64 `json:"webhookTimestamp"`

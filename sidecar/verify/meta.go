@@ -128,11 +128,22 @@ type metaVerifier struct {
 
 func (*metaVerifier) Type() Type { return TypeMeta }
 
+// metaMAC is Meta's signature: X-Hub-Signature-256 holds "sha256=" (either
+// letter case) and the hex HMAC-SHA256 of the body under the app secret.
+var metaMAC = macHeader{
+	Name:       MetaSignatureHeader,
+	Prefix:     "sha256=",
+	FoldPrefix: true,
+	Hash:       sha256.New,
+	Malformed:  "must be sha256= followed by 64 hex digits",
+	Mismatch:   "signature does not match the payload under any configured secret",
+}
+
 func (v *metaVerifier) Verify(r Request) (Result, error) {
 	if r.Method == http.MethodGet {
 		return v.handshake(r)
 	}
-	if e := verifySHA256Hex(r.Header, MetaSignatureHeader, v.keys, r.Body); e != nil {
+	if e := metaMAC.check(r.Header, v.keys, r.Body); e != nil {
 		if e.Code == CodeMissingHeader && header(r.Header, MetaLegacySignatureHeader) != "" {
 			e.Reason = "only the legacy SHA-1 X-Hub-Signature is present; X-Hub-Signature-256 is required"
 		}

@@ -211,7 +211,7 @@ func (v *mollieVerifier) verifyNextGen(r Request) (Result, error) {
 	if raw == "" {
 		return Result{}, missingHeader(MollieSignatureHeader)
 	}
-	sig, ok := decodeHexDigest(strings.TrimPrefix(raw, "sha256="), sha256.Size)
+	sig, ok := macFromHex(strings.TrimPrefix(raw, "sha256="), "", sha256.Size)
 	if !ok {
 		return Result{}, headerErr(CodeMalformedHeader, MollieSignatureHeader, `must be "sha256=" followed by 64 hex digits`)
 	}

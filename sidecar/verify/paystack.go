@@ -59,17 +59,18 @@ func init() {
 
 func (*paystackVerifier) Type() Type { return TypePaystack }
 
+// paystackMAC is Paystack's signature: X-Paystack-Signature holds the hex
+// HMAC-SHA512 of the body under the secret key.
+var paystackMAC = macHeader{
+	Name:      PaystackSignatureHeader,
+	Hash:      sha512.New,
+	Malformed: "must be 128 hex digits",
+	Mismatch:  "signature does not match the payload under any configured secret",
+}
+
 func (v *paystackVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, PaystackSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(PaystackSignatureHeader)
-	}
-	sig, ok := decodeHexDigest(raw, sha512.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, PaystackSignatureHeader, "must be 128 hex digits")
-	}
-	if !anyMACMatches(sha512.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, PaystackSignatureHeader, "signature does not match the payload under any configured secret")
+	if e := paystackMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var ev struct {
 		Event string `json:"event"`

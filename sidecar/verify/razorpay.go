@@ -70,17 +70,18 @@ func init() {
 
 func (*razorpayVerifier) Type() Type { return TypeRazorpay }
 
+// razorpayMAC is Razorpay's signature: X-Razorpay-Signature holds the hex
+// HMAC-SHA256 of the body under the webhook secret.
+var razorpayMAC = macHeader{
+	Name:      RazorpaySignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits",
+	Mismatch:  "signature does not match the payload under any configured secret",
+}
+
 func (v *razorpayVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, RazorpaySignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(RazorpaySignatureHeader)
-	}
-	sig, ok := decodeHexDigest(raw, sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, RazorpaySignatureHeader, "must be 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, RazorpaySignatureHeader, "signature does not match the payload under any configured secret")
+	if e := razorpayMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	id := header(r.Header, RazorpayEventIDHeader)
 	if id == "" {

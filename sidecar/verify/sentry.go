@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
@@ -77,17 +76,18 @@ type sentryVerifier struct {
 
 func (*sentryVerifier) Type() Type { return TypeSentry }
 
+// sentryMAC is Sentry's signature: Sentry-Hook-Signature holds the hex
+// HMAC-SHA256 of the body under the integration's client secret.
+var sentryMAC = macHeader{
+	Name:      SentrySignatureHeader,
+	Hash:      sha256.New,
+	Malformed: "must be 64 hex digits",
+	Mismatch:  "signature does not match the payload under any configured secret",
+}
+
 func (v *sentryVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, SentrySignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(SentrySignatureHeader)
-	}
-	sig, err := hex.DecodeString(raw)
-	if err != nil || len(sig) != sha256.Size {
-		return Result{}, headerErr(CodeMalformedHeader, SentrySignatureHeader, "must be 64 hex digits")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, SentrySignatureHeader, "signature does not match the payload under any configured secret")
+	if e := sentryMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var body struct {
 		Action       string `json:"action"`

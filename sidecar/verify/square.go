@@ -107,20 +107,23 @@ func validateSquareURL(s string) error {
 
 func (*squareVerifier) Type() Type { return TypeSquare }
 
+// squareMAC is Square's signature: x-square-hmacsha256-signature holds the
+// base64 HMAC-SHA256 of the notification URL followed by the body, under
+// the subscription's signature key.
+var squareMAC = macHeader{
+	Name:      SquareSignatureHeader,
+	Hash:      sha256.New,
+	Base64:    true,
+	Malformed: "must be the base64 of 32 bytes",
+	Mismatch:  "signature does not match the notification URL and payload under any configured signature key",
+}
+
 func (v *squareVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, SquareSignatureHeader)
-	if raw == "" {
-		if header(r.Header, SquareLegacySignatureHeader) != "" {
-			return Result{}, headerErr(CodeMissingHeader, SquareSignatureHeader, "only the legacy HMAC-SHA1 x-square-signature is present; x-square-hmacsha256-signature is required")
-		}
-		return Result{}, missingHeader(SquareSignatureHeader)
+	if header(r.Header, SquareSignatureHeader) == "" && header(r.Header, SquareLegacySignatureHeader) != "" {
+		return Result{}, headerErr(CodeMissingHeader, SquareSignatureHeader, "only the legacy HMAC-SHA1 x-square-signature is present; x-square-hmacsha256-signature is required")
 	}
-	sig, ok := decodeBase64Digest(raw, sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, SquareSignatureHeader, "must be the base64 of 32 bytes")
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, v.url, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, SquareSignatureHeader, "signature does not match the notification URL and payload under any configured signature key")
+	if e := squareMAC.check(r.Header, v.keys, v.url, r.Body); e != nil {
+		return Result{}, e
 	}
 	var ev struct {
 		MerchantID flexString `json:"merchant_id"`

@@ -61,17 +61,20 @@ func init() {
 
 func (*typeformVerifier) Type() Type { return TypeTypeform }
 
+// typeformMAC is Typeform's signature: Typeform-Signature holds "sha256="
+// and the base64 HMAC-SHA256 of the body under the webhook's secret.
+var typeformMAC = macHeader{
+	Name:      TypeformSignatureHeader,
+	Prefix:    "sha256=",
+	Hash:      sha256.New,
+	Base64:    true,
+	Malformed: `must be "sha256=" followed by the base64 of a 32-byte HMAC-SHA256`,
+	Mismatch:  "signature does not match the body under any configured secret",
+}
+
 func (v *typeformVerifier) Verify(r Request) (Result, error) {
-	raw := header(r.Header, TypeformSignatureHeader)
-	if raw == "" {
-		return Result{}, missingHeader(TypeformSignatureHeader)
-	}
-	sig, ok := macFromBase64(raw, "sha256=", sha256.Size)
-	if !ok {
-		return Result{}, headerErr(CodeMalformedHeader, TypeformSignatureHeader, `must be "sha256=" followed by the base64 of a 32-byte HMAC-SHA256`)
-	}
-	if !anyMACMatches(sha256.New, v.keys, [][]byte{sig}, r.Body) {
-		return Result{}, headerErr(CodeBadSignature, TypeformSignatureHeader, "signature does not match the body under any configured secret")
+	if e := typeformMAC.check(r.Header, v.keys, r.Body); e != nil {
+		return Result{}, e
 	}
 	var ev struct {
 		EventID      string `json:"event_id"`
