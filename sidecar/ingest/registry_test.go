@@ -43,7 +43,11 @@ sources:
 	require.NotNil(t, cfg.Sources["dc"], "public_keys names a field by its json tag")
 
 	for _, tc := range []struct{ spec, want string }{
-		{`{tenant: acme, provider: stripe, secrets: [s], options: {url: x}, ` + fwd + `}`, "options: json: unknown field"},
+		{`{tenant: acme, provider: stripe, secrets: [s], options: {url: x}, ` + fwd + `}`, "options: provider stripe takes no options"},
+		// An unknown option is named as written, with the options the
+		// provider takes, never as the Go field it would map to.
+		{`{tenant: acme, provider: sendgrid, options: {public_key: abc}, ` + fwd + `}`, "options.public_key: no such option (options here: public_keys, key)"},
+		{`{tenant: acme, provider: token, secrets: [s], options: {key: {id_headr: X}}, ` + fwd + `}`, "options.key.id_headr: no such option"},
 		{`{tenant: acme, provider: token, secrets: [s], options: {key: {id_header: X, id_pointers: ["/id"]}}, ` + fwd + `}`, "options.key.id_header: exactly one"},
 		{`{tenant: acme, provider: token, secrets: [s], options: {Key: {id_header: X}}, ` + fwd + `}`, "options.Key: option names are lower snake_case"},
 		{`{tenant: acme, provider: github, secrets: [s], tolerance_seconds: 60, ` + fwd + `}`, "tolerance does not apply to provider github"},

@@ -42,7 +42,7 @@ import (
 //	    volatile_fields: ["/createdAt"]  # JSON pointers left out of the payload hash, besides the provider's own (Stripe: /pending_webhooks)
 //	    dedupe_scope: stripe-acme    # sources sharing a scope share one key space (default: the source name)
 //	    key: {fields: ["/id"], headers: []}  # replaces the provider's event id (see KeySpec)
-//	    options: {}                  # the provider's options struct (verify.HMACOptions…), snake_case
+//	    options: {}                  # the provider's options struct (verify.HMACOptions…), snake_case; ${VAR} in any string value
 //	    forward:                     # optional: without forward.url the source is a trigger source
 //	      url: http://n8n:5678/webhook/stripe
 //	      headers: {Authorization: "Bearer ${N8N_HOOK_TOKEN}"}
@@ -442,6 +442,9 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 		}
 		secrets = append(secrets, v)
 	}
+	if s.Options, err = expandOptions(s.Options, getenv, "options"); err != nil {
+		return nil, err
+	}
 	v, creds, queryCreds, err := sourceVerifier(p, s, secrets)
 	if err != nil {
 		return nil, err
@@ -541,6 +544,55 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandOptions returns a copy of a source's options with ${VAR} replaced
+// in every string value, at any depth (a verify token, a public key, a
+// signing token kept in the environment, as secrets are); a missing or
+// empty variable is an error naming the option ("options.verify_token:
+// environment variable META_VERIFY_TOKEN is not set"), never its value.
+// Keys are not expanded.
+func expandOptions(v map[string]any, getenv func(string) string, at string) (map[string]any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	out, err := expandOption(v, getenv, at)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
+}
+
+func expandOption(v any, getenv func(string) string, at string) (any, error) {
+	switch t := v.(type) {
+	case string:
+		s, err := expand(t, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		return s, nil
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, item := range t {
+			e, err := expandOption(item, getenv, at+"."+k)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = e
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, item := range t {
+			e, err := expandOption(item, getenv, fmt.Sprintf("%s[%d]", at, i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	}
+	return v, nil
+}
 
 // expand replaces ${VAR} with the variable's value; a missing or empty
 // variable is an error naming it (never its value).

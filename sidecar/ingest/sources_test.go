@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,7 +77,7 @@ func TestSourcesFileRejectsUnknownFields(t *testing.T) {
 		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], secret: s, " + fwd + "}\n", "secret"},
 		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], forward: {url: \"http://n8n/x\", retries: 3}}\n", "retries"},
 		{"source:\n  gh: {tenant: acme}\n", "source"},
-		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], options: {client_state: x}, " + fwd + "}\n", "ClientState"},
+		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], options: {client_state: x}, " + fwd + "}\n", "options: provider github takes no options"},
 		{"sources:\n  gh: {tenant: acme, provider: msgraph, secrets: [s], tolerance_seconds: 60, " + fwd + "}\n", "tolerance does not apply to provider msgraph"},
 	} {
 		_, err := ingest.Parse([]byte(tc.yaml), envOf(nil))
@@ -379,4 +380,44 @@ func TestSourcesFileDedupeScopes(t *testing.T) {
 	require.ErrorContains(t, err, "claim-only source with another claim policy")
 	_, err = ingest.Parse([]byte("sources:\n  a: {tenant: t, provider: stripe, secrets: [\"whsec_x\"], dedupe_scope: \"Bad Scope\", "+fwd+"}\n"), envOf(nil))
 	require.ErrorContains(t, err, "dedupe_scope must match")
+}
+
+// TestSourcesFileExpandsEnvironmentInOptions: ${VAR} is read in every
+// string of options too, at any depth (a verify token, public keys), as
+// the README promises for the whole file: the real token opens Meta's
+// handshake and the placeholder text does not; a missing variable is an
+// error naming the option, never a placeholder kept as the secret.
+func TestSourcesFileExpandsEnvironmentInOptions(t *testing.T) {
+	t.Parallel()
+	cfg, err := ingest.Parse([]byte(`
+sources:
+  meta:
+    tenant: acme
+    provider: meta
+    secrets: ["app-secret"]
+    options: {verify_token: "${META_VERIFY_TOKEN}"}
+`+"    "+fwd+"\n"), envOf(map[string]string{"META_VERIFY_TOKEN": "my-verify-token"}))
+	require.NoError(t, err)
+	v := cfg.Sources["meta"].Verifier
+	handshake := func(token string) (verify.Result, error) {
+		return v.Verify(verify.Request{Method: http.MethodGet,
+			RawQuery: "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=" + url.QueryEscape(token)})
+	}
+	res, err := handshake("my-verify-token")
+	require.NoError(t, err)
+	require.True(t, res.IsHandshake())
+	require.Equal(t, "1158201444", string(res.Handshake.Body))
+	_, err = handshake("${META_VERIFY_TOKEN}")
+	require.Error(t, err, "the placeholder is not the token")
+
+	for _, tc := range []struct{ yaml, field string }{
+		{`provider: meta, secrets: ["s"], options: {verify_token: "${META_VERIFY_TOKEN}"}`, "options.verify_token"},
+		{`provider: sendgrid, options: {public_keys: ["${SG_KEY_OLD}"]}`, "options.public_keys[0]"},
+	} {
+		_, err := ingest.Parse([]byte("sources:\n  s: {tenant: acme, "+tc.yaml+", "+fwd+"}\n"),
+			envOf(map[string]string{"UNRELATED": "x"}))
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), tc.field)
+		require.Regexp(t, `environment variable (META_VERIFY_TOKEN|SG_KEY_OLD) is not set`, err.Error())
+	}
 }

@@ -15,7 +15,9 @@ import (
 // field by its json tag, or else by its Go name in snake_case (id_header →
 // IDHeader). A key that is not lower snake_case, or names no field, is an
 // error naming it ("options.key.Id_header: …", "options: json: unknown
-// field …"); so is any option for a provider without options. Empty raw
+// field …", "options.public_key: no such option (options here: …)"); so
+// is any option for a provider without options ("options: provider
+// mailgun takes no options"). Empty raw
 // gives p.Options() as it is (nil for a provider without options).
 func (p *Provider) DecodeOptions(raw map[string]any) (any, error) {
 	var opts any
@@ -27,7 +29,7 @@ func (p *Provider) DecodeOptions(raw map[string]any) (any, error) {
 	}
 	into := opts
 	if into == nil {
-		into = &struct{}{} // takes no options: every key is unknown
+		return nil, fmt.Errorf("options: provider %s takes no options", p.Type)
 	}
 	named, err := camelKeys(raw, reflect.TypeOf(into), "options")
 	if err != nil {
@@ -68,6 +70,9 @@ func camelKeys(v any, t reflect.Type, at string) (any, error) {
 				return nil, fmt.Errorf("%s.%s: option names are lower snake_case (e.g. id_header)", at, k)
 			}
 			name, ft := optionField(t, k)
+			if ft == nil && t != nil && t.Kind() == reflect.Struct {
+				return nil, fmt.Errorf("%s.%s: no such option (options here: %s)", at, k, strings.Join(optionNames(t), ", "))
+			}
 			c, err := camelKeys(item, ft, at+"."+k)
 			if err != nil {
 				return nil, err
@@ -91,6 +96,50 @@ func camelKeys(v any, t reflect.Type, at string) (any, error) {
 		return out, nil
 	}
 	return v, nil
+}
+
+// optionNames lists the option keys struct type t takes, as the sources
+// file writes them: a field's json tag, else its Go name in snake_case.
+func optionNames(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+			continue
+		case tag != "":
+			names = append(names, tag)
+		default:
+			names = append(names, snakeName(f.Name))
+		}
+	}
+	return names
+}
+
+// snakeName is a Go field name in snake_case (IDHeader → id_header,
+// PublicKeys → public_keys).
+func snakeName(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i, c := range r {
+		upper := c >= 'A' && c <= 'Z'
+		if upper && i > 0 {
+			prevLower := r[i-1] >= 'a' && r[i-1] <= 'z' || r[i-1] >= '0' && r[i-1] <= '9'
+			nextLower := i+1 < len(r) && r[i+1] >= 'a' && r[i+1] <= 'z'
+			if prevLower || (r[i-1] >= 'A' && r[i-1] <= 'Z' && nextLower) {
+				b.WriteByte('_')
+			}
+		}
+		if upper {
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // optionField returns the JSON name for option key k in struct type t and
