@@ -26,8 +26,8 @@ func TestAdyenPublishedVector(t *testing.T) {
 		t.Fatalf("fixture signer: %s", got)
 	}
 	body := `{"live":"false","notificationItems":[{"NotificationRequestItem":{"additionalData":{"hmacSignature":"` + adyenDocSig + `"},"amount":{"currency":"EUR","value":1130},"eventCode":"AUTHORISATION","eventDate":"2019-05-06T17:15:34.121+02:00","merchantAccountCode":"TestMerchant","merchantReference":"TestPayment-1407325143704","pspReference":"7914073381342284","success":"true"}}]}`
-	v := p26MustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{adyenDocKey}}, nil)
-	evs := p26Events(t, v, verifytest.Delivery{Body: []byte(body)})
+	v := mustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{adyenDocKey}}, nil)
+	evs := verifyEvents(t, v, verifytest.Delivery{Body: []byte(body)})
 	if len(evs) != 1 || evs[0].ID != verify.JoinKey("7914073381342284", "AUTHORISATION", "true") || evs[0].Type != "AUTHORISATION" || evs[0].Scope != "TestMerchant" || evs[0].ObjectID != "7914073381342284" {
 		t.Fatalf("got %+v", evs)
 	}
@@ -35,19 +35,19 @@ func TestAdyenPublishedVector(t *testing.T) {
 		t.Fatalf("payload %s", evs[0].Payload)
 	}
 	// Lower-case hex is the same key.
-	p26Events(t, p26MustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{strings.ToLower(adyenDocKey)}}, nil), verifytest.Delivery{Body: []byte(body)})
+	verifyEvents(t, mustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{strings.ToLower(adyenDocKey)}}, nil), verifytest.Delivery{Body: []byte(body)})
 }
 
 func TestAdyen(t *testing.T) {
 	t.Parallel()
-	v := p26MustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{verifytest.AdyenKey}}, nil)
+	v := mustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{verifytest.AdyenKey}}, nil)
 	auth := verifytest.AdyenAuthorisation
 
-	t.Run("fixture", func(t *testing.T) { p26Fixture(t, "adyen", verify.Core{}) })
+	t.Run("fixture", func(t *testing.T) { replayFixture(t, "adyen") })
 
 	t.Run("batch split, items verified alone", func(t *testing.T) {
 		good := verifytest.AdyenDelivery(verifytest.AdyenKey, auth("1001", "true"), auth("1002", "true"), auth("1003", "false"))
-		evs := p26Events(t, v, good)
+		evs := verifyEvents(t, v, good)
 		if len(evs) != 3 || evs[0].ID == evs[1].ID {
 			t.Fatalf("got %+v", evs)
 		}
@@ -56,7 +56,7 @@ func TestAdyen(t *testing.T) {
 		otherItem := string(other.Body[strings.Index(string(other.Body), "[")+1 : len(other.Body)-2])
 		body := strings.Replace(string(good.Body), `[`, `[`+otherItem+`,`, 1)
 		body = strings.Replace(body, `"merchantReference":"order-1002"`, `"merchantReference":"order-9999"`, 1)
-		res, err := v.Verify(p26Req(verifytest.Delivery{Body: []byte(body)}))
+		res, err := v.Verify(deliveryRequest(verifytest.Delivery{Body: []byte(body)}))
 		if err != nil || len(res.Events) != 2 || len(res.Rejected) != 2 {
 			t.Fatalf("got %+v %v", res, err)
 		}
@@ -68,12 +68,12 @@ func TestAdyen(t *testing.T) {
 			}
 		}
 		// Every item failing is an error.
-		p26Code(t, v, other, verify.CodeBadSignature, verify.InBody, "/notificationItems/0/NotificationRequestItem/additionalData/hmacSignature")
+		requireRefused(t, v, other, verify.CodeBadSignature, verify.InBody, "/notificationItems/0/NotificationRequestItem/additionalData/hmacSignature")
 	})
 
 	t.Run("key rule", func(t *testing.T) {
 		id := func(it verifytest.AdyenItem) string {
-			return p26Events(t, v, verifytest.AdyenDelivery(verifytest.AdyenKey, it))[0].ID
+			return verifyEvents(t, v, verifytest.AdyenDelivery(verifytest.AdyenKey, it))[0].ID
 		}
 		failed, succeeded, again := id(auth("3001", "false")), id(auth("3001", "true")), id(auth("3001", "true"))
 		refund := id(verifytest.AdyenItem{PSPReference: "3001", MerchantAccountCode: "TestMerchant", EventCode: "REFUND", Success: "true", Currency: "EUR", Value: 1130})
@@ -83,29 +83,29 @@ func TestAdyen(t *testing.T) {
 	})
 
 	t.Run("rotation", func(t *testing.T) {
-		both := p26MustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{adyenDocKey, verifytest.AdyenKey}}, nil)
-		p26Events(t, both, verifytest.AdyenDelivery(verifytest.AdyenKey, auth("4001", "true")))
-		p26Events(t, both, verifytest.AdyenDelivery(adyenDocKey, auth("4001", "true")))
+		both := mustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{adyenDocKey, verifytest.AdyenKey}}, nil)
+		verifyEvents(t, both, verifytest.AdyenDelivery(verifytest.AdyenKey, auth("4001", "true")))
+		verifyEvents(t, both, verifytest.AdyenDelivery(adyenDocKey, auth("4001", "true")))
 	})
 
 	t.Run("body", func(t *testing.T) {
-		p26Code(t, v, verifytest.Delivery{Body: []byte(`{"live":"false","notificationItems":[]}`)}, verify.CodeMalformedBody, verify.InBody, "/notificationItems")
-		p26Code(t, v, verifytest.Delivery{Body: []byte(`{"live":"false","notificationItems":[{}]}`)}, verify.CodeMissingField, verify.InBody, "/notificationItems/0/NotificationRequestItem")
+		requireRefused(t, v, verifytest.Delivery{Body: []byte(`{"live":"false","notificationItems":[]}`)}, verify.CodeMalformedBody, verify.InBody, "/notificationItems")
+		requireRefused(t, v, verifytest.Delivery{Body: []byte(`{"live":"false","notificationItems":[{}]}`)}, verify.CodeMissingField, verify.InBody, "/notificationItems/0/NotificationRequestItem")
 		unsigned := strings.Replace(string(verifytest.AdyenDelivery(verifytest.AdyenKey, auth("5001", "true")).Body), `"hmacSignature"`, `"hmacSignatureX"`, 1)
-		p26Code(t, v, verifytest.Delivery{Body: []byte(unsigned)}, verify.CodeMissingField, verify.InBody, "/notificationItems/0/NotificationRequestItem/additionalData/hmacSignature")
+		requireRefused(t, v, verifytest.Delivery{Body: []byte(unsigned)}, verify.CodeMissingField, verify.InBody, "/notificationItems/0/NotificationRequestItem/additionalData/hmacSignature")
 		noPSP := verifytest.AdyenItem{EventCode: "REPORT_AVAILABLE", Success: "true", MerchantAccountCode: "TestMerchant"}
-		e := p26Code(t, v, verifytest.AdyenDelivery(verifytest.AdyenKey, noPSP), verify.CodeMissingField, verify.InBody, "/notificationItems/0/NotificationRequestItem/pspReference")
+		e := requireRefused(t, v, verifytest.AdyenDelivery(verifytest.AdyenKey, noPSP), verify.CodeMissingField, verify.InBody, "/notificationItems/0/NotificationRequestItem/pspReference")
 		if !e.Authenticated {
 			t.Error("not authenticated")
 		}
-		only := p26MustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{verifytest.AdyenKey}, AllowedEventTypes: []string{"CAPTURE"}}, nil)
-		p26Code(t, only, verifytest.AdyenDelivery(verifytest.AdyenKey, auth("6001", "true")), verify.CodeEventTypeNotAllowed, verify.InBody, "/notificationItems/0/NotificationRequestItem/eventCode")
+		only := mustBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{verifytest.AdyenKey}, AllowedEventTypes: []string{"CAPTURE"}}, nil)
+		requireRefused(t, only, verifytest.AdyenDelivery(verifytest.AdyenKey, auth("6001", "true")), verify.CodeEventTypeNotAllowed, verify.InBody, "/notificationItems/0/NotificationRequestItem/eventCode")
 	})
 
 	t.Run("config", func(t *testing.T) {
-		_, err := p26Build(t, verify.TypeAdyen, verify.Core{}, nil)
-		p26ConfigField(t, err, "Secrets")
-		_, err = p26Build(t, verify.TypeAdyen, verify.Core{Secrets: []string{verifytest.AdyenKey, "not-hex"}}, nil)
-		p26ConfigField(t, err, "Secrets[1]")
+		_, err := tryBuild(t, verify.TypeAdyen, verify.Core{}, nil)
+		requireConfigField(t, err, "Secrets")
+		_, err = tryBuild(t, verify.TypeAdyen, verify.Core{Secrets: []string{verifytest.AdyenKey, "not-hex"}}, nil)
+		requireConfigField(t, err, "Secrets[1]")
 	})
 }

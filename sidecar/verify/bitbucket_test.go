@@ -43,28 +43,28 @@ func TestBitbucket(t *testing.T) {
 	v := pvBuild(t, verify.TypeBitbucket, verify.Core{Secrets: []string{"old", "new"}}, nil)
 	body := []byte(`{"push":{"changes":[]}}`)
 
-	ev := pvOne(t, v, verify.Request{Header: bitbucketHeaders(hubSHA256("new", body), "repo:push", "{r-1}"), Body: body})
+	ev := oneEvent(t, v, verify.Request{Header: bitbucketHeaders(hubSHA256("new", body), "repo:push", "{r-1}"), Body: body})
 	require.Equal(t, verify.Event{ID: "{r-1}", Type: "repo:push", Scope: "{hook}"}, ev)
 	// Rotation, and upper-case hex.
-	pvOne(t, v, verify.Request{Header: bitbucketHeaders(strings.ToUpper(hubSHA256("old", body)), "repo:push", "{r-1}"), Body: body})
+	oneEvent(t, v, verify.Request{Header: bitbucketHeaders(strings.ToUpper(hubSHA256("old", body)), "repo:push", "{r-1}"), Body: body})
 
 	_, err := v.Verify(verify.Request{Header: bitbucketHeaders("", "repo:push", "{r-1}"), Body: body})
-	pvCode(t, err, verify.CodeMissingHeader, "X-Hub-Signature")
+	requireCode(t, err, verify.CodeMissingHeader, "X-Hub-Signature")
 	_, err = v.Verify(verify.Request{Header: bitbucketHeaders("sha1="+strings.Repeat("0", 40), "repo:push", "{r-1}"), Body: body})
-	pvCode(t, err, verify.CodeMalformedHeader, "X-Hub-Signature")
+	requireCode(t, err, verify.CodeMalformedHeader, "X-Hub-Signature")
 	_, err = v.Verify(verify.Request{Header: bitbucketHeaders("sha256=zz", "repo:push", "{r-1}"), Body: body})
-	pvCode(t, err, verify.CodeMalformedHeader, "X-Hub-Signature")
+	requireCode(t, err, verify.CodeMalformedHeader, "X-Hub-Signature")
 	_, err = v.Verify(verify.Request{Header: bitbucketHeaders(hubSHA256("other", body), "repo:push", "{r-1}"), Body: body})
-	pvCode(t, err, verify.CodeBadSignature, "X-Hub-Signature")
+	requireCode(t, err, verify.CodeBadSignature, "X-Hub-Signature")
 	_, err = v.Verify(verify.Request{Header: bitbucketHeaders(hubSHA256("new", body), "repo:push", "{r-1}"), Body: []byte(`{"push":{}}`)})
-	pvCode(t, err, verify.CodeBadSignature, "X-Hub-Signature")
+	requireCode(t, err, verify.CodeBadSignature, "X-Hub-Signature")
 	_, err = v.Verify(verify.Request{Header: bitbucketHeaders(hubSHA256("new", body), "repo:push", ""), Body: body})
-	require.True(t, pvCode(t, err, verify.CodeMissingHeader, "X-Request-UUID").Authenticated)
+	require.True(t, requireCode(t, err, verify.CodeMissingHeader, "X-Request-UUID").Authenticated)
 	_, err = v.Verify(verify.Request{Header: bitbucketHeaders(hubSHA256("new", body), "", "{r-1}"), Body: body})
-	require.True(t, pvCode(t, err, verify.CodeMissingHeader, "X-Event-Key").Authenticated)
+	require.True(t, requireCode(t, err, verify.CodeMissingHeader, "X-Event-Key").Authenticated)
 
 	_, err = pvTryBuild(t, verify.TypeBitbucket, verify.Core{}, nil)
-	pvConfigField(t, err, "Secrets")
+	requireConfigField(t, err, "Secrets")
 }
 
-func TestBitbucketFixture(t *testing.T) { pvReplay(t, "bitbucket") }
+func TestBitbucketFixture(t *testing.T) { replayFixture(t, "bitbucket") }

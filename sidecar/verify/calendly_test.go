@@ -19,10 +19,10 @@ func TestCalendlyVector(t *testing.T) {
 	const uri = "https://api.calendly.com/scheduled_events/GBGBDCAADAEDCRZ2/invitees/AAAAAAAAAAAAAAAA"
 	body := []byte(`{"created_at":"2020-11-23T17:51:19.000000Z","created_by":"https://api.calendly.com/users/AAAAAAAAAAAAAAAA","event":"invitee.created","payload":{"uri":"` + uri + `"}}`)
 	at := time.Unix(1606153880, 0)
-	v := p26MustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: p26Clock(at.Add(170 * time.Second))}, nil)
+	v := mustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: fixedClock(at.Add(170 * time.Second))}, nil)
 	h := http.Header{}
 	h.Set(verify.CalendlySignatureHeader, "t=1606153880,v1=93d02355cf952b23bcd9f4cfb08aacff674e9bc31e35e127f171d9d316f1b648")
-	evs := p26Events(t, v, verifytest.Delivery{Header: h, Body: body})
+	evs := verifyEvents(t, v, verifytest.Delivery{Header: h, Body: body})
 	if len(evs) != 1 || evs[0].ID != verify.JoinKey("invitee.created", uri, "2020-11-23T17:51:19.000000Z") || evs[0].Type != "invitee.created" ||
 		evs[0].ObjectID != uri || !evs[0].Timestamp.Equal(at) {
 		t.Fatalf("got %+v", evs)
@@ -32,58 +32,58 @@ func TestCalendlyVector(t *testing.T) {
 func TestCalendly(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	v := p26MustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: p26Clock(now)}, nil)
+	v := mustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: fixedClock(now)}, nil)
 	body := verifytest.CalendlyInvitee("invitee.created", "https://api.calendly.com/x/invitees/1", "2026-03-01T11:59:00.000000Z")
 	good := func() verifytest.Delivery { return verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, body) }
 
-	t.Run("fixture", func(t *testing.T) { p26Fixture(t, "calendly", verify.Core{}) })
+	t.Run("fixture", func(t *testing.T) { replayFixture(t, "calendly") })
 
 	t.Run("header", func(t *testing.T) {
 		d := good()
 		d.Header.Del(verify.CalendlySignatureHeader)
-		p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.CalendlySignatureHeader)
+		requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.CalendlySignatureHeader)
 		sig := good().Header.Get(verify.CalendlySignatureHeader)
 		v1 := sig[strings.Index(sig, "v1="):]
 		for _, bad := range []string{v1, "t=1772366400", "t=1772366400,v1=abc", "t=x," + v1, "t=1772366400,t=1772366400," + v1, "t=1772366400;" + v1} {
 			d = good()
 			d.Header.Set(verify.CalendlySignatureHeader, bad)
-			p26Code(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.CalendlySignatureHeader)
+			requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.CalendlySignatureHeader)
 		}
 		// Unknown elements are ignored, a second v1 may match.
 		d = good()
 		d.Header.Set(verify.CalendlySignatureHeader, "t=1772366400,v0=x,v1="+strings.Repeat("0", 64)+","+v1)
-		p26Events(t, v, d)
+		verifyEvents(t, v, d)
 	})
 
 	t.Run("wrong key, rotation, t signed", func(t *testing.T) {
 		other := verifytest.CalendlyDelivery("the-next-signing-key", now, body)
-		p26Code(t, v, other, verify.CodeBadSignature, verify.InHeader, verify.CalendlySignatureHeader)
-		rot := p26MustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{"the-next-signing-key", verifytest.CalendlyKey}, Now: p26Clock(now)}, nil)
-		p26Events(t, rot, other)
-		p26Events(t, rot, good())
+		requireRefused(t, v, other, verify.CodeBadSignature, verify.InHeader, verify.CalendlySignatureHeader)
+		rot := mustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{"the-next-signing-key", verifytest.CalendlyKey}, Now: fixedClock(now)}, nil)
+		verifyEvents(t, rot, other)
+		verifyEvents(t, rot, good())
 		d := good()
 		sig := d.Header.Get(verify.CalendlySignatureHeader)
 		d.Header.Set(verify.CalendlySignatureHeader, "t=1772366401"+sig[strings.Index(sig, ","):])
-		p26Code(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.CalendlySignatureHeader)
+		requireRefused(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.CalendlySignatureHeader)
 	})
 
 	t.Run("tolerance", func(t *testing.T) {
-		p26Events(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute), body))
+		verifyEvents(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute), body))
 		old := verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute-time.Second), body)
-		p26Code(t, v, old, verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.CalendlySignatureHeader)
-		wide := p26MustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Tolerance: 10 * time.Minute, Now: p26Clock(now)}, nil)
-		p26Events(t, wide, old)
+		requireRefused(t, v, old, verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.CalendlySignatureHeader)
+		wide := mustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Tolerance: 10 * time.Minute, Now: fixedClock(now)}, nil)
+		verifyEvents(t, wide, old)
 	})
 
 	t.Run("key rule", func(t *testing.T) {
-		a := p26Events(t, v, good())[0]
-		retry := p26Events(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-time.Minute), body))[0]
-		canceled := p26Events(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, verifytest.CalendlyInvitee("invitee.canceled", "https://api.calendly.com/x/invitees/1", "2026-03-01T11:59:30.000000Z")))[0]
+		a := verifyEvents(t, v, good())[0]
+		retry := verifyEvents(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-time.Minute), body))[0]
+		canceled := verifyEvents(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, verifytest.CalendlyInvitee("invitee.canceled", "https://api.calendly.com/x/invitees/1", "2026-03-01T11:59:30.000000Z")))[0]
 		if retry.ID != a.ID || canceled.ID == a.ID || canceled.ObjectID != a.ObjectID {
 			t.Fatalf("a %+v retry %+v canceled %+v", a, retry, canceled)
 		}
 		nouri := []byte(`{"created_at":"2026-03-01T11:59:00Z","event":"routing_form_submission.created","payload":{"submitter":"x"}}`)
-		n := p26Events(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, nouri))[0]
+		n := verifyEvents(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, nouri))[0]
 		if !strings.Contains(n.ID, "sha256:") || n.ObjectID != "" {
 			t.Fatalf("got %+v", n)
 		}
@@ -93,12 +93,12 @@ func TestCalendly(t *testing.T) {
 			{`{"event":"invitee.created","created_at":"x"}`, "/payload"},
 			{`{"event":"invitee.created","created_at":"x","payload":[]}`, "/payload"},
 		} {
-			if e := p26Code(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, []byte(c.body)), verify.CodeMissingField, verify.InBody, c.field); !e.Authenticated {
+			if e := requireRefused(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now, []byte(c.body)), verify.CodeMissingField, verify.InBody, c.field); !e.Authenticated {
 				t.Errorf("%s: not authenticated", c.body)
 			}
 		}
-		only := p26MustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, AllowedEventTypes: []string{"invitee.canceled"}, Now: p26Clock(now)}, nil)
-		p26Code(t, only, good(), verify.CodeEventTypeNotAllowed, verify.InBody, "/event")
+		only := mustBuild(t, verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, AllowedEventTypes: []string{"invitee.canceled"}, Now: fixedClock(now)}, nil)
+		requireRefused(t, only, good(), verify.CodeEventTypeNotAllowed, verify.InBody, "/event")
 	})
 }
 
@@ -107,11 +107,11 @@ func TestCalendly(t *testing.T) {
 func TestCalendlyDefaultToleranceThroughNew(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	v, err := verify.New(verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: p26Clock(now)}, nil)
+	v, err := verify.New(verify.TypeCalendly, verify.Core{Secrets: []string{verifytest.CalendlyKey}, Now: fixedClock(now)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := verifytest.CalendlyInvitee("invitee.created", "https://api.calendly.com/x/invitees/1", "2026-03-01T11:59:00.000000Z")
-	p26Events(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute), body))
-	p26Code(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute-time.Second), body), verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.CalendlySignatureHeader)
+	verifyEvents(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute), body))
+	requireRefused(t, v, verifytest.CalendlyDelivery(verifytest.CalendlyKey, now.Add(-3*time.Minute-time.Second), body), verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.CalendlySignatureHeader)
 }

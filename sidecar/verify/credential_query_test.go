@@ -48,7 +48,7 @@ func TestCredentialQueryParamsAreTheCredentials(t *testing.T) {
 			require.Equal(t, c.want, p.CredentialQueryParams(opts))
 			v, err := verify.New(c.typ, verify.Core{Secrets: c.secrets, Now: time.Now}, opts)
 			require.NoError(t, err)
-			_, err = v.Verify(fixtureRequest(c.d))
+			_, err = v.Verify(deliveryRequest(c.d))
 			require.NoError(t, err, "with the parameter")
 			q, err := url.ParseQuery(c.d.RawQuery)
 			require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestCredentialQueryParamsAreTheCredentials(t *testing.T) {
 			}
 			without := c.d
 			without.RawQuery = q.Encode()
-			_, err = v.Verify(fixtureRequest(without))
+			_, err = v.Verify(deliveryRequest(without))
 			var verr *verify.Error
 			require.True(t, errors.As(err, &verr), "without the parameter: %v", err)
 			require.False(t, verr.Authenticated, "refused as unauthenticated")

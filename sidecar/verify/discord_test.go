@@ -24,9 +24,9 @@ func TestDiscordVector(t *testing.T) {
 		sig = "119ef392d1dc5e951de27717aa8f398173373324759c9b492fb4cba335211fb9e5e8763e7285fdfa1e5de9c0b264dee554709c3d26b5303edef48f308bf88709"
 	)
 	body := []byte(`{"application_id":"1100000000000000000","id":"1600000000000000000","token":"aW50ZXJhY3Rpb24","type":1,"user":{"id":"1500000000000000000"},"version":1}`)
-	v := p26MustBuild(t, verify.TypeDiscord, verify.Core{Now: p26Clock(time.Unix(1700000100, 0))}, map[string]any{"public_keys": []string{pub}})
+	v := mustBuild(t, verify.TypeDiscord, verify.Core{Now: fixedClock(time.Unix(1700000100, 0))}, map[string]any{"public_keys": []string{pub}})
 	d := verifytest.Delivery{Header: http.Header{verify.DiscordSignatureHeader: {sig}, verify.DiscordTimestampHeader: {"1700000000"}}, Body: body}
-	res, err := v.Verify(p26Req(d))
+	res, err := v.Verify(deliveryRequest(d))
 	if err != nil || !res.IsHandshake() {
 		t.Fatalf("got %+v %v", res, err)
 	}
@@ -44,19 +44,19 @@ func TestDiscord(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	pub := verifytest.DiscordPublicKey(verifytest.DiscordKey)
 	opts := map[string]any{"public_keys": []string{pub}}
-	v := p26MustBuild(t, verify.TypeDiscord, verify.Core{Now: p26Clock(now)}, opts)
+	v := mustBuild(t, verify.TypeDiscord, verify.Core{Now: fixedClock(now)}, opts)
 	cmd := verifytest.DiscordCommand("1600000000000000001")
 
-	t.Run("fixture", func(t *testing.T) { p26Fixture(t, "discord", verify.Core{}) })
-	t.Run("fixture events", func(t *testing.T) { p26Fixture(t, "discord-events", verify.Core{}) })
+	t.Run("fixture", func(t *testing.T) { replayFixture(t, "discord") })
+	t.Run("fixture events", func(t *testing.T) { replayFixture(t, "discord-events") })
 
 	t.Run("event", func(t *testing.T) {
-		evs := p26Events(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd))
+		evs := verifyEvents(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd))
 		if len(evs) != 1 || evs[0].ID != "1600000000000000001" || evs[0].Type != "APPLICATION_COMMAND" || evs[0].Scope != "1400000000000000000" || evs[0].ObjectID != "refund" {
 			t.Fatalf("got %+v", evs)
 		}
-		other := p26Events(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, verifytest.DiscordCommand("1600000000000000002")))
-		again := p26Events(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now.Add(time.Second), cmd))
+		other := verifyEvents(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, verifytest.DiscordCommand("1600000000000000002")))
+		again := verifyEvents(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now.Add(time.Second), cmd))
 		if other[0].ID == evs[0].ID || again[0].ID != evs[0].ID {
 			t.Fatal("key rule")
 		}
@@ -66,66 +66,66 @@ func TestDiscord(t *testing.T) {
 		for _, h := range []string{verify.DiscordSignatureHeader, verify.DiscordTimestampHeader} {
 			d := verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd)
 			d.Header.Del(h)
-			p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, h)
+			requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, h)
 		}
 		d := verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd)
 		d.Header.Set(verify.DiscordSignatureHeader, "abcd")
-		p26Code(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.DiscordSignatureHeader)
+		requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.DiscordSignatureHeader)
 		d = verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd)
 		d.Header.Set(verify.DiscordTimestampHeader, "2026-03-01T12:00:00Z")
-		p26Code(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.DiscordTimestampHeader)
+		requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.DiscordTimestampHeader)
 	})
 
 	t.Run("wrong key, rotation, tampering", func(t *testing.T) {
 		_, other, _ := ed25519.GenerateKey(nil)
 		d := verifytest.DiscordDelivery(other, now, cmd)
-		p26Code(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.DiscordSignatureHeader)
-		both := p26MustBuild(t, verify.TypeDiscord, verify.Core{Now: p26Clock(now)}, map[string]any{"public_keys": []string{verifytest.DiscordPublicKey(other), pub}})
-		p26Events(t, both, d)
-		p26Events(t, both, verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd))
+		requireRefused(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.DiscordSignatureHeader)
+		both := mustBuild(t, verify.TypeDiscord, verify.Core{Now: fixedClock(now)}, map[string]any{"public_keys": []string{verifytest.DiscordPublicKey(other), pub}})
+		verifyEvents(t, both, d)
+		verifyEvents(t, both, verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd))
 		// The timestamp is signed.
 		d = verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd)
 		d.Header.Set(verify.DiscordTimestampHeader, "1772366401")
-		p26Code(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.DiscordSignatureHeader)
+		requireRefused(t, v, d, verify.CodeBadSignature, verify.InHeader, verify.DiscordSignatureHeader)
 	})
 
 	t.Run("window", func(t *testing.T) {
-		p26Code(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now.Add(-6*time.Minute), cmd), verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.DiscordTimestampHeader)
-		p26Events(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now.Add(-4*time.Minute), cmd))
+		requireRefused(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now.Add(-6*time.Minute), cmd), verify.CodeTimestampOutsideTolerance, verify.InHeader, verify.DiscordTimestampHeader)
+		verifyEvents(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now.Add(-4*time.Minute), cmd))
 	})
 
 	t.Run("body", func(t *testing.T) {
-		p26Code(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"id":"1"}`)), verify.CodeMissingField, verify.InBody, "/type")
-		p26Code(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"id":"1","type":99}`)), verify.CodeMalformedBody, verify.InBody, "/type")
-		p26Code(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"type":2}`)), verify.CodeMissingField, verify.InBody, "/id")
-		only := p26MustBuild(t, verify.TypeDiscord, verify.Core{AllowedEventTypes: []string{"MODAL_SUBMIT"}, Now: p26Clock(now)}, opts)
-		p26Code(t, only, verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd), verify.CodeEventTypeNotAllowed, verify.InBody, "/type")
+		requireRefused(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"id":"1"}`)), verify.CodeMissingField, verify.InBody, "/type")
+		requireRefused(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"id":"1","type":99}`)), verify.CodeMalformedBody, verify.InBody, "/type")
+		requireRefused(t, v, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"type":2}`)), verify.CodeMissingField, verify.InBody, "/id")
+		only := mustBuild(t, verify.TypeDiscord, verify.Core{AllowedEventTypes: []string{"MODAL_SUBMIT"}, Now: fixedClock(now)}, opts)
+		requireRefused(t, only, verifytest.DiscordDelivery(verifytest.DiscordKey, now, cmd), verify.CodeEventTypeNotAllowed, verify.InBody, "/type")
 	})
 
 	t.Run("webhook events", func(t *testing.T) {
-		ev := p26MustBuild(t, verify.TypeDiscordEvents, verify.Core{Now: p26Clock(now)}, opts)
+		ev := mustBuild(t, verify.TypeDiscordEvents, verify.Core{Now: fixedClock(now)}, opts)
 		body := verifytest.DiscordWebhookEvent("APPLICATION_AUTHORIZED", "1", "2024-10-18T14:42:53.064834")
-		got := p26Events(t, ev, verifytest.DiscordDelivery(verifytest.DiscordKey, now, body))
+		got := verifyEvents(t, ev, verifytest.DiscordDelivery(verifytest.DiscordKey, now, body))
 		sum := sha256.Sum256(body)
 		if got[0].ID != "sha256:"+hex.EncodeToString(sum[:]) || !got[0].Digest || got[0].Type != "APPLICATION_AUTHORIZED" || got[0].Scope != "1100000000000000000" {
 			t.Fatalf("got %+v", got[0])
 		}
-		res, err := ev.Verify(p26Req(verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"version":1,"application_id":"1","type":0}`))))
+		res, err := ev.Verify(deliveryRequest(verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"version":1,"application_id":"1","type":0}`))))
 		if err != nil || !res.IsHandshake() || res.Handshake.Status != http.StatusNoContent || len(res.Handshake.Body) != 0 {
 			t.Fatalf("PING: %+v %v", res, err)
 		}
-		p26Code(t, ev, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"version":1,"type":1}`)), verify.CodeMissingField, verify.InBody, "/event/type")
+		requireRefused(t, ev, verifytest.DiscordDelivery(verifytest.DiscordKey, now, []byte(`{"version":1,"type":1}`)), verify.CodeMissingField, verify.InBody, "/event/type")
 		if p := mustProvider(t, verify.TypeDiscordEvents); p.AcceptedStatus != http.StatusNoContent {
 			t.Fatalf("accepted status %d", p.AcceptedStatus)
 		}
 	})
 
 	t.Run("config", func(t *testing.T) {
-		_, err := p26Build(t, verify.TypeDiscord, verify.Core{}, nil)
-		p26ConfigField(t, err, "PublicKeys")
-		_, err = p26Build(t, verify.TypeDiscord, verify.Core{}, map[string]any{"public_keys": []string{"zz"}})
-		p26ConfigField(t, err, "PublicKeys[0]")
-		_, err = p26Build(t, verify.TypeDiscord, verify.Core{Secrets: []string{"s"}}, opts)
-		p26ConfigField(t, err, "Secrets")
+		_, err := tryBuild(t, verify.TypeDiscord, verify.Core{}, nil)
+		requireConfigField(t, err, "PublicKeys")
+		_, err = tryBuild(t, verify.TypeDiscord, verify.Core{}, map[string]any{"public_keys": []string{"zz"}})
+		requireConfigField(t, err, "PublicKeys[0]")
+		_, err = tryBuild(t, verify.TypeDiscord, verify.Core{Secrets: []string{"s"}}, opts)
+		requireConfigField(t, err, "Secrets")
 	})
 }

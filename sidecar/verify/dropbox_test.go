@@ -17,10 +17,10 @@ import (
 func TestDropboxVector(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"list_folder": {"accounts": ["dbid:AAH4f99T0taONIb-OurWxbNQ6ywGRopQngc"]}, "delta": {"users": [4245623]}}`)
-	v := p26MustBuild(t, verify.TypeDropbox, verify.Core{Secrets: []string{verifytest.DropboxAppSecret}}, nil)
+	v := mustBuild(t, verify.TypeDropbox, verify.Core{Secrets: []string{verifytest.DropboxAppSecret}}, nil)
 	h := http.Header{}
 	h.Set(verify.DropboxSignatureHeader, "ef0d9cafe3f32d67982157d2fba3dd4b17437823edef81fe891eb5e6f9103c89")
-	evs := p26Events(t, v, verifytest.Delivery{Header: h, Body: body})
+	evs := verifyEvents(t, v, verifytest.Delivery{Header: h, Body: body})
 	if len(evs) != 1 || !strings.HasPrefix(evs[0].ID, "71:sha256:") || evs[0].Type != "notification" || evs[0].ObjectID != "dbid:AAH4f99T0taONIb-OurWxbNQ6ywGRopQngc" {
 		t.Fatalf("got %+v", evs)
 	}
@@ -28,15 +28,15 @@ func TestDropboxVector(t *testing.T) {
 
 func TestDropbox(t *testing.T) {
 	t.Parallel()
-	v := p26MustBuild(t, verify.TypeDropbox, verify.Core{Secrets: []string{verifytest.DropboxAppSecret}}, nil)
+	v := mustBuild(t, verify.TypeDropbox, verify.Core{Secrets: []string{verifytest.DropboxAppSecret}}, nil)
 	good := func() verifytest.Delivery {
 		return verifytest.DropboxNotification(verifytest.DropboxAppSecret, "dbid:A", 1)
 	}
 
-	t.Run("fixture", func(t *testing.T) { p26Fixture(t, "dropbox", verify.Core{}) })
+	t.Run("fixture", func(t *testing.T) { replayFixture(t, "dropbox") })
 
 	t.Run("verification request", func(t *testing.T) {
-		res, err := v.Verify(p26Req(verifytest.DropboxChallenge("abc123")))
+		res, err := v.Verify(deliveryRequest(verifytest.DropboxChallenge("abc123")))
 		if err != nil || !res.IsHandshake() || string(res.Handshake.Body) != "abc123" ||
 			res.Handshake.Header.Get("Content-Type") != "text/plain; charset=utf-8" || res.Handshake.Header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Fatalf("got %+v, %v", res, err)
@@ -50,37 +50,37 @@ func TestDropbox(t *testing.T) {
 			"challenge=%zz":                          verify.CodeMalformedHeader,
 			"challenge=" + strings.Repeat("a", 1025): verify.CodeMalformedHeader,
 		} {
-			p26Code(t, v, verifytest.Delivery{Method: http.MethodGet, RawQuery: q}, code, verify.InQuery, "")
+			requireRefused(t, v, verifytest.Delivery{Method: http.MethodGet, RawQuery: q}, code, verify.InQuery, "")
 		}
 	})
 
 	t.Run("signature", func(t *testing.T) {
 		d := good()
 		d.Header.Del(verify.DropboxSignatureHeader)
-		p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.DropboxSignatureHeader)
+		requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.DropboxSignatureHeader)
 		d = good()
 		d.Header.Set(verify.DropboxSignatureHeader, "sha256="+d.Header.Get(verify.DropboxSignatureHeader))
-		p26Code(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.DropboxSignatureHeader)
+		requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.DropboxSignatureHeader)
 		other := verifytest.DropboxNotification("rotated-app-secret", "dbid:A", 1)
-		p26Code(t, v, other, verify.CodeBadSignature, verify.InHeader, verify.DropboxSignatureHeader)
-		rot := p26MustBuild(t, verify.TypeDropbox, verify.Core{Secrets: []string{"rotated-app-secret", verifytest.DropboxAppSecret}}, nil)
-		p26Events(t, rot, other)
-		p26Events(t, rot, good())
+		requireRefused(t, v, other, verify.CodeBadSignature, verify.InHeader, verify.DropboxSignatureHeader)
+		rot := mustBuild(t, verify.TypeDropbox, verify.Core{Secrets: []string{"rotated-app-secret", verifytest.DropboxAppSecret}}, nil)
+		verifyEvents(t, rot, other)
+		verifyEvents(t, rot, good())
 	})
 
 	t.Run("every nudge is its own event", func(t *testing.T) {
-		a := p26Events(t, v, good())[0]
-		b := p26Events(t, v, good())[0]
+		a := verifyEvents(t, v, good())[0]
+		b := verifyEvents(t, v, good())[0]
 		if a.ID == b.ID || a.ID[:strings.LastIndex(a.ID, "|8:delivery|")] != b.ID[:strings.LastIndex(b.ID, "|8:delivery|")] {
 			t.Fatalf("a %q b %q", a.ID, b.ID)
 		}
 		two := []byte(`{"list_folder":{"accounts":["dbid:A","dbid:B"]},"delta":{"users":[1,2]}}`)
 		h := http.Header{}
 		h.Set(verify.DropboxSignatureHeader, verifytest.Dropbox(verifytest.DropboxAppSecret, two))
-		if ev := p26Events(t, v, verifytest.Delivery{Header: h, Body: two})[0]; ev.ObjectID != "" {
+		if ev := verifyEvents(t, v, verifytest.Delivery{Header: h, Body: two})[0]; ev.ObjectID != "" {
 			t.Fatalf("got %+v", ev)
 		}
 		h.Set(verify.DropboxSignatureHeader, verifytest.Dropbox(verifytest.DropboxAppSecret, []byte(`[]`)))
-		p26Code(t, v, verifytest.Delivery{Header: h, Body: []byte(`[]`)}, verify.CodeMalformedBody, verify.InBody, "")
+		requireRefused(t, v, verifytest.Delivery{Header: h, Body: []byte(`[]`)}, verify.CodeMalformedBody, verify.InBody, "")
 	})
 }

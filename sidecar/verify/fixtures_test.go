@@ -1,7 +1,6 @@
 package verify_test
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
@@ -13,60 +12,67 @@ import (
 
 // TestFixtures replays every registered verifytest.Fixture at the Verify
 // level (sidecar/httpapi's TestIngestFixtures does it through the real
-// handler on PostgreSQL): distinct deliveries have distinct event ids,
-// every redelivery the first one's, each with the provider's own reply
-// (Cases.Reply) or none, a tampered delivery is refused, and each
-// handshake is answered with its status and body. One subtest per
-// provider type (go test -run 'TestFixtures/<type>$').
+// handler on PostgreSQL), as [checkFixture] says. One subtest per provider
+// type (go test -run 'TestFixtures/<type>$').
 func TestFixtures(t *testing.T) {
 	t.Parallel()
 	for _, f := range verifytest.Fixtures() {
 		t.Run(f.Type, func(t *testing.T) {
 			t.Parallel()
-			now := time.Now()
-			v := fixtureVerifier(t, f, now)
-			c := f.Cases(now)
-			require.GreaterOrEqual(t, len(c.Distinct), 2, "at least two distinct deliveries")
-			if c.Nudges {
-				require.Empty(t, c.Redelivery, "nudges: every delivery is a new event")
-			} else {
-				require.GreaterOrEqual(t, len(c.Redelivery), 2, "at least two deliveries of one event")
-			}
-			per := max(c.EventsPerDelivery, 1)
-
-			seen := map[string]int{}
-			for i, d := range c.Distinct {
-				ids := fixtureIDs(t, v, c.Reply, d, "distinct %d", i)
-				require.Len(t, ids, per, "distinct %d: events per delivery", i)
-				for _, id := range ids {
-					prev, dup := seen[id]
-					require.False(t, dup, "distinct %d has the id of distinct %d: %q", i, prev, id)
-					seen[id] = i
-				}
-			}
-
-			if !c.Nudges {
-				first := fixtureIDs(t, v, c.Reply, c.Redelivery[0], "redelivery 0")
-				require.NotEmpty(t, first)
-				for i, d := range c.Redelivery[1:] {
-					require.Equal(t, first, fixtureIDs(t, v, c.Reply, d, "redelivery %d", i+1), "redelivery %d is the first event again", i+1)
-				}
-			}
-
-			_, err := v.Verify(fixtureRequest(c.Tampered))
-			require.Error(t, err, "a tampered delivery is refused")
-
-			for i, h := range c.Handshakes {
-				res, err := v.Verify(fixtureRequest(h.Delivery))
-				require.NoError(t, err, "handshake %d", i)
-				require.True(t, res.IsHandshake(), "handshake %d is answered as one", i)
-				require.Empty(t, res.Events, "handshake %d carries no event", i)
-				require.Equal(t, h.Status, res.Handshake.Status, "handshake %d", i)
-				if h.Body != nil {
-					require.Equal(t, string(h.Body), string(res.Handshake.Body), "handshake %d", i)
-				}
-			}
+			checkFixture(t, f, time.Now())
 		})
+	}
+}
+
+// checkFixture replays fixture f through a source configured from it (see
+// fixtureVerifier) with the clock at now: distinct deliveries have
+// distinct event ids, every redelivery the first one's, each with the
+// provider's own reply (Cases.Reply) or none, a tampered delivery is
+// refused with bad_signature, and each handshake is answered with its
+// status and body.
+func checkFixture(t *testing.T, f verifytest.Fixture, now time.Time) {
+	t.Helper()
+	v := fixtureVerifier(t, f, now)
+	c := f.Cases(now)
+	require.GreaterOrEqual(t, len(c.Distinct), 2, "at least two distinct deliveries")
+	if c.Nudges {
+		require.Empty(t, c.Redelivery, "nudges: every delivery is a new event")
+	} else {
+		require.GreaterOrEqual(t, len(c.Redelivery), 2, "at least two deliveries of one event")
+	}
+	per := max(c.EventsPerDelivery, 1)
+
+	seen := map[string]int{}
+	for i, d := range c.Distinct {
+		ids := fixtureIDs(t, v, c.Reply, d, "distinct %d", i)
+		require.Len(t, ids, per, "distinct %d: events per delivery", i)
+		for _, id := range ids {
+			prev, dup := seen[id]
+			require.False(t, dup, "distinct %d has the id of distinct %d: %q", i, prev, id)
+			seen[id] = i
+		}
+	}
+
+	if !c.Nudges {
+		first := fixtureIDs(t, v, c.Reply, c.Redelivery[0], "redelivery 0")
+		require.NotEmpty(t, first)
+		for i, d := range c.Redelivery[1:] {
+			require.Equal(t, first, fixtureIDs(t, v, c.Reply, d, "redelivery %d", i+1), "redelivery %d is the first event again", i+1)
+		}
+	}
+
+	_, err := v.Verify(deliveryRequest(c.Tampered))
+	requireCode(t, err, verify.CodeBadSignature, "")
+
+	for i, h := range c.Handshakes {
+		res, err := v.Verify(deliveryRequest(h.Delivery))
+		require.NoError(t, err, "handshake %d", i)
+		require.True(t, res.IsHandshake(), "handshake %d is answered as one", i)
+		require.Empty(t, res.Events, "handshake %d carries no event", i)
+		require.Equal(t, h.Status, res.Handshake.Status, "handshake %d", i)
+		if h.Body != nil {
+			require.Equal(t, string(h.Body), string(res.Handshake.Body), "handshake %d", i)
+		}
 	}
 }
 
@@ -103,19 +109,11 @@ func fixtureVerifier(t *testing.T, f verifytest.Fixture, now time.Time) verify.V
 	return v
 }
 
-func fixtureRequest(d verifytest.Delivery) verify.Request {
-	h := d.Header
-	if h == nil {
-		h = http.Header{}
-	}
-	return verify.Request{Method: d.Method, Header: h, RawQuery: d.RawQuery, Body: d.Body}
-}
-
 // fixtureIDs verifies d, which must carry events and come with reply as
 // Result.Reply's body (nil: no Reply), and returns their ids.
 func fixtureIDs(t *testing.T, v verify.Verifier, reply []byte, d verifytest.Delivery, msg string, args ...any) []string {
 	t.Helper()
-	res, err := v.Verify(fixtureRequest(d))
+	res, err := v.Verify(deliveryRequest(d))
 	require.NoError(t, err, append([]any{msg}, args...)...)
 	require.False(t, res.IsHandshake(), append([]any{msg}, args...)...)
 	require.Empty(t, res.Rejected, append([]any{msg}, args...)...)

@@ -54,7 +54,7 @@ func genBuild(t *testing.T, o verify.HMACOptions, secrets ...string) verify.Veri
 	if o.Key.IDHeader == "" && len(o.Key.IDPointers) == 0 {
 		o.Key = genKey
 	}
-	v, err := verify.New(verify.TypeHMAC, verify.Core{Secrets: secrets, Now: p26Clock(time.Unix(genT, 0).Add(30 * time.Second))}, &o)
+	v, err := verify.New(verify.TypeHMAC, verify.Core{Secrets: secrets, Now: fixedClock(time.Unix(genT, 0).Add(30 * time.Second))}, &o)
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -110,42 +110,42 @@ func TestHMACLayouts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := genBuild(t, c.opts)
-			evs := p26Events(t, v, genDelivery(c.header...))
+			evs := verifyEvents(t, v, genDelivery(c.header...))
 			if len(evs) != 1 || evs[0].ID != "evt_gen_1" || evs[0].Type != "order.paid" || !evs[0].Timestamp.Equal(c.at) {
 				t.Fatalf("got %+v, want evt_gen_1 order.paid at %v", evs, c.at)
 			}
-			p26Code(t, v, genTampered(genDelivery(c.header...)), verify.CodeBadSignature, verify.InHeader, c.header[0])
-			p26Code(t, genBuild(t, c.opts, "another-secret"), genDelivery(c.header...), verify.CodeBadSignature, verify.InHeader, c.header[0])
+			requireRefused(t, v, genTampered(genDelivery(c.header...)), verify.CodeBadSignature, verify.InHeader, c.header[0])
+			requireRefused(t, genBuild(t, c.opts, "another-secret"), genDelivery(c.header...), verify.CodeBadSignature, verify.InHeader, c.header[0])
 		})
 	}
 
 	t.Run("rotation: the old secret alone verifies the old signature", func(t *testing.T) {
 		d := genDelivery("X-Signature", "t=1767225600,v1="+genHexSecOld+",v1="+genHexSec)
-		p26Events(t, genBuild(t, verify.HMACOptions{Signature: elements}, genOld), d)
-		p26Events(t, genBuild(t, verify.HMACOptions{Signature: elements}, "another-secret", genSecret), d)
+		verifyEvents(t, genBuild(t, verify.HMACOptions{Signature: elements}, genOld), d)
+		verifyEvents(t, genBuild(t, verify.HMACOptions{Signature: elements}, "another-secret", genSecret), d)
 	})
 
 	t.Run("the timestamp element is signed", func(t *testing.T) {
 		v := genBuild(t, verify.HMACOptions{Signature: elements})
-		p26Code(t, v, genDelivery("X-Signature", "t=1767225601,v1="+genHexSec), verify.CodeBadSignature, verify.InHeader, "X-Signature")
+		requireRefused(t, v, genDelivery("X-Signature", "t=1767225601,v1="+genHexSec), verify.CodeBadSignature, verify.InHeader, "X-Signature")
 	})
 
 	t.Run("a wrong timestamp unit is refused by the tolerance", func(t *testing.T) {
 		// Milliseconds read as seconds: ~56,000 years ahead.
 		asSeconds := genBuild(t, verify.HMACOptions{Signature: elements})
-		p26Code(t, asSeconds, genDelivery("X-Signature", "t=1767225600000,v1="+genHexMs), verify.CodeTimestampOutsideTolerance, verify.InHeader, "X-Signature")
+		requireRefused(t, asSeconds, genDelivery("X-Signature", "t=1767225600000,v1="+genHexMs), verify.CodeTimestampOutsideTolerance, verify.InHeader, "X-Signature")
 		// Seconds read as milliseconds: January 1970.
 		asMillis := genBuild(t, verify.HMACOptions{Signature: elements, TimestampUnit: verify.UnitMilliseconds})
-		p26Code(t, asMillis, genDelivery("X-Signature", "t=1767225600,v1="+genHexSec), verify.CodeTimestampOutsideTolerance, verify.InHeader, "X-Signature")
+		requireRefused(t, asMillis, genDelivery("X-Signature", "t=1767225600,v1="+genHexSec), verify.CodeTimestampOutsideTolerance, verify.InHeader, "X-Signature")
 	})
 
 	t.Run("outside the tolerance", func(t *testing.T) {
 		o := verify.HMACOptions{Signature: elements, Key: genKey}
-		v, err := verify.New(verify.TypeHMAC, verify.Core{Secrets: []string{genSecret}, Now: p26Clock(time.Unix(genT+301, 0))}, &o)
+		v, err := verify.New(verify.TypeHMAC, verify.Core{Secrets: []string{genSecret}, Now: fixedClock(time.Unix(genT+301, 0))}, &o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p26Code(t, v, genDelivery("X-Signature", "t=1767225600,v1="+genHexSec), verify.CodeTimestampOutsideTolerance, verify.InHeader, "X-Signature")
+		requireRefused(t, v, genDelivery("X-Signature", "t=1767225600,v1="+genHexSec), verify.CodeTimestampOutsideTolerance, verify.InHeader, "X-Signature")
 	})
 
 	t.Run("unreadable element headers", func(t *testing.T) {
@@ -160,12 +160,12 @@ func TestHMACLayouts(t *testing.T) {
 			"t=1767225600,v1=" + genHexSec[:40],                  // short
 			"t=1767225600,v1=" + strings.ToUpper(genHexSec)[:63], // odd length
 		} {
-			e := p26Code(t, v, genDelivery("X-Signature", h), verify.CodeMalformedHeader, verify.InHeader, "X-Signature")
+			e := requireRefused(t, v, genDelivery("X-Signature", h), verify.CodeMalformedHeader, verify.InHeader, "X-Signature")
 			if strings.Contains(e.Error(), genHexSec[:16]) {
 				t.Errorf("the error echoes the signature: %v", e)
 			}
 		}
-		p26Code(t, v, genDelivery(), verify.CodeMissingHeader, verify.InHeader, "X-Signature")
+		requireRefused(t, v, genDelivery(), verify.CodeMissingHeader, verify.InHeader, "X-Signature")
 	})
 }
 
@@ -197,13 +197,13 @@ func TestHMACLayoutConfigErrors(t *testing.T) {
 		o := c.opts
 		o.Key = genKey
 		_, err := verify.New(verify.TypeHMAC, verify.Core{Secrets: []string{genSecret}}, &o)
-		p26ConfigField(t, err, c.field)
+		requireConfigField(t, err, c.field)
 	}
 
 	// CloudEvents shares SignatureSpec but reads the plain layout only.
 	_, err := verify.New(verify.TypeCloudEvents, verify.Core{Secrets: []string{genSecret}},
 		&verify.CloudEventsOptions{Auth: verify.CloudEventsAuthHMAC, Signature: verify.SignatureSpec{Header: "X-Signature", Layout: verify.LayoutElements}})
-	p26ConfigField(t, err, "Signature.Layout")
+	requireConfigField(t, err, "Signature.Layout")
 	var ce *verify.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "plain") {
 		t.Fatalf("got %v", err)

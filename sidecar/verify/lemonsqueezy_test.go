@@ -30,7 +30,7 @@ func lemonVectorDelivery() verifytest.Delivery {
 
 func TestLemonSqueezyVector(t *testing.T) {
 	v := payMust(t, verify.TypeLemonSqueezy, verify.Core{Secrets: []string{"lemon-vector-secret"}}, nil)
-	ev := payEvent(t, v, lemonVectorDelivery())
+	ev := oneDeliveryEvent(t, v, lemonVectorDelivery())
 	if want := verify.JoinKey("order_created", "orders", "1", "2021-08-17T09:45:53.000000Z"); ev.ID != want || ev.Type != "order_created" || ev.ObjectID != "1" || ev.Scope != "1" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -44,23 +44,23 @@ func TestLemonSqueezyRefusals(t *testing.T) {
 
 	d := lemonVectorDelivery()
 	d.Header.Del("X-Signature")
-	_, err := v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMissingHeader, "X-Signature")
+	_, err := v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMissingHeader, "X-Signature")
 
 	d = lemonVectorDelivery()
 	d.Header.Set("X-Signature", "sha256="+lemonVectorSig)
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMalformedHeader, "X-Signature")
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMalformedHeader, "X-Signature")
 
 	wrong := payMust(t, verify.TypeLemonSqueezy, verify.Core{Secrets: []string{"not-the-secret"}}, nil)
-	_, err = wrong.Verify(payRequest(lemonVectorDelivery()))
-	payCode(t, err, verify.CodeBadSignature, "X-Signature")
+	_, err = wrong.Verify(deliveryRequest(lemonVectorDelivery()))
+	requireCode(t, err, verify.CodeBadSignature, "X-Signature")
 
 	// The unsigned X-Event-Name is not read: the signed body names the
 	// event.
 	d = lemonVectorDelivery()
 	d.Header.Set("X-Event-Name", "order_refunded")
-	if ev := payEvent(t, v, d); ev.Type != "order_created" {
+	if ev := oneDeliveryEvent(t, v, d); ev.Type != "order_created" {
 		t.Fatalf("type %q", ev.Type)
 	}
 
@@ -70,21 +70,21 @@ func TestLemonSqueezyRefusals(t *testing.T) {
 		`{"meta":{"event_name":"order_created"},"data":{"type":"orders"}}`:         "/data/id",
 		`{"meta":{"event_name":"order_created"},"data":{"type":"orders","id":""}}`: "/data/id",
 	} {
-		_, err = v.Verify(payRequest(verifytest.LemonSqueezyDelivery("lemon-vector-secret", "x", []byte(body))))
-		if ve := payCode(t, err, verify.CodeMissingField, field); !ve.Authenticated {
+		_, err = v.Verify(deliveryRequest(verifytest.LemonSqueezyDelivery("lemon-vector-secret", "x", []byte(body))))
+		if ve := requireCode(t, err, verify.CodeMissingField, field); !ve.Authenticated {
 			t.Fatalf("%s: want authenticated", body)
 		}
 	}
 
 	only := payMust(t, verify.TypeLemonSqueezy, verify.Core{Secrets: []string{"lemon-vector-secret"}, AllowedEventTypes: []string{"subscription_*"}}, nil)
-	_, err = only.Verify(payRequest(lemonVectorDelivery()))
-	payCode(t, err, verify.CodeEventTypeNotAllowed, "/meta/event_name")
+	_, err = only.Verify(deliveryRequest(lemonVectorDelivery()))
+	requireCode(t, err, verify.CodeEventTypeNotAllowed, "/meta/event_name")
 }
 
 func TestLemonSqueezyRotation(t *testing.T) {
 	v := payMust(t, verify.TypeLemonSqueezy, verify.Core{Secrets: []string{"lemon-new-secret", "lemon-vector-secret"}}, nil)
-	payEvent(t, v, lemonVectorDelivery())
-	payEvent(t, v, verifytest.LemonSqueezyDelivery("lemon-new-secret", "order_created", []byte(lemonVectorBody)))
+	oneDeliveryEvent(t, v, lemonVectorDelivery())
+	oneDeliveryEvent(t, v, verifytest.LemonSqueezyDelivery("lemon-new-secret", "order_created", []byte(lemonVectorBody)))
 }
 
 // TestLemonSqueezyKey: created and updated at one moment are two events,
@@ -92,12 +92,12 @@ func TestLemonSqueezyRotation(t *testing.T) {
 func TestLemonSqueezyKey(t *testing.T) {
 	s := verifytest.LemonSqueezySecret
 	v := payMust(t, verify.TypeLemonSqueezy, verify.Core{Secrets: []string{s}}, nil)
-	created := payEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_created", verifytest.LemonSqueezySubscription("subscription_created", "9", "active", payNow)))
-	upd1 := payEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_updated", verifytest.LemonSqueezySubscription("subscription_updated", "9", "active", payNow)))
-	upd2 := payEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_updated", verifytest.LemonSqueezySubscription("subscription_updated", "9", "cancelled", payNow.Add(time.Minute))))
-	again := payEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_updated", verifytest.LemonSqueezySubscription("subscription_updated", "9", "cancelled", payNow.Add(time.Minute))))
+	created := oneDeliveryEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_created", verifytest.LemonSqueezySubscription("subscription_created", "9", "active", payNow)))
+	upd1 := oneDeliveryEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_updated", verifytest.LemonSqueezySubscription("subscription_updated", "9", "active", payNow)))
+	upd2 := oneDeliveryEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_updated", verifytest.LemonSqueezySubscription("subscription_updated", "9", "cancelled", payNow.Add(time.Minute))))
+	again := oneDeliveryEvent(t, v, verifytest.LemonSqueezyDelivery(s, "subscription_updated", verifytest.LemonSqueezySubscription("subscription_updated", "9", "cancelled", payNow.Add(time.Minute))))
 	if created.ID == upd1.ID || upd1.ID == upd2.ID || upd2.ID != again.ID {
 		t.Fatalf("ids %q %q %q %q", created.ID, upd1.ID, upd2.ID, again.ID)
 	}
-	payReplayFixture(t, verify.TypeLemonSqueezy)
+	replayFixture(t, string(verify.TypeLemonSqueezy))
 }

@@ -46,49 +46,49 @@ func TestMetaVerificationRequest(t *testing.T) {
 
 	// A wrong token is refused, and the challenge is not echoed.
 	_, err = get("hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhocks")
-	e := pvCode(t, err, verify.CodeBadSignature, "hub.verify_token")
+	e := requireCode(t, err, verify.CodeBadSignature, "hub.verify_token")
 	require.Equal(t, verify.InQuery, e.In)
 	require.NotContains(t, e.Error(), "1158201444")
 	require.NotContains(t, e.Error(), "meatyhamhock")
 	_, err = get("hub.mode=subscribe&hub.challenge=1158201444")
-	pvCode(t, err, verify.CodeMissingHeader, "hub.verify_token")
+	requireCode(t, err, verify.CodeMissingHeader, "hub.verify_token")
 	_, err = get("hub.mode=unsubscribe&hub.challenge=1&hub.verify_token=meatyhamhock")
-	pvCode(t, err, verify.CodeMalformedHeader, "hub.mode")
+	requireCode(t, err, verify.CodeMalformedHeader, "hub.mode")
 	_, err = get("")
-	pvCode(t, err, verify.CodeMalformedHeader, "hub.mode")
+	requireCode(t, err, verify.CodeMalformedHeader, "hub.mode")
 	_, err = get("hub.mode=subscribe&hub.challenge=%3Cscript%3E&hub.verify_token=meatyhamhock")
-	pvCode(t, err, verify.CodeMalformedHeader, "hub.challenge")
+	requireCode(t, err, verify.CodeMalformedHeader, "hub.challenge")
 	_, err = get("hub.mode=subscribe&hub.challenge=" + strings.Repeat("1", 65) + "&hub.verify_token=meatyhamhock")
-	pvCode(t, err, verify.CodeMalformedHeader, "hub.challenge")
+	requireCode(t, err, verify.CodeMalformedHeader, "hub.challenge")
 	_, err = get("hub.mode=subscribe&hub.challenge=1&hub.verify_token=meatyhamhock&hub.verify_token=x")
-	pvCode(t, err, verify.CodeMalformedHeader, "hub.verify_token")
+	requireCode(t, err, verify.CodeMalformedHeader, "hub.verify_token")
 
 	// Without a configured verify_token the GET is refused.
 	none := metaVerifier(t, nil)
 	_, err = none.Verify(verify.Request{Method: http.MethodGet, RawQuery: "hub.mode=subscribe&hub.challenge=1&hub.verify_token=x"})
-	pvCode(t, err, verify.CodeBadSignature, "hub.verify_token")
+	requireCode(t, err, verify.CodeBadSignature, "hub.verify_token")
 
 	p, _ := verify.Lookup(verify.TypeMeta)
 	require.Equal(t, []string{http.MethodGet}, p.Methods)
 	_, err = pvTryBuild(t, verify.TypeMeta, verify.Core{Secrets: []string{"s"}}, map[string]any{"verify_token": " x"})
-	pvConfigField(t, err, "VerifyToken")
+	requireConfigField(t, err, "VerifyToken")
 }
 
 func TestMetaSignature(t *testing.T) {
 	v := metaVerifier(t, nil)
 	body := verifytest.WhatsAppNotification(verifytest.WhatsAppStatus("wamid.A", "read", 1))
-	pvOne(t, v, verify.Request{Header: metaHeaders("sha256=" + hmacHex("app-secret", body)), Body: body})
-	pvOne(t, v, verify.Request{Header: metaHeaders("sha256=" + hmacHex("old-secret", body)), Body: body})
+	oneEvent(t, v, verify.Request{Header: metaHeaders("sha256=" + hmacHex("app-secret", body)), Body: body})
+	oneEvent(t, v, verify.Request{Header: metaHeaders("sha256=" + hmacHex("old-secret", body)), Body: body})
 
 	_, err := v.Verify(verify.Request{Header: metaHeaders(""), Body: body})
-	pvCode(t, err, verify.CodeMissingHeader, "X-Hub-Signature-256")
+	requireCode(t, err, verify.CodeMissingHeader, "X-Hub-Signature-256")
 	legacy := http.Header{"X-Hub-Signature": {"sha1=0000000000000000000000000000000000000000"}}
 	_, err = v.Verify(verify.Request{Header: legacy, Body: body})
-	require.Contains(t, pvCode(t, err, verify.CodeMissingHeader, "X-Hub-Signature-256").Reason, "legacy")
+	require.Contains(t, requireCode(t, err, verify.CodeMissingHeader, "X-Hub-Signature-256").Reason, "legacy")
 	_, err = v.Verify(verify.Request{Header: metaHeaders(hmacHex("app-secret", body)), Body: body})
-	pvCode(t, err, verify.CodeMalformedHeader, "X-Hub-Signature-256")
+	requireCode(t, err, verify.CodeMalformedHeader, "X-Hub-Signature-256")
 	_, err = v.Verify(verify.Request{Header: metaHeaders("sha256=" + hmacHex("wrong", body)), Body: body})
-	pvCode(t, err, verify.CodeBadSignature, "X-Hub-Signature-256")
+	requireCode(t, err, verify.CodeBadSignature, "X-Hub-Signature-256")
 }
 
 func TestMetaBatchAndKeys(t *testing.T) {
@@ -127,7 +127,7 @@ func TestMetaBatchAndKeys(t *testing.T) {
 
 	// The same status regrouped into another request keeps its key.
 	alone := verifytest.WhatsAppNotification(verifytest.WhatsAppStatus("wamid.A", "read", 12))
-	require.Equal(t, res.Events[2].ID, pvOne(t, v, sign(alone)).ID)
+	require.Equal(t, res.Events[2].ID, oneEvent(t, v, sign(alone)).ID)
 
 	// Messenger: messages by mid; other items by digest, entry.time left out.
 	msgr := func(time string, items ...string) []byte {
@@ -157,14 +157,14 @@ func TestMetaBatchAndKeys(t *testing.T) {
 	require.Len(t, res.Events, 1)
 	require.Len(t, res.Rejected, 1)
 	require.Equal(t, 1, res.Rejected[0].Index)
-	pvCode(t, res.Rejected[0].Err, verify.CodeEventTypeNotAllowed, "/entry/0/messaging/1")
+	requireCode(t, res.Rejected[0].Err, verify.CodeEventTypeNotAllowed, "/entry/0/messaging/1")
 
 	empty := []byte(`{"object":"page","entry":[{"id":"PAGE1","time":1,"messaging":[]}]}`)
 	_, err = v.Verify(sign(empty))
-	require.True(t, pvCode(t, err, verify.CodeMissingField, "/entry").Authenticated)
+	require.True(t, requireCode(t, err, verify.CodeMissingField, "/entry").Authenticated)
 	noField := []byte(`{"object":"page","entry":[{"id":"PAGE1","changes":[{"value":{}}]}]}`)
 	_, err = v.Verify(sign(noField))
-	pvCode(t, err, verify.CodeMissingField, "/entry/0/changes/0/field")
+	requireCode(t, err, verify.CodeMissingField, "/entry/0/changes/0/field")
 }
 
-func TestMetaFixture(t *testing.T) { pvReplay(t, "meta") }
+func TestMetaFixture(t *testing.T) { replayFixture(t, "meta") }

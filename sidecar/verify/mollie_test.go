@@ -11,12 +11,12 @@ import (
 
 func mollieClassic(t *testing.T, opts map[string]any, tokens ...string) verify.Verifier {
 	t.Helper()
-	return payMust(t, verify.TypeMollie, verify.Core{Secrets: tokens}, payOptions(t, verify.TypeMollie, opts))
+	return payMust(t, verify.TypeMollie, verify.Core{Secrets: tokens}, decodeOptions(t, verify.TypeMollie, opts))
 }
 
 func mollieNextGen(t *testing.T, secrets ...string) verify.Verifier {
 	t.Helper()
-	return payMust(t, verify.TypeMollie, verify.Core{Secrets: secrets}, payOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen"}))
+	return payMust(t, verify.TypeMollie, verify.Core{Secrets: secrets}, decodeOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen"}))
 }
 
 // TestMollieClassicNudge: Mollie's documented call
@@ -32,8 +32,8 @@ func TestMollieClassicNudge(t *testing.T) {
 	if string(d.Body) != "id=tr_d0b0E3EA3v" {
 		t.Fatalf("body %q", d.Body)
 	}
-	a := payEvent(t, v, d)
-	b := payEvent(t, v, d)
+	a := oneDeliveryEvent(t, v, d)
+	b := oneDeliveryEvent(t, v, d)
 	if a.ObjectID != "tr_d0b0E3EA3v" || a.Type != "" || a.ID == b.ID || a.ID == "tr_d0b0E3EA3v" ||
 		!strings.HasPrefix(a.ID, "13:tr_d0b0E3EA3v|5:nudge|") {
 		t.Fatalf("events %+v %+v", a, b)
@@ -43,29 +43,29 @@ func TestMollieClassicNudge(t *testing.T) {
 func TestMollieClassicToken(t *testing.T) {
 	v := mollieClassic(t, nil, "new-token", verifytest.MollieToken)
 	// Rotation: either token verifies.
-	payEvent(t, v, verifytest.MollieNudge("new-token", "tr_1"))
-	payEvent(t, v, verifytest.MollieNudge(verifytest.MollieToken, "tr_1"))
+	oneDeliveryEvent(t, v, verifytest.MollieNudge("new-token", "tr_1"))
+	oneDeliveryEvent(t, v, verifytest.MollieNudge(verifytest.MollieToken, "tr_1"))
 
 	d := verifytest.MollieNudge("wrong-token", "tr_1")
-	_, err := v.Verify(payRequest(d))
-	if ve := payCode(t, err, verify.CodeBadSignature, "token"); ve.In != verify.InQuery || ve.Authenticated {
+	_, err := v.Verify(deliveryRequest(d))
+	if ve := requireCode(t, err, verify.CodeBadSignature, "token"); ve.In != verify.InQuery || ve.Authenticated {
 		t.Fatalf("%+v", ve)
 	}
 	d.RawQuery = ""
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMissingHeader, "token")
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMissingHeader, "token")
 	d.RawQuery = "token=a&token=b"
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMalformedHeader, "token")
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMalformedHeader, "token")
 	d.RawQuery = "token=%zz"
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMalformedHeader, "")
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMalformedHeader, "")
 
 	// A parameter of the user's choosing.
 	named := mollieClassic(t, map[string]any{"token_parameter": "k"}, verifytest.MollieToken)
 	d = verifytest.MollieNudge(verifytest.MollieToken, "tr_1")
 	d.RawQuery = strings.Replace(d.RawQuery, "token=", "k=", 1)
-	payEvent(t, named, d)
+	oneDeliveryEvent(t, named, d)
 }
 
 func TestMollieClassicBody(t *testing.T) {
@@ -82,31 +82,31 @@ func TestMollieClassicBody(t *testing.T) {
 	} {
 		d := verifytest.MollieNudge(verifytest.MollieToken, "tr_1")
 		d.Body = []byte(body)
-		_, err := v.Verify(payRequest(d))
-		if ve := payCode(t, err, code, ""); !ve.Authenticated {
+		_, err := v.Verify(deliveryRequest(d))
+		if ve := requireCode(t, err, code, ""); !ve.Authenticated {
 			t.Fatalf("%q: want authenticated", body)
 		}
 	}
 	for _, id := range []string{"ord_kEn1PlbGa", "sub_rVKGtNd6s3", "re_4qqhO89gsT"} {
-		if ev := payEvent(t, v, verifytest.MollieNudge(verifytest.MollieToken, id)); ev.ObjectID != id {
+		if ev := oneDeliveryEvent(t, v, verifytest.MollieNudge(verifytest.MollieToken, id)); ev.ObjectID != id {
 			t.Fatalf("%s: %+v", id, ev)
 		}
 	}
 }
 
 func TestMollieConfig(t *testing.T) {
-	_, err := payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}, AllowedEventTypes: []string{"paid"}}, payOptions(t, verify.TypeMollie, nil))
-	payConfigField(t, err, "AllowedEventTypes")
-	_, err = payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}}, payOptions(t, verify.TypeMollie, map[string]any{"webhooks": "v3"}))
-	payConfigField(t, err, "Webhooks")
-	_, err = payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}}, payOptions(t, verify.TypeMollie, map[string]any{"token_parameter": "a b"}))
-	payConfigField(t, err, "TokenParameter")
-	_, err = payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}}, payOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen", "token_parameter": "k"}))
-	payConfigField(t, err, "TokenParameter")
+	_, err := payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}, AllowedEventTypes: []string{"paid"}}, decodeOptions(t, verify.TypeMollie, nil))
+	requireConfigField(t, err, "AllowedEventTypes")
+	_, err = payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}}, decodeOptions(t, verify.TypeMollie, map[string]any{"webhooks": "v3"}))
+	requireConfigField(t, err, "Webhooks")
+	_, err = payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}}, decodeOptions(t, verify.TypeMollie, map[string]any{"token_parameter": "a b"}))
+	requireConfigField(t, err, "TokenParameter")
+	_, err = payBuild(verify.TypeMollie, verify.Core{Secrets: []string{"t"}}, decodeOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen", "token_parameter": "k"}))
+	requireConfigField(t, err, "TokenParameter")
 	_, err = payBuild(verify.TypeMollie, verify.Core{}, nil)
-	payConfigField(t, err, "Secrets")
+	requireConfigField(t, err, "Secrets")
 	p, _ := verify.Lookup(verify.TypeMollie)
-	if hs := p.CredentialHeaders(payOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen"})); len(hs) != 1 || hs[0] != verify.MollieSignatureHeader {
+	if hs := p.CredentialHeaders(decodeOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen"})); len(hs) != 1 || hs[0] != verify.MollieSignatureHeader {
 		t.Fatalf("credential headers %v", hs)
 	}
 }
@@ -127,7 +127,7 @@ func TestMollieNextGenVector(t *testing.T) {
 	for _, sig := range []string{"sha256=" + mollieVectorSig, mollieVectorSig} {
 		h := http.Header{}
 		h.Set("X-Mollie-Signature", sig)
-		ev := payEvent(t, v, verifytest.Delivery{Header: h, Body: []byte(mollieVectorBody)})
+		ev := oneDeliveryEvent(t, v, verifytest.Delivery{Header: h, Body: []byte(mollieVectorBody)})
 		if ev.ID != "event_GvJ8WHrp5isUdRub9CJyH" || ev.Type != "payment-link.paid" || ev.ObjectID != "pl_qng5gbbv8NAZ5gpM5" {
 			t.Fatalf("event %+v", ev)
 		}
@@ -142,36 +142,36 @@ func TestMollieNextGenRefusals(t *testing.T) {
 	body := []byte(mollieVectorBody)
 
 	_, err := v.Verify(verify.Request{Header: http.Header{}, Body: body})
-	payCode(t, err, verify.CodeMissingHeader, verify.MollieSignatureHeader)
+	requireCode(t, err, verify.CodeMissingHeader, verify.MollieSignatureHeader)
 
 	// A classic nudge sent to a next-gen source is unsigned: refused.
-	_, err = v.Verify(payRequest(verifytest.MollieNudge("x", "tr_1")))
-	payCode(t, err, verify.CodeMissingHeader, verify.MollieSignatureHeader)
+	_, err = v.Verify(deliveryRequest(verifytest.MollieNudge("x", "tr_1")))
+	requireCode(t, err, verify.CodeMissingHeader, verify.MollieSignatureHeader)
 
 	h := http.Header{}
 	h.Set("X-Mollie-Signature", "sha1="+mollieVectorSig)
 	_, err = v.Verify(verify.Request{Header: h, Body: body})
-	payCode(t, err, verify.CodeMalformedHeader, verify.MollieSignatureHeader)
+	requireCode(t, err, verify.CodeMalformedHeader, verify.MollieSignatureHeader)
 
-	_, err = mollieNextGen(t, "other").Verify(payRequest(verifytest.MollieNextGenDelivery("mollie-vector-secret", body)))
-	payCode(t, err, verify.CodeBadSignature, verify.MollieSignatureHeader)
+	_, err = mollieNextGen(t, "other").Verify(deliveryRequest(verifytest.MollieNextGenDelivery("mollie-vector-secret", body)))
+	requireCode(t, err, verify.CodeBadSignature, verify.MollieSignatureHeader)
 
-	_, err = v.Verify(payRequest(verifytest.MollieNextGenDelivery("mollie-vector-secret", []byte(`{"type":"payment-link.paid"}`))))
-	payCode(t, err, verify.CodeMissingField, "/id")
+	_, err = v.Verify(deliveryRequest(verifytest.MollieNextGenDelivery("mollie-vector-secret", []byte(`{"type":"payment-link.paid"}`))))
+	requireCode(t, err, verify.CodeMissingField, "/id")
 
 	only := payMust(t, verify.TypeMollie, verify.Core{Secrets: []string{"mollie-vector-secret"}, AllowedEventTypes: []string{"sales-invoice.*"}},
-		payOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen"}))
-	_, err = only.Verify(payRequest(verifytest.MollieNextGenDelivery("mollie-vector-secret", body)))
-	payCode(t, err, verify.CodeEventTypeNotAllowed, "/type")
+		decodeOptions(t, verify.TypeMollie, map[string]any{"webhooks": "next-gen"}))
+	_, err = only.Verify(deliveryRequest(verifytest.MollieNextGenDelivery("mollie-vector-secret", body)))
+	requireCode(t, err, verify.CodeEventTypeNotAllowed, "/type")
 
 	// Rotation.
 	both := mollieNextGen(t, "new", "mollie-vector-secret")
-	payEvent(t, both, verifytest.MollieNextGenDelivery("new", body))
-	payEvent(t, both, verifytest.MollieNextGenDelivery("mollie-vector-secret", body))
+	oneDeliveryEvent(t, both, verifytest.MollieNextGenDelivery("new", body))
+	oneDeliveryEvent(t, both, verifytest.MollieNextGenDelivery("mollie-vector-secret", body))
 }
 
 // TestMollieNextGenKey: two events about one invoice are two ids; the
 // event delivered again is one.
 func TestMollieNextGenKey(t *testing.T) {
-	payReplayFixture(t, verify.TypeMollie)
+	replayFixture(t, string(verify.TypeMollie))
 }

@@ -31,13 +31,13 @@ func FuzzPaymentProviders(f *testing.F) {
 			if fx.Setup != nil {
 				opts = fx.Setup(f)
 			}
-			vs = append(vs, payMust(f, typ, verify.Core{Secrets: fx.Secrets}, payOptions(f, typ, opts)))
+			vs = append(vs, payMust(f, typ, verify.Core{Secrets: fx.Secrets}, decodeOptions(f, typ, opts)))
 			for _, d := range allDeliveries(fx.Cases(payNow)) {
 				f.Add(headerText(d.Header), d.RawQuery, d.Body)
 			}
 		}
 	}
-	vs = append(vs, payMust(f, verify.TypeMollie, verify.Core{Secrets: []string{verifytest.MollieToken}}, payOptions(f, verify.TypeMollie, nil)))
+	vs = append(vs, payMust(f, verify.TypeMollie, verify.Core{Secrets: []string{verifytest.MollieToken}}, decodeOptions(f, verify.TypeMollie, nil)))
 	n := verifytest.MollieNudge(verifytest.MollieToken, "tr_d0b0E3EA3v")
 	f.Add(headerText(n.Header), n.RawQuery, n.Body)
 	f.Add("", "token="+verifytest.MollieToken, []byte("id=tr_1&id=tr_1"))

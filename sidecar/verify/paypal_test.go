@@ -68,7 +68,7 @@ func paypalVectorDelivery() verifytest.Delivery {
 
 func paypalOpts(t *testing.T, m map[string]any) any {
 	t.Helper()
-	return payOptions(t, verify.TypePayPal, m)
+	return decodeOptions(t, verify.TypePayPal, m)
 }
 
 func paypalFixed(t *testing.T, certs ...string) verify.Verifier {
@@ -82,18 +82,18 @@ func paypalFixed(t *testing.T, certs ...string) verify.Verifier {
 
 func TestPayPalVector(t *testing.T) {
 	v := paypalFixed(t, paypalVectorCert)
-	ev := payEvent(t, v, paypalVectorDelivery())
+	ev := oneDeliveryEvent(t, v, paypalVectorDelivery())
 	if ev.ID != "WH-2WR32451HC0233532-67976317FL4543714" || ev.Type != "PAYMENT.CAPTURE.COMPLETED" || ev.ObjectID != "42311647XV020574X" || !ev.Timestamp.Equal(payNow) {
 		t.Fatalf("event %+v", ev)
 	}
 	// Another webhook id is another signed text.
 	other := payMust(t, verify.TypePayPal, verify.Core{}, paypalOpts(t, map[string]any{"webhook_id": "1JE4291016473214C", "certificates": []any{paypalVectorCert}}))
-	_, err := other.Verify(payRequest(paypalVectorDelivery()))
-	payCode(t, err, verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
+	_, err := other.Verify(deliveryRequest(paypalVectorDelivery()))
+	requireCode(t, err, verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
 	// verifytest.PayPal signs the same text: the fixture key verifies.
 	priv, cert := verifytest.PayPalKey()
 	d := verifytest.PayPalDelivery(priv, paypalVectorWebhook, verifytest.PayPalCertURL, paypalVectorTID, payNow, []byte(paypalVectorBody))
-	payEvent(t, paypalFixed(t, cert), d)
+	oneDeliveryEvent(t, paypalFixed(t, cert), d)
 }
 
 func TestPayPalRefusals(t *testing.T) {
@@ -101,13 +101,13 @@ func TestPayPalRefusals(t *testing.T) {
 	for _, h := range []string{verify.PayPalTransmissionIDHeader, verify.PayPalTransmissionTimeHeader, verify.PayPalTransmissionSigHeader, verify.PayPalAuthAlgoHeader} {
 		d := paypalVectorDelivery()
 		d.Header.Del(h)
-		_, err := v.Verify(payRequest(d))
-		payCode(t, err, verify.CodeMissingHeader, h)
+		_, err := v.Verify(deliveryRequest(d))
+		requireCode(t, err, verify.CodeMissingHeader, h)
 	}
 	// With configured certificates, PAYPAL-CERT-URL is not needed.
 	d := paypalVectorDelivery()
 	d.Header.Del(verify.PayPalCertURLHeader)
-	payEvent(t, v, d)
+	oneDeliveryEvent(t, v, d)
 
 	for h, val := range map[string]string{
 		verify.PayPalTransmissionTimeHeader: "Sat, 14 Mar 2026 15:09:26 GMT",
@@ -116,25 +116,25 @@ func TestPayPalRefusals(t *testing.T) {
 	} {
 		d := paypalVectorDelivery()
 		d.Header.Set(h, val)
-		_, err := v.Verify(payRequest(d))
-		payCode(t, err, verify.CodeMalformedHeader, h)
+		_, err := v.Verify(deliveryRequest(d))
+		requireCode(t, err, verify.CodeMalformedHeader, h)
 	}
 	d = paypalVectorDelivery()
 	d.Header.Set(verify.PayPalAuthAlgoHeader, "SHA1withRSA")
-	_, err := v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeBadSignature, verify.PayPalAuthAlgoHeader)
+	_, err := v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeBadSignature, verify.PayPalAuthAlgoHeader)
 
 	d = paypalVectorDelivery()
 	d.Body = []byte(strings.Replace(paypalVectorBody, "7.47", "7.48", 1))
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
 
 	// The transmission time is signed but held to no window (PayPal
 	// documents none and retries for 3 days): a transmission verified two
 	// days later still verifies, and is the same event.
 	late := payMust(t, verify.TypePayPal, verify.Core{Now: func() time.Time { return payNow.Add(48 * time.Hour) }},
 		paypalOpts(t, map[string]any{"webhook_id": paypalVectorWebhook, "certificates": []any{paypalVectorCert}}))
-	if ev := payEvent(t, late, paypalVectorDelivery()); ev.ID != "WH-2WR32451HC0233532-67976317FL4543714" {
+	if ev := oneDeliveryEvent(t, late, paypalVectorDelivery()); ev.ID != "WH-2WR32451HC0233532-67976317FL4543714" {
 		t.Fatalf("event %+v", ev)
 	}
 	p, _ := verify.Lookup(verify.TypePayPal)
@@ -144,13 +144,13 @@ func TestPayPalRefusals(t *testing.T) {
 
 	priv, cert := verifytest.PayPalKey()
 	body := []byte(`{"event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"X"}}`)
-	_, err = paypalFixed(t, cert).Verify(payRequest(verifytest.PayPalDelivery(priv, paypalVectorWebhook, verifytest.PayPalCertURL, "t1", payNow, body)))
-	if ve := payCode(t, err, verify.CodeMissingField, "/id"); !ve.Authenticated {
+	_, err = paypalFixed(t, cert).Verify(deliveryRequest(verifytest.PayPalDelivery(priv, paypalVectorWebhook, verifytest.PayPalCertURL, "t1", payNow, body)))
+	if ve := requireCode(t, err, verify.CodeMissingField, "/id"); !ve.Authenticated {
 		t.Fatal("want authenticated")
 	}
 	only := payMust(t, verify.TypePayPal, verify.Core{AllowedEventTypes: []string{"CHECKOUT.*"}}, paypalOpts(t, map[string]any{"webhook_id": paypalVectorWebhook, "certificates": []any{paypalVectorCert}}))
-	_, err = only.Verify(payRequest(paypalVectorDelivery()))
-	payCode(t, err, verify.CodeEventTypeNotAllowed, "/event_type")
+	_, err = only.Verify(deliveryRequest(paypalVectorDelivery()))
+	requireCode(t, err, verify.CodeEventTypeNotAllowed, "/event_type")
 }
 
 func TestPayPalConfig(t *testing.T) {
@@ -168,7 +168,7 @@ func TestPayPalConfig(t *testing.T) {
 		{verify.Core{}, map[string]any{"webhook_id": "8PT5", "cert_hosts": []any{"API.PAYPAL.COM"}}, "CertHosts[0]"},
 	} {
 		_, err := payBuild(verify.TypePayPal, c.core, paypalOpts(t, c.opts))
-		payConfigField(t, err, c.field)
+		requireConfigField(t, err, c.field)
 	}
 }
 
@@ -177,8 +177,8 @@ func TestPayPalConfig(t *testing.T) {
 func TestPayPalRotation(t *testing.T) {
 	priv, cert := verifytest.PayPalKey()
 	v := paypalFixed(t, paypalVectorCert, cert)
-	payEvent(t, v, paypalVectorDelivery())
-	payEvent(t, v, verifytest.PayPalDelivery(priv, paypalVectorWebhook, verifytest.PayPalCertURL, "t2", payNow, []byte(paypalVectorBody)))
+	oneDeliveryEvent(t, v, paypalVectorDelivery())
+	oneDeliveryEvent(t, v, verifytest.PayPalDelivery(priv, paypalVectorWebhook, verifytest.PayPalCertURL, "t2", payNow, []byte(paypalVectorBody)))
 }
 
 // paypalCertServer is a local HTTPS server of certificates by path,
@@ -245,7 +245,7 @@ func TestPayPalCertificateFetch(t *testing.T) {
 		paypalOpts(t, map[string]any{"webhook_id": verifytest.PayPalWebhookID, "cert_hosts": []any{srv.host()}}))
 	body := verifytest.PayPalCapture("WH-1", "PAYMENT.CAPTURE.COMPLETED", "C1", "completed", payNow)
 	deliver := func(certURL string) error {
-		_, err := v.Verify(payRequest(verifytest.PayPalDelivery(priv, verifytest.PayPalWebhookID, certURL, "t", now(), body)))
+		_, err := v.Verify(deliveryRequest(verifytest.PayPalDelivery(priv, verifytest.PayPalWebhookID, certURL, "t", now(), body)))
 		return err
 	}
 	base := srv.URL + "/v1/notifications/certs/"
@@ -270,32 +270,32 @@ func TestPayPalCertificateFetch(t *testing.T) {
 		base,
 		"https://api.paypal.com/v1/notifications/certs/CERT-2",
 	} {
-		payCode(t, deliver(u), verify.CodeBadSignature, verify.PayPalCertURLHeader)
+		requireCode(t, deliver(u), verify.CodeBadSignature, verify.PayPalCertURLHeader)
 	}
 	if n := srv.count("/v1/notifications/certs/CERT-2"); n != 0 {
 		t.Fatalf("a refused URL was fetched %d times", n)
 	}
 	d := verifytest.PayPalDelivery(priv, verifytest.PayPalWebhookID, base+"CERT-1", "t", payNow, body)
 	d.Header.Del(verify.PayPalCertURLHeader)
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMissingHeader, verify.PayPalCertURLHeader)
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMissingHeader, verify.PayPalCertURLHeader)
 
 	// A redirect is not followed.
-	payCode(t, deliver(base+"REDIRECT"), verify.CodeBadSignature, verify.PayPalCertURLHeader)
+	requireCode(t, deliver(base+"REDIRECT"), verify.CodeBadSignature, verify.PayPalCertURLHeader)
 	if n := srv.count("/v1/notifications/certs/CERT-1"); n != 1 {
 		t.Fatalf("the redirect was followed")
 	}
 	// Expired, oversized, not PEM.
 	for _, p := range []string{"OLD", "BIG", "JUNK"} {
-		payCode(t, deliver(base+p), verify.CodeBadSignature, verify.PayPalCertURLHeader)
+		requireCode(t, deliver(base+p), verify.CodeBadSignature, verify.PayPalCertURLHeader)
 	}
 
 	// A failure is not fetched again for a minute, then it is.
-	payCode(t, deliver(base+"LATER"), verify.CodeBadSignature, verify.PayPalCertURLHeader)
+	requireCode(t, deliver(base+"LATER"), verify.CodeBadSignature, verify.PayPalCertURLHeader)
 	srv.mu.Lock()
 	srv.body["/v1/notifications/certs/LATER"] = cert
 	srv.mu.Unlock()
-	payCode(t, deliver(base+"LATER"), verify.CodeBadSignature, verify.PayPalCertURLHeader)
+	requireCode(t, deliver(base+"LATER"), verify.CodeBadSignature, verify.PayPalCertURLHeader)
 	if n := srv.count("/v1/notifications/certs/LATER"); n != 1 {
 		t.Fatalf("fetched %d times within the minute", n)
 	}
@@ -323,11 +323,11 @@ func TestPayPalCertificateFetch(t *testing.T) {
 	srv.mu.Lock()
 	srv.body["/v1/notifications/certs/OTHER"] = verifytest.PayPalCertificate(old, payNow.AddDate(-1, 0, 0), payNow.AddDate(1, 0, 0))
 	srv.mu.Unlock()
-	payCode(t, deliver(base+"OTHER"), verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
+	requireCode(t, deliver(base+"OTHER"), verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
 }
 
 // TestPayPalKey: a completed and a refunded capture are two events; an
 // event's retries, each a new transmission, are one.
 func TestPayPalKey(t *testing.T) {
-	payReplayFixture(t, verify.TypePayPal)
+	replayFixture(t, string(verify.TypePayPal))
 }

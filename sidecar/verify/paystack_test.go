@@ -27,7 +27,7 @@ func paystackVectorDelivery() verifytest.Delivery {
 
 func TestPaystackVector(t *testing.T) {
 	v := payMust(t, verify.TypePaystack, verify.Core{Secrets: []string{"sk_test_vector"}}, nil)
-	ev := payEvent(t, v, paystackVectorDelivery())
+	ev := oneDeliveryEvent(t, v, paystackVectorDelivery())
 	if ev.ID != verify.JoinKey("charge.success", "302961") || ev.Type != "charge.success" || ev.ObjectID != "302961" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -41,44 +41,44 @@ func TestPaystackRefusals(t *testing.T) {
 
 	d := paystackVectorDelivery()
 	d.Header.Del("x-paystack-signature")
-	_, err := v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMissingHeader, verify.PaystackSignatureHeader)
+	_, err := v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMissingHeader, verify.PaystackSignatureHeader)
 
 	// A SHA-256-sized or non-hex value is malformed.
 	for _, bad := range []string{paystackVectorSig[:64], strings.Repeat("z", 128)} {
 		d = paystackVectorDelivery()
 		d.Header.Set("x-paystack-signature", bad)
-		_, err = v.Verify(payRequest(d))
-		payCode(t, err, verify.CodeMalformedHeader, verify.PaystackSignatureHeader)
+		_, err = v.Verify(deliveryRequest(d))
+		requireCode(t, err, verify.CodeMalformedHeader, verify.PaystackSignatureHeader)
 	}
 
 	wrong := payMust(t, verify.TypePaystack, verify.Core{Secrets: []string{"sk_test_other"}}, nil)
-	_, err = wrong.Verify(payRequest(paystackVectorDelivery()))
-	payCode(t, err, verify.CodeBadSignature, verify.PaystackSignatureHeader)
+	_, err = wrong.Verify(deliveryRequest(paystackVectorDelivery()))
+	requireCode(t, err, verify.CodeBadSignature, verify.PaystackSignatureHeader)
 
 	d = paystackVectorDelivery()
 	d.Body = []byte(paystackVectorBody + " ")
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeBadSignature, verify.PaystackSignatureHeader)
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeBadSignature, verify.PaystackSignatureHeader)
 
 	body := []byte(`{"event":"charge.success","data":{"status":"success"}}`)
-	_, err = v.Verify(payRequest(verifytest.PaystackDelivery("sk_test_vector", body)))
-	if ve := payCode(t, err, verify.CodeMissingField, "/data/id"); !ve.Authenticated {
+	_, err = v.Verify(deliveryRequest(verifytest.PaystackDelivery("sk_test_vector", body)))
+	if ve := requireCode(t, err, verify.CodeMissingField, "/data/id"); !ve.Authenticated {
 		t.Fatal("want authenticated")
 	}
 
 	only := payMust(t, verify.TypePaystack, verify.Core{Secrets: []string{"sk_test_vector"}, AllowedEventTypes: []string{"transfer.*"}}, nil)
-	_, err = only.Verify(payRequest(paystackVectorDelivery()))
-	payCode(t, err, verify.CodeEventTypeNotAllowed, "/event")
+	_, err = only.Verify(deliveryRequest(paystackVectorDelivery()))
+	requireCode(t, err, verify.CodeEventTypeNotAllowed, "/event")
 
 	_, err = payBuild(verify.TypePaystack, verify.Core{Secrets: []string{" sk_test_vector"}}, nil)
-	payConfigField(t, err, "Secrets[0]")
+	requireConfigField(t, err, "Secrets[0]")
 }
 
 func TestPaystackRotation(t *testing.T) {
 	v := payMust(t, verify.TypePaystack, verify.Core{Secrets: []string{"sk_live_new", "sk_test_vector"}}, nil)
-	payEvent(t, v, paystackVectorDelivery())
-	payEvent(t, v, verifytest.PaystackDelivery("sk_live_new", []byte(paystackVectorBody)))
+	oneDeliveryEvent(t, v, paystackVectorDelivery())
+	oneDeliveryEvent(t, v, verifytest.PaystackDelivery("sk_live_new", []byte(paystackVectorBody)))
 }
 
 // TestPaystackKey: two events about one transfer are two ids; a retry,
@@ -88,15 +88,15 @@ func TestPaystackKey(t *testing.T) {
 	v := payMust(t, verify.TypePaystack, verify.Core{Secrets: []string{verifytest.PaystackSecret}}, nil)
 	failed := verifytest.PaystackTransfer("transfer.failed", 7, "failed", payNow)
 	reversed := verifytest.PaystackTransfer("transfer.reversed", 7, "reversed", payNow)
-	a := payEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, failed))
-	b := payEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, reversed))
-	c := payEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, reversed))
+	a := oneDeliveryEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, failed))
+	b := oneDeliveryEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, reversed))
+	c := oneDeliveryEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, reversed))
 	if a.ID == b.ID || b.ID != c.ID {
 		t.Fatalf("ids %q %q %q", a.ID, b.ID, c.ID)
 	}
-	ref := payEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, []byte(`{"event":"paymentrequest.success","data":{"reference":"PRQ_1weqqsn2wwzgft8"}}`)))
+	ref := oneDeliveryEvent(t, v, verifytest.PaystackDelivery(verifytest.PaystackSecret, []byte(`{"event":"paymentrequest.success","data":{"reference":"PRQ_1weqqsn2wwzgft8"}}`)))
 	if ref.ID != verify.JoinKey("paymentrequest.success", "PRQ_1weqqsn2wwzgft8") {
 		t.Fatalf("id %q", ref.ID)
 	}
-	payReplayFixture(t, verify.TypePaystack)
+	replayFixture(t, string(verify.TypePaystack))
 }

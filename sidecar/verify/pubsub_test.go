@@ -40,7 +40,7 @@ func pubsubSetup(t *testing.T, now *time.Time, extra map[string]any, keys ...ver
 	for k, v := range extra {
 		opts[k] = v
 	}
-	v := p26MustBuild(t, verify.TypePubSub, verify.Core{Now: func() time.Time { return *now }}, opts)
+	v := mustBuild(t, verify.TypePubSub, verify.Core{Now: func() time.Time { return *now }}, opts)
 	return v, srv
 }
 
@@ -59,10 +59,10 @@ func TestPubSubOIDC(t *testing.T) {
 	}
 	const authz = verify.PubSubAuthorizationHeader
 
-	t.Run("fixture", func(t *testing.T) { p26Fixture(t, "pubsub", verify.Core{}) })
+	t.Run("fixture", func(t *testing.T) { replayFixture(t, "pubsub") })
 
 	t.Run("doc example body under a token from the local key set", func(t *testing.T) {
-		evs := p26Events(t, v, verifytest.PubSubDelivery(tok(nil), body))
+		evs := verifyEvents(t, v, verifytest.PubSubDelivery(tok(nil), body))
 		want := verify.JoinKey("projects/myproject/subscriptions/mysubscription", "2070443601311540")
 		if len(evs) != 1 || evs[0].ID != want || evs[0].Scope != "projects/myproject/subscriptions/mysubscription" || !evs[0].Timestamp.Equal(now.Add(-time.Minute)) {
 			t.Fatalf("got %+v", evs)
@@ -92,48 +92,48 @@ func TestPubSubOIDC(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				p26Code(t, v, verifytest.PubSubDelivery(tok(tc.mod), body), tc.code, verify.InHeader, authz)
+				requireRefused(t, v, verifytest.PubSubDelivery(tok(tc.mod), body), tc.code, verify.InHeader, authz)
 			})
 		}
 		// Expired, but within the tolerance used as leeway: accepted.
-		p26Events(t, v, verifytest.PubSubDelivery(tok(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() }), body))
+		verifyEvents(t, v, verifytest.PubSubDelivery(tok(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() }), body))
 		// The short issuer spelling is Google's too.
-		p26Events(t, v, verifytest.PubSubDelivery(tok(func(c jwt.MapClaims) { c["iss"] = "accounts.google.com" }), body))
+		verifyEvents(t, v, verifytest.PubSubDelivery(tok(func(c jwt.MapClaims) { c["iss"] = "accounts.google.com" }), body))
 	})
 
 	t.Run("signatures", func(t *testing.T) {
 		// Another key under the trusted kid.
 		impostor := verifytest.NewJWKSKey(key.KID)
 		d := verifytest.PubSubDelivery(verifytest.GoogleOIDCToken(impostor, verifytest.PubSubClaims(now)), body)
-		p26Code(t, v, d, verify.CodeBadSignature, verify.InHeader, authz)
+		requireRefused(t, v, d, verify.CodeBadSignature, verify.InHeader, authz)
 		// HS256 keyed with the public modulus (algorithm confusion) and
 		// alg none are refused: RS256 only.
 		hs := jwt.NewWithClaims(jwt.SigningMethodHS256, verifytest.PubSubClaims(now))
 		hs.Header["kid"] = key.KID
 		hsTok, _ := hs.SignedString(key.Key.PublicKey.N.Bytes())
-		p26Code(t, v, verifytest.PubSubDelivery(hsTok, body), verify.CodeBadSignature, verify.InHeader, authz)
+		requireRefused(t, v, verifytest.PubSubDelivery(hsTok, body), verify.CodeBadSignature, verify.InHeader, authz)
 		none := jwt.NewWithClaims(jwt.SigningMethodNone, verifytest.PubSubClaims(now))
 		noneTok, _ := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
-		p26Code(t, v, verifytest.PubSubDelivery(noneTok, body), verify.CodeBadSignature, verify.InHeader, authz)
+		requireRefused(t, v, verifytest.PubSubDelivery(noneTok, body), verify.CodeBadSignature, verify.InHeader, authz)
 	})
 
 	t.Run("headers", func(t *testing.T) {
 		d := verifytest.PubSubDelivery(tok(nil), body)
 		d.Header.Del(authz)
-		p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, authz)
+		requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, authz)
 		for _, bad := range []string{"Basic abc", "Bearer", "Bearer not.a.jwt", "Bearer " + strings.Repeat("a", 9000)} {
 			d.Header.Set(authz, bad)
-			p26Code(t, v, d, verify.CodeMalformedHeader, verify.InHeader, authz)
+			requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, authz)
 		}
 		d.Header.Set(authz, "bearer "+tok(nil))
-		p26Events(t, v, d)
+		verifyEvents(t, v, d)
 	})
 
 	t.Run("body", func(t *testing.T) {
-		p26Code(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"subscription":"s"}`)), verify.CodeMissingField, verify.InBody, "/message")
-		p26Code(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"message":{"messageId":"1"}}`)), verify.CodeMissingField, verify.InBody, "/subscription")
-		p26Code(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"message":{"data":"eA=="},"subscription":"s"}`)), verify.CodeMissingField, verify.InBody, "/message/messageId")
-		p26Code(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"message":{"messageId":"1","message_id":"2"},"subscription":"s"}`)), verify.CodeMalformedBody, verify.InBody, "/message/message_id")
+		requireRefused(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"subscription":"s"}`)), verify.CodeMissingField, verify.InBody, "/message")
+		requireRefused(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"message":{"messageId":"1"}}`)), verify.CodeMissingField, verify.InBody, "/subscription")
+		requireRefused(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"message":{"data":"eA=="},"subscription":"s"}`)), verify.CodeMissingField, verify.InBody, "/message/messageId")
+		requireRefused(t, v, verifytest.PubSubDelivery(tok(nil), []byte(`{"message":{"messageId":"1","message_id":"2"},"subscription":"s"}`)), verify.CodeMalformedBody, verify.InBody, "/message/message_id")
 	})
 }
 
@@ -149,36 +149,36 @@ func TestPubSubKeySetCache(t *testing.T) {
 	const authz = verify.PubSubAuthorizationHeader
 
 	for range 3 {
-		p26Events(t, v, with(k1))
+		verifyEvents(t, v, with(k1))
 	}
 	if got := srv.Fetches(); got != 1 {
 		t.Fatalf("fetched %d times for three tokens, want once (cached)", got)
 	}
 	// Google rotates a key in: the unknown kid fetches the set once.
 	srv.SetKeys(k1, k2)
-	p26Events(t, v, with(k2))
+	verifyEvents(t, v, with(k2))
 	if got := srv.Fetches(); got != 2 {
 		t.Fatalf("fetches %d, want 2", got)
 	}
 	// Random kids fetch nothing more within JWKSUnknownKIDEvery.
 	for i := range 20 {
-		p26Code(t, v, with(verifytest.JWKSKey{KID: "random-" + string(rune('a'+i)), Key: k2.Key}), verify.CodeBadSignature, verify.InHeader, authz)
+		requireRefused(t, v, with(verifytest.JWKSKey{KID: "random-" + string(rune('a'+i)), Key: k2.Key}), verify.CodeBadSignature, verify.InHeader, authz)
 	}
 	if got := srv.Fetches(); got != 2 {
 		t.Fatalf("unknown kids made %d fetches, want none past the rate", got-2)
 	}
 	now = now.Add(verify.JWKSUnknownKIDEvery)
-	p26Code(t, v, with(verifytest.JWKSKey{KID: "random-z", Key: k2.Key}), verify.CodeBadSignature, verify.InHeader, authz)
+	requireRefused(t, v, with(verifytest.JWKSKey{KID: "random-z", Key: k2.Key}), verify.CodeBadSignature, verify.InHeader, authz)
 	if got := srv.Fetches(); got != 3 {
 		t.Fatalf("fetches %d, want 3 (one unknown-kid fetch per interval)", got)
 	}
 	// A key removed from the set stops verifying once the set is old
 	// enough to be fetched again.
 	srv.SetKeys(k2)
-	p26Events(t, v, with(k1))
+	verifyEvents(t, v, with(k1))
 	now = now.Add(verify.JWKSMaxAge)
-	p26Code(t, v, with(k1), verify.CodeBadSignature, verify.InHeader, authz)
-	p26Events(t, v, with(k2))
+	requireRefused(t, v, with(k1), verify.CodeBadSignature, verify.InHeader, authz)
+	verifyEvents(t, v, with(k2))
 	if got := srv.Fetches(); got != 4 {
 		t.Fatalf("fetches %d, want 4", got)
 	}
@@ -186,14 +186,14 @@ func TestPubSubKeySetCache(t *testing.T) {
 	// fetch is not retried before JWKSRetryEvery.
 	srv.SetStatus(http.StatusInternalServerError)
 	now = now.Add(verify.JWKSMaxAge)
-	p26Events(t, v, with(k2))
-	p26Events(t, v, with(k2))
+	verifyEvents(t, v, with(k2))
+	verifyEvents(t, v, with(k2))
 	if got := srv.Fetches(); got != 5 {
 		t.Fatalf("fetches %d, want 5", got)
 	}
 	now = now.Add(verify.JWKSRetryEvery)
 	srv.SetStatus(http.StatusOK)
-	p26Events(t, v, with(k2))
+	verifyEvents(t, v, with(k2))
 	if got := srv.Fetches(); got != 6 {
 		t.Fatalf("fetches %d, want 6", got)
 	}
@@ -210,16 +210,16 @@ func TestPubSubKeySetBounds(t *testing.T) {
 		return srv.URL
 	}
 	build := func(t *testing.T, url string) verify.Verifier {
-		return p26MustBuild(t, verify.TypePubSub, verify.Core{Now: p26Clock(now)}, map[string]any{"audience": verifytest.PubSubAudience, "jwks_url": url})
+		return mustBuild(t, verify.TypePubSub, verify.Core{Now: fixedClock(now)}, map[string]any{"audience": verifytest.PubSubAudience, "jwks_url": url})
 	}
 	// The real set padded past the bound is refused whole.
 	set := verifytest.JWKS(key)
 	padded := append(append([]byte(`{"pad":"`), []byte(strings.Repeat("x", verify.JWKSMaxBytes))...), append([]byte(`",`), set[1:]...)...)
-	p26Code(t, build(t, serve(t, padded)), d, verify.CodeBadSignature, verify.InHeader, verify.PubSubAuthorizationHeader)
-	p26Events(t, build(t, serve(t, set)), d)
+	requireRefused(t, build(t, serve(t, padded)), d, verify.CodeBadSignature, verify.InHeader, verify.PubSubAuthorizationHeader)
+	verifyEvents(t, build(t, serve(t, set)), d)
 	// Not a key set, or no usable key.
-	p26Code(t, build(t, serve(t, []byte(`<html>`))), d, verify.CodeBadSignature, verify.InHeader, verify.PubSubAuthorizationHeader)
-	p26Code(t, build(t, serve(t, []byte(`{"keys":[{"kty":"XX","kid":"k"}]}`))), d, verify.CodeBadSignature, verify.InHeader, verify.PubSubAuthorizationHeader)
+	requireRefused(t, build(t, serve(t, []byte(`<html>`))), d, verify.CodeBadSignature, verify.InHeader, verify.PubSubAuthorizationHeader)
+	requireRefused(t, build(t, serve(t, []byte(`{"keys":[{"kty":"XX","kid":"k"}]}`))), d, verify.CodeBadSignature, verify.InHeader, verify.PubSubAuthorizationHeader)
 }
 
 func TestPubSubKeyAttribute(t *testing.T) {
@@ -237,24 +237,24 @@ func TestPubSubKeyAttribute(t *testing.T) {
 	redelivered := verifytest.PubSubDelivery(tok, verifytest.PubSubBody(verifytest.PubSubSubscription, "2070443601311540", attrs, 3))
 	other := verifytest.PubSubDelivery(tok, verifytest.PubSubBody("projects/myproject/subscriptions/other", "2070443601311540", attrs, 0))
 
-	a, b, r, o := p26Events(t, plain, first)[0].ID, p26Events(t, plain, again)[0].ID, p26Events(t, plain, redelivered)[0].ID, p26Events(t, plain, other)[0].ID
+	a, b, r, o := verifyEvents(t, plain, first)[0].ID, verifyEvents(t, plain, again)[0].ID, verifyEvents(t, plain, redelivered)[0].ID, verifyEvents(t, plain, other)[0].ID
 	if a == b || a != r || a == o {
 		t.Fatalf("messageId key: %q %q %q %q", a, b, r, o)
 	}
-	a, b = p26Events(t, byAttr, first)[0].ID, p26Events(t, byAttr, again)[0].ID
+	a, b = verifyEvents(t, byAttr, first)[0].ID, verifyEvents(t, byAttr, again)[0].ID
 	if a != b || a != verify.JoinKey(verifytest.PubSubSubscription, "order-A-1001-paid") {
 		t.Fatalf("key_attribute key: %q %q", a, b)
 	}
-	p26Code(t, byAttr, verifytest.PubSubDelivery(tok, []byte(pubsubDocBody)), verify.CodeMissingField, verify.InBody, "/message/attributes/eventId")
+	requireRefused(t, byAttr, verifytest.PubSubDelivery(tok, []byte(pubsubDocBody)), verify.CodeMissingField, verify.InBody, "/message/attributes/eventId")
 
 	_, srv := pubsubSetup(t, &now, nil, key)
-	typed := p26MustBuild(t, verify.TypePubSub, verify.Core{AllowedEventTypes: []string{"order.*"}, Now: p26Clock(now)},
+	typed := mustBuild(t, verify.TypePubSub, verify.Core{AllowedEventTypes: []string{"order.*"}, Now: fixedClock(now)},
 		map[string]any{"audience": verifytest.PubSubAudience, "type_attribute": "type", "jwks_url": srv.URL})
-	ev := p26Events(t, typed, verifytest.PubSubDelivery(tok, verifytest.PubSubBody("s", "1", map[string]string{"type": "order.paid"}, 0)))
+	ev := verifyEvents(t, typed, verifytest.PubSubDelivery(tok, verifytest.PubSubBody("s", "1", map[string]string{"type": "order.paid"}, 0)))
 	if ev[0].Type != "order.paid" {
 		t.Fatalf("type %q", ev[0].Type)
 	}
-	e := p26Code(t, typed, verifytest.PubSubDelivery(tok, verifytest.PubSubBody("s", "2", map[string]string{"type": "invoice.sent"}, 0)),
+	e := requireRefused(t, typed, verifytest.PubSubDelivery(tok, verifytest.PubSubBody("s", "2", map[string]string{"type": "invoice.sent"}, 0)),
 		verify.CodeEventTypeNotAllowed, verify.InBody, "/message/attributes/type")
 	if !e.Authenticated {
 		t.Error("not authenticated")
@@ -263,24 +263,24 @@ func TestPubSubKeyAttribute(t *testing.T) {
 
 func TestPubSubQueryToken(t *testing.T) {
 	t.Parallel()
-	v := p26MustBuild(t, verify.TypePubSub, verify.Core{Secrets: []string{"old-token-123", "new-token-456"}}, map[string]any{"auth": "query_token"})
+	v := mustBuild(t, verify.TypePubSub, verify.Core{Secrets: []string{"old-token-123", "new-token-456"}}, map[string]any{"auth": "query_token"})
 	body := []byte(pubsubDocBody)
 	d := verifytest.Delivery{Header: http.Header{}, Body: body}
 	for _, q := range []string{"token=old-token-123", "token=new-token-456", "a=1&token=new-token-456"} {
 		d.RawQuery = q
-		p26Events(t, v, d)
+		verifyEvents(t, v, d)
 	}
 	d.RawQuery = "token=guess"
-	p26Code(t, v, d, verify.CodeBadSignature, verify.InQuery, "token")
+	requireRefused(t, v, d, verify.CodeBadSignature, verify.InQuery, "token")
 	d.RawQuery = "tok=old-token-123"
-	p26Code(t, v, d, verify.CodeMissingHeader, verify.InQuery, "token")
+	requireRefused(t, v, d, verify.CodeMissingHeader, verify.InQuery, "token")
 	d.RawQuery = "token=%zz"
-	p26Code(t, v, d, verify.CodeMalformedHeader, verify.InQuery, "")
+	requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InQuery, "")
 	d.RawQuery = "token=old-token-123&token=other"
-	p26Code(t, v, d, verify.CodeMalformedBody, verify.InQuery, "token")
-	custom := p26MustBuild(t, verify.TypePubSub, verify.Core{Secrets: []string{"old-token-123"}}, map[string]any{"auth": "query_token", "token_param": "k"})
+	requireRefused(t, v, d, verify.CodeMalformedBody, verify.InQuery, "token")
+	custom := mustBuild(t, verify.TypePubSub, verify.Core{Secrets: []string{"old-token-123"}}, map[string]any{"auth": "query_token", "token_param": "k"})
 	d.RawQuery = "k=old-token-123"
-	p26Events(t, custom, d)
+	verifyEvents(t, custom, d)
 	if h := mustProvider(t, verify.TypePubSub).CredentialHeaders(&verify.PubSubOptions{Auth: "query_token"}); h != nil {
 		t.Fatalf("query_token credential headers %v", h)
 	}
@@ -303,10 +303,10 @@ func TestPubSubConfig(t *testing.T) {
 		{verify.Core{AllowedEventTypes: []string{"x"}}, map[string]any{"audience": "a"}, "AllowedEventTypes"},
 	}
 	for _, tc := range cases {
-		_, err := p26Build(t, verify.TypePubSub, tc.core, tc.opts)
-		p26ConfigField(t, err, tc.field)
+		_, err := tryBuild(t, verify.TypePubSub, tc.core, tc.opts)
+		requireConfigField(t, err, tc.field)
 	}
 	// Building does not fetch anything: Google's URL is the default and
 	// nothing is reached until a token arrives.
-	p26MustBuild(t, verify.TypePubSub, verify.Core{}, map[string]any{"audience": "a"})
+	mustBuild(t, verify.TypePubSub, verify.Core{}, map[string]any{"audience": "a"})
 }

@@ -27,7 +27,7 @@ func razorpayVectorDelivery() verifytest.Delivery {
 
 func TestRazorpayVector(t *testing.T) {
 	v := payMust(t, verify.TypeRazorpay, verify.Core{Secrets: []string{"test-webhook-secret"}}, nil)
-	ev := payEvent(t, v, razorpayVectorDelivery())
+	ev := oneDeliveryEvent(t, v, razorpayVectorDelivery())
 	if ev.ID != "Gb5kMCdcAZ8jJ8" || ev.Type != "order.paid" || ev.Scope != "acc_BFQ7uQEaa7j2z7" || ev.ObjectID != "pay_DESlfW9H8K9uqM" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -37,7 +37,7 @@ func TestRazorpayVector(t *testing.T) {
 	// Upper-case hex is the same signature.
 	d := razorpayVectorDelivery()
 	d.Header.Set("X-Razorpay-Signature", "6B99C60094BEAF3CA0D80A6C0DC7A34C7ADD1CAD1392BFB350DFF92CDE76A4AD")
-	payEvent(t, v, d)
+	oneDeliveryEvent(t, v, d)
 }
 
 func TestRazorpayRefusals(t *testing.T) {
@@ -45,39 +45,39 @@ func TestRazorpayRefusals(t *testing.T) {
 
 	d := razorpayVectorDelivery()
 	d.Header.Del("X-Razorpay-Signature")
-	_, err := v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMissingHeader, "X-Razorpay-Signature")
+	_, err := v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMissingHeader, "X-Razorpay-Signature")
 
 	for _, bad := range []string{"sha256=" + razorpayVectorSig, razorpayVectorSig[:62], razorpayVectorSig[:63] + "g"} {
 		d = razorpayVectorDelivery()
 		d.Header.Set("X-Razorpay-Signature", bad)
-		_, err = v.Verify(payRequest(d))
-		payCode(t, err, verify.CodeMalformedHeader, "X-Razorpay-Signature")
+		_, err = v.Verify(deliveryRequest(d))
+		requireCode(t, err, verify.CodeMalformedHeader, "X-Razorpay-Signature")
 	}
 
 	wrong := payMust(t, verify.TypeRazorpay, verify.Core{Secrets: []string{"another-secret"}}, nil)
-	_, err = wrong.Verify(payRequest(razorpayVectorDelivery()))
-	payCode(t, err, verify.CodeBadSignature, "X-Razorpay-Signature")
+	_, err = wrong.Verify(deliveryRequest(razorpayVectorDelivery()))
+	requireCode(t, err, verify.CodeBadSignature, "X-Razorpay-Signature")
 
 	d = razorpayVectorDelivery()
 	d.Header.Del("X-Razorpay-Event-Id")
-	_, err = v.Verify(payRequest(d))
-	if ve := payCode(t, err, verify.CodeMissingHeader, "X-Razorpay-Event-Id"); !ve.Authenticated {
+	_, err = v.Verify(deliveryRequest(d))
+	if ve := requireCode(t, err, verify.CodeMissingHeader, "X-Razorpay-Event-Id"); !ve.Authenticated {
 		t.Fatal("a missing event id after a good signature must be marked authenticated")
 	}
 
 	d = razorpayVectorDelivery()
 	d.Body = []byte(`{"event":1}`)
 	d.Header.Set("X-Razorpay-Signature", verifytest.Razorpay("test-webhook-secret", d.Body))
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMalformedBody, "")
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMalformedBody, "")
 
 	only := payMust(t, verify.TypeRazorpay, verify.Core{Secrets: []string{"test-webhook-secret"}, AllowedEventTypes: []string{"payment.*"}}, nil)
-	_, err = only.Verify(payRequest(razorpayVectorDelivery()))
-	payCode(t, err, verify.CodeEventTypeNotAllowed, "/event")
+	_, err = only.Verify(deliveryRequest(razorpayVectorDelivery()))
+	requireCode(t, err, verify.CodeEventTypeNotAllowed, "/event")
 
 	_, err = payBuild(verify.TypeRazorpay, verify.Core{}, nil)
-	payConfigField(t, err, "Secrets")
+	requireConfigField(t, err, "Secrets")
 }
 
 // TestRazorpayRotation: the old secret signs the retries of events created
@@ -85,9 +85,9 @@ func TestRazorpayRefusals(t *testing.T) {
 // both verify while configured.
 func TestRazorpayRotation(t *testing.T) {
 	v := payMust(t, verify.TypeRazorpay, verify.Core{Secrets: []string{"new-secret", "test-webhook-secret"}}, nil)
-	payEvent(t, v, razorpayVectorDelivery())
+	oneDeliveryEvent(t, v, razorpayVectorDelivery())
 	body := []byte(razorpayVectorBody)
-	payEvent(t, v, verifytest.RazorpayDelivery("new-secret", "Gb5kMCdcAZ8jJ8", body))
+	oneDeliveryEvent(t, v, verifytest.RazorpayDelivery("new-secret", "Gb5kMCdcAZ8jJ8", body))
 }
 
 // TestRazorpayKey: two events about one payment are two ids; a retry,
@@ -96,11 +96,11 @@ func TestRazorpayKey(t *testing.T) {
 	v := payMust(t, verify.TypeRazorpay, verify.Core{Secrets: []string{verifytest.RazorpaySecret}}, nil)
 	auth := verifytest.RazorpayPayment("payment.authorized", "pay_X", "authorized", payNow)
 	capt := verifytest.RazorpayPayment("payment.captured", "pay_X", "captured", payNow)
-	a := payEvent(t, v, verifytest.RazorpayDelivery(verifytest.RazorpaySecret, "E1", auth))
-	b := payEvent(t, v, verifytest.RazorpayDelivery(verifytest.RazorpaySecret, "E2", capt))
-	c := payEvent(t, v, verifytest.RazorpayDelivery(verifytest.RazorpaySecret, "E2", capt))
+	a := oneDeliveryEvent(t, v, verifytest.RazorpayDelivery(verifytest.RazorpaySecret, "E1", auth))
+	b := oneDeliveryEvent(t, v, verifytest.RazorpayDelivery(verifytest.RazorpaySecret, "E2", capt))
+	c := oneDeliveryEvent(t, v, verifytest.RazorpayDelivery(verifytest.RazorpaySecret, "E2", capt))
 	if a.ID == b.ID || b.ID != c.ID || a.ObjectID != "pay_X" || b.ObjectID != "pay_X" {
 		t.Fatalf("ids %q %q %q", a.ID, b.ID, c.ID)
 	}
-	payReplayFixture(t, verify.TypeRazorpay)
+	replayFixture(t, string(verify.TypeRazorpay))
 }

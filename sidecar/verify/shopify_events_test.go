@@ -42,10 +42,10 @@ func shopifyEvDelivery(prefix string) verifytest.Delivery {
 
 func TestShopifyEventsHeadersWithoutPrefix(t *testing.T) {
 	t.Parallel()
-	v := p26MustBuild(t, verify.TypeShopify, verify.Core{Secrets: []string{shopifyEvSecret}}, nil)
+	v := mustBuild(t, verify.TypeShopify, verify.Core{Secrets: []string{shopifyEvSecret}}, nil)
 
-	classic := p26Events(t, v, shopifyEvDelivery("X-"))
-	events := p26Events(t, v, shopifyEvDelivery(""))
+	classic := verifyEvents(t, v, shopifyEvDelivery("X-"))
+	events := verifyEvents(t, v, shopifyEvDelivery(""))
 	if len(classic) != 1 || len(events) != 1 {
 		t.Fatalf("got %d and %d events, want one each", len(classic), len(events))
 	}
@@ -67,7 +67,7 @@ func TestShopifyEventsHeadersWithoutPrefix(t *testing.T) {
 			low[strings.ToLower(k)] = vs
 		}
 		d.Header = low
-		if evs := p26Events(t, v, d); evs[0].ID != shopifyEvKey {
+		if evs := verifyEvents(t, v, d); evs[0].ID != shopifyEvKey {
 			t.Fatalf("got %q", evs[0].ID)
 		}
 	})
@@ -75,7 +75,7 @@ func TestShopifyEventsHeadersWithoutPrefix(t *testing.T) {
 	t.Run("without an event id the Events webhook id is the key", func(t *testing.T) {
 		d := shopifyEvDelivery("")
 		d.Header.Del("Shopify-Event-Id")
-		if evs := p26Events(t, v, d); evs[0].ID != "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043" {
+		if evs := verifyEvents(t, v, d); evs[0].ID != "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043" {
 			t.Fatalf("got %q", evs[0].ID)
 		}
 	})
@@ -85,7 +85,7 @@ func TestShopifyEventsHeadersWithoutPrefix(t *testing.T) {
 		for k, vs := range shopifyEvDelivery("X-").Header {
 			d.Header[k] = vs
 		}
-		if evs := p26Events(t, v, d); evs[0].ID != shopifyEvKey {
+		if evs := verifyEvents(t, v, d); evs[0].ID != shopifyEvKey {
 			t.Fatalf("got %q", evs[0].ID)
 		}
 	})
@@ -103,7 +103,7 @@ func TestShopifyEventsHeadersWithoutPrefix(t *testing.T) {
 		} {
 			d := shopifyEvDelivery("X-")
 			d.Header[c.name] = []string{c.value}
-			e := p26Code(t, v, d, verify.CodeMalformedHeader, verify.InHeader, c.name)
+			e := requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, c.name)
 			if e.Authenticated != c.authed {
 				t.Errorf("%s: Authenticated = %v, want %v", c.name, e.Authenticated, c.authed)
 			}
@@ -116,23 +116,23 @@ func TestShopifyEventsHeadersWithoutPrefix(t *testing.T) {
 	t.Run("missing headers are named as before", func(t *testing.T) {
 		d := shopifyEvDelivery("")
 		d.Header.Del("Shopify-Hmac-Sha256")
-		p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ShopifyHMACHeader)
+		requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ShopifyHMACHeader)
 		d = shopifyEvDelivery("")
 		d.Header.Del("Shopify-Topic")
-		p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ShopifyTopicHeader)
+		requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ShopifyTopicHeader)
 		d = shopifyEvDelivery("")
 		d.Header.Del("Shopify-Event-Id")
 		d.Header.Del("Shopify-Webhook-Id")
-		p26Code(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ShopifyEventIDHeader)
+		requireRefused(t, v, d, verify.CodeMissingHeader, verify.InHeader, verify.ShopifyEventIDHeader)
 	})
 
 	t.Run("tampered and wrong secret", func(t *testing.T) {
 		d := shopifyEvDelivery("")
 		d.Body = []byte(strings.Replace(shopifyEvBody, "10.00", "90.00", 1))
-		p26Code(t, v, d, verify.CodeBadSignature, verify.InHeader, "Shopify-Hmac-Sha256")
-		other := p26MustBuild(t, verify.TypeShopify, verify.Core{Secrets: []string{"another-secret"}}, nil)
-		p26Code(t, other, shopifyEvDelivery(""), verify.CodeBadSignature, verify.InHeader, "Shopify-Hmac-Sha256")
-		p26Code(t, other, shopifyEvDelivery("X-"), verify.CodeBadSignature, verify.InHeader, verify.ShopifyHMACHeader)
+		requireRefused(t, v, d, verify.CodeBadSignature, verify.InHeader, "Shopify-Hmac-Sha256")
+		other := mustBuild(t, verify.TypeShopify, verify.Core{Secrets: []string{"another-secret"}}, nil)
+		requireRefused(t, other, shopifyEvDelivery(""), verify.CodeBadSignature, verify.InHeader, "Shopify-Hmac-Sha256")
+		requireRefused(t, other, shopifyEvDelivery("X-"), verify.CodeBadSignature, verify.InHeader, verify.ShopifyHMACHeader)
 	})
 
 	t.Run("both signature spellings are credentials", func(t *testing.T) {

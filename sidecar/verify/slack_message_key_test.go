@@ -45,10 +45,10 @@ func slackMsgDelivery(body []byte) verifytest.Delivery {
 
 func TestSlackMessageKey(t *testing.T) {
 	t.Parallel()
-	core := verify.Core{Secrets: []string{slackMsgSecret}, Now: p26Clock(time.Unix(slackMsgTS, 0))}.WithDefaults(0)
-	byMessage := p26MustBuild(t, verify.TypeSlack, core, map[string]any{"key": "message"})
-	byEventID := p26MustBuild(t, verify.TypeSlack, core, nil)
-	explicit := p26MustBuild(t, verify.TypeSlack, core, map[string]any{"key": "event_id"})
+	core := verify.Core{Secrets: []string{slackMsgSecret}, Now: fixedClock(time.Unix(slackMsgTS, 0))}.WithDefaults(0)
+	byMessage := mustBuild(t, verify.TypeSlack, core, map[string]any{"key": "message"})
+	byEventID := mustBuild(t, verify.TypeSlack, core, nil)
+	explicit := mustBuild(t, verify.TypeSlack, core, map[string]any{"key": "event_id"})
 
 	first := slackMsgBody("Ev0A1B2C3D4E", "C123ABC456", "1767225599.000100", 1767225599)
 	resent := slackMsgBody("Ev0F5G6H7I8J", "C123ABC456", "1767225599.000100", 1767225600)
@@ -63,7 +63,7 @@ func TestSlackMessageKey(t *testing.T) {
 	}
 	id := func(v verify.Verifier, body []byte) string {
 		t.Helper()
-		evs := p26Events(t, v, slackMsgDelivery(body))
+		evs := verifyEvents(t, v, slackMsgDelivery(body))
 		if len(evs) != 1 {
 			t.Fatalf("%d events", len(evs))
 		}
@@ -98,7 +98,7 @@ func TestSlackMessageKey(t *testing.T) {
 	})
 	t.Run("key message: other events keep their event_id", func(t *testing.T) {
 		body := []byte(`{"team_id":"T123ABC456","event":{"type":"reaction_added","user":"U123ABC456","reaction":"thumbsup","item":{"type":"message","channel":"C123ABC456","ts":"1767225599.000100"},"event_ts":"1767225599.000300"},"type":"event_callback","event_id":"Ev0U7V8W9X0Y","event_time":1767225599}`)
-		evs := p26Events(t, byMessage, slackMsgDelivery(body))
+		evs := verifyEvents(t, byMessage, slackMsgDelivery(body))
 		if evs[0].ID != "Ev0U7V8W9X0Y" || evs[0].Type != "reaction_added" {
 			t.Fatalf("got %+v", evs[0])
 		}
@@ -106,7 +106,7 @@ func TestSlackMessageKey(t *testing.T) {
 	t.Run("events whose channel is an object verify under both keys", func(t *testing.T) {
 		body := []byte(`{"team_id":"T123ABC456","event":{"type":"channel_created","channel":{"id":"C024BE91L","name":"fun","created":1360782804,"creator":"U024BE7LH"},"event_ts":"1767225599.000500"},"type":"event_callback","event_id":"Ev0E5F6G7H8I","event_time":1767225599}`)
 		for _, v := range []verify.Verifier{byMessage, byEventID} {
-			if evs := p26Events(t, v, slackMsgDelivery(body)); evs[0].ID != "Ev0E5F6G7H8I" {
+			if evs := verifyEvents(t, v, slackMsgDelivery(body)); evs[0].ID != "Ev0E5F6G7H8I" {
 				t.Fatalf("got %q", evs[0].ID)
 			}
 		}
@@ -115,7 +115,7 @@ func TestSlackMessageKey(t *testing.T) {
 		// message_changed carries the edit's own ts; the edited
 		// message's ts is in event.message.ts.
 		body := []byte(`{"team_id":"T123ABC456","event":{"type":"message","subtype":"message_changed","channel":"C123ABC456","hidden":true,"ts":"1767225599.000400","event_ts":"1767225599.000400","message":{"type":"message","user":"U123ABC456","text":"Live long and prosper.","ts":"1767225599.000100"}},"type":"event_callback","event_id":"Ev0Z1A2B3C4D","event_time":1767225599}`)
-		evs := p26Events(t, byMessage, slackMsgDelivery(body))
+		evs := verifyEvents(t, byMessage, slackMsgDelivery(body))
 		if evs[0].ID != "10:T123ABC456|10:C123ABC456|17:1767225599.000400" {
 			t.Fatalf("got %q", evs[0].ID)
 		}
@@ -127,7 +127,7 @@ func TestSlackMessageKey(t *testing.T) {
 			{`"ts":"1767225599.000100",`, ``, "/event/ts"},
 		} {
 			body := []byte(strings.Replace(string(first), c.from, c.to, 1))
-			e := p26Code(t, byMessage, slackMsgDelivery(body), verify.CodeMissingField, verify.InBody, c.field)
+			e := requireRefused(t, byMessage, slackMsgDelivery(body), verify.CodeMissingField, verify.InBody, c.field)
 			if !e.Authenticated {
 				t.Errorf("%s: not authenticated", c.field)
 			}
@@ -136,17 +136,17 @@ func TestSlackMessageKey(t *testing.T) {
 	t.Run("tampered", func(t *testing.T) {
 		d := slackMsgDelivery(first)
 		d.Body = []byte(strings.Replace(string(first), "prospect", "prosper", 1))
-		p26Code(t, byMessage, d, verify.CodeBadSignature, verify.InHeader, verify.SlackSignatureHeader)
+		requireRefused(t, byMessage, d, verify.CodeBadSignature, verify.InHeader, verify.SlackSignatureHeader)
 	})
 	t.Run("slash commands and interactions keep trigger_id", func(t *testing.T) {
 		body := []byte("command=%2Fdeploy&team_id=T123ABC456&channel_id=C123ABC456&trigger_id=13345224609.738474920.8088930838d88f008e0")
-		evs := p26Events(t, byMessage, slackMsgDelivery(body))
+		evs := verifyEvents(t, byMessage, slackMsgDelivery(body))
 		if evs[0].ID != "13345224609.738474920.8088930838d88f008e0" {
 			t.Fatalf("got %q", evs[0].ID)
 		}
 	})
 	t.Run("an unknown key is a config error naming it", func(t *testing.T) {
-		_, err := p26Build(t, verify.TypeSlack, verify.Core{Secrets: []string{slackMsgSecret}}, map[string]any{"key": "ts"})
-		p26ConfigField(t, err, "Key")
+		_, err := tryBuild(t, verify.TypeSlack, verify.Core{Secrets: []string{slackMsgSecret}}, map[string]any{"key": "ts"})
+		requireConfigField(t, err, "Key")
 	})
 }

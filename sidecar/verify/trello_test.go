@@ -38,23 +38,23 @@ func TestTrello(t *testing.T) {
 	v := pvBuild(t, verify.TypeTrello, verify.Core{Secrets: []string{"old", "new"}}, opts)
 	body := []byte(`{"model":{"id":"m1"},"action":{"id":"a1","type":"commentCard"},"webhook":{"id":"w1"}}`)
 
-	ev := pvOne(t, v, verify.Request{Header: trelloHeaders(trelloSig("new", trelloCallback, body)), Body: body})
+	ev := oneEvent(t, v, verify.Request{Header: trelloHeaders(trelloSig("new", trelloCallback, body)), Body: body})
 	require.Equal(t, verify.Event{ID: "a1", Type: "commentCard", Scope: "w1", ObjectID: "m1"}, ev)
-	pvOne(t, v, verify.Request{Header: trelloHeaders(trelloSig("old", trelloCallback, body)), Body: body})
+	oneEvent(t, v, verify.Request{Header: trelloHeaders(trelloSig("old", trelloCallback, body)), Body: body})
 	require.Equal(t, trelloSig("new", trelloCallback, body), verifytest.Trello("new", trelloCallback, body))
 
 	// The callback URL is signed: one signed for another URL fails.
 	_, err := v.Verify(verify.Request{Header: trelloHeaders(trelloSig("new", trelloCallback+"/", body)), Body: body})
-	pvCode(t, err, verify.CodeBadSignature, "X-Trello-Webhook")
+	requireCode(t, err, verify.CodeBadSignature, "X-Trello-Webhook")
 	_, err = v.Verify(verify.Request{Header: trelloHeaders(""), Body: body})
-	pvCode(t, err, verify.CodeMissingHeader, "X-Trello-Webhook")
+	requireCode(t, err, verify.CodeMissingHeader, "X-Trello-Webhook")
 	_, err = v.Verify(verify.Request{Header: trelloHeaders("not base64!"), Body: body})
-	pvCode(t, err, verify.CodeMalformedHeader, "X-Trello-Webhook")
+	requireCode(t, err, verify.CodeMalformedHeader, "X-Trello-Webhook")
 	_, err = v.Verify(verify.Request{Header: trelloHeaders(base64.StdEncoding.EncodeToString(make([]byte, 32))), Body: body})
-	pvCode(t, err, verify.CodeMalformedHeader, "X-Trello-Webhook")
+	requireCode(t, err, verify.CodeMalformedHeader, "X-Trello-Webhook")
 	noID := []byte(`{"action":{"type":"x"}}`)
 	_, err = v.Verify(verify.Request{Header: trelloHeaders(trelloSig("new", trelloCallback, noID)), Body: noID})
-	require.True(t, pvCode(t, err, verify.CodeMissingField, "/action/id").Authenticated)
+	require.True(t, requireCode(t, err, verify.CodeMissingField, "/action/id").Authenticated)
 
 	// HEAD: answered 200, no event, no signature needed.
 	res, err := v.Verify(verify.Request{Method: http.MethodHead, Header: http.Header{}})
@@ -68,11 +68,11 @@ func TestTrello(t *testing.T) {
 	require.Equal(t, []string{http.MethodHead}, p.Methods)
 
 	_, err = pvTryBuild(t, verify.TypeTrello, verify.Core{Secrets: []string{"s"}}, nil)
-	pvConfigField(t, err, "CallbackURL")
+	requireConfigField(t, err, "CallbackURL")
 	_, err = pvTryBuild(t, verify.TypeTrello, verify.Core{Secrets: []string{"s"}}, map[string]any{"callback_url": "/relative"})
-	pvConfigField(t, err, "CallbackURL")
+	requireConfigField(t, err, "CallbackURL")
 	_, err = pvTryBuild(t, verify.TypeTrello, verify.Core{}, opts)
-	pvConfigField(t, err, "Secrets")
+	requireConfigField(t, err, "Secrets")
 }
 
-func TestTrelloFixture(t *testing.T) { pvReplay(t, "trello") }
+func TestTrelloFixture(t *testing.T) { replayFixture(t, "trello") }

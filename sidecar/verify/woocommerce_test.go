@@ -32,7 +32,7 @@ func wooVectorDelivery() verifytest.Delivery {
 
 func TestWooCommerceVector(t *testing.T) {
 	v := payMust(t, verify.TypeWooCommerce, verify.Core{Secrets: []string{"wc-vector-secret"}}, nil)
-	ev := payEvent(t, v, wooVectorDelivery())
+	ev := oneDeliveryEvent(t, v, wooVectorDelivery())
 	if want := verify.JoinKey("https://shop.example.com/", "order.created", "727", "2017-03-22T16:28:08"); ev.ID != want ||
 		ev.Type != "order.created" || ev.Scope != "https://shop.example.com/" || ev.ObjectID != "727" {
 		t.Fatalf("event %+v", ev)
@@ -46,13 +46,13 @@ func TestWooCommerceVector(t *testing.T) {
 // without an event; any other unsigned request is refused.
 func TestWooCommercePing(t *testing.T) {
 	v := payMust(t, verify.TypeWooCommerce, verify.Core{Secrets: []string{"wc-vector-secret"}}, nil)
-	res, err := v.Verify(payRequest(verifytest.WooCommercePing("12")))
+	res, err := v.Verify(deliveryRequest(verifytest.WooCommercePing("12")))
 	if err != nil || res.Handshake == nil || res.Handshake.Status != http.StatusOK || len(res.Handshake.Body) != 0 || len(res.Events) != 0 {
 		t.Fatalf("ping: %+v, %v", res, err)
 	}
 	for _, body := range []string{"webhook_id=", "webhook_id=12&x=1", "webhook_id=abc", `{"id":1}`, ""} {
 		_, err := v.Verify(verify.Request{Header: http.Header{}, Body: []byte(body)})
-		payCode(t, err, verify.CodeMissingHeader, verify.WooCommerceSignatureHeader)
+		requireCode(t, err, verify.CodeMissingHeader, verify.WooCommerceSignatureHeader)
 	}
 }
 
@@ -61,45 +61,45 @@ func TestWooCommerceRefusals(t *testing.T) {
 
 	d := wooVectorDelivery()
 	d.Header.Set("X-WC-Webhook-Signature", "rreb+w2fQ+70z+QaTWD1qnqG0rddlLMfxzqZZHQXlt")
-	_, err := v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMalformedHeader, verify.WooCommerceSignatureHeader)
+	_, err := v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMalformedHeader, verify.WooCommerceSignatureHeader)
 
 	wrong := payMust(t, verify.TypeWooCommerce, verify.Core{Secrets: []string{"wc-other"}}, nil)
-	_, err = wrong.Verify(payRequest(wooVectorDelivery()))
-	payCode(t, err, verify.CodeBadSignature, verify.WooCommerceSignatureHeader)
+	_, err = wrong.Verify(deliveryRequest(wooVectorDelivery()))
+	requireCode(t, err, verify.CodeBadSignature, verify.WooCommerceSignatureHeader)
 
 	// A signed ping body is an ordinary delivery: not JSON.
 	body := []byte("webhook_id=7")
 	d = verifytest.WooCommerceDelivery("wc-vector-secret", "order.created", body, payNow)
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMalformedBody, "")
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMalformedBody, "")
 
 	for _, h := range []string{verify.WooCommerceSourceHeader, verify.WooCommerceTopicHeader} {
 		d = wooVectorDelivery()
 		d.Header.Del(h)
-		_, err = v.Verify(payRequest(d))
-		if ve := payCode(t, err, verify.CodeMissingHeader, h); !ve.Authenticated {
+		_, err = v.Verify(deliveryRequest(d))
+		if ve := requireCode(t, err, verify.CodeMissingHeader, h); !ve.Authenticated {
 			t.Fatal("want authenticated")
 		}
 	}
 	// The delivery id is needed only when the body cannot key the event.
 	d = wooVectorDelivery()
 	d.Header.Del(verify.WooCommerceDeliveryIDHeader)
-	payEvent(t, v, d)
+	oneDeliveryEvent(t, v, d)
 	d = verifytest.WooCommerceDelivery("wc-vector-secret", "order.deleted", []byte(`{"id":727}`), payNow)
 	d.Header.Del(verify.WooCommerceDeliveryIDHeader)
-	_, err = v.Verify(payRequest(d))
-	payCode(t, err, verify.CodeMissingHeader, verify.WooCommerceDeliveryIDHeader)
+	_, err = v.Verify(deliveryRequest(d))
+	requireCode(t, err, verify.CodeMissingHeader, verify.WooCommerceDeliveryIDHeader)
 
 	only := payMust(t, verify.TypeWooCommerce, verify.Core{Secrets: []string{"wc-vector-secret"}, AllowedEventTypes: []string{"product.*"}}, nil)
-	_, err = only.Verify(payRequest(wooVectorDelivery()))
-	payCode(t, err, verify.CodeEventTypeNotAllowed, verify.WooCommerceTopicHeader)
+	_, err = only.Verify(deliveryRequest(wooVectorDelivery()))
+	requireCode(t, err, verify.CodeEventTypeNotAllowed, verify.WooCommerceTopicHeader)
 }
 
 func TestWooCommerceRotation(t *testing.T) {
 	v := payMust(t, verify.TypeWooCommerce, verify.Core{Secrets: []string{"wc-new", "wc-vector-secret"}}, nil)
-	payEvent(t, v, wooVectorDelivery())
-	payEvent(t, v, verifytest.WooCommerceDelivery("wc-new", "order.created", []byte(wooVectorBody), payNow))
+	oneDeliveryEvent(t, v, wooVectorDelivery())
+	oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery("wc-new", "order.created", []byte(wooVectorBody), payNow))
 }
 
 // TestWooCommerceKey: one order created and updated in one second is two
@@ -110,18 +110,18 @@ func TestWooCommerceKey(t *testing.T) {
 	s := verifytest.WooCommerceSecret
 	v := payMust(t, verify.TypeWooCommerce, verify.Core{Secrets: []string{s}}, nil)
 	o := verifytest.WooCommerceOrder(1, "processing", payNow)
-	created := payEvent(t, v, verifytest.WooCommerceDelivery(s, "order.created", o, payNow))
-	updated := payEvent(t, v, verifytest.WooCommerceDelivery(s, "order.updated", o, payNow))
-	again := payEvent(t, v, verifytest.WooCommerceDelivery(s, "order.updated", o, payNow.Add(3*time.Second)))
-	later := payEvent(t, v, verifytest.WooCommerceDelivery(s, "order.updated", verifytest.WooCommerceOrder(1, "completed", payNow.Add(time.Minute)), payNow.Add(time.Minute)))
+	created := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "order.created", o, payNow))
+	updated := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "order.updated", o, payNow))
+	again := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "order.updated", o, payNow.Add(3*time.Second)))
+	later := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "order.updated", verifytest.WooCommerceOrder(1, "completed", payNow.Add(time.Minute)), payNow.Add(time.Minute)))
 	if created.ID == updated.ID || updated.ID != again.ID || later.ID == updated.ID {
 		t.Fatalf("ids %q %q %q %q", created.ID, updated.ID, again.ID, later.ID)
 	}
-	del1 := payEvent(t, v, verifytest.WooCommerceDelivery(s, "order.deleted", []byte(`{"id":1}`), payNow))
-	del2 := payEvent(t, v, verifytest.WooCommerceDelivery(s, "order.deleted", []byte(`{"id":1}`), payNow.Add(time.Hour)))
-	act := payEvent(t, v, verifytest.WooCommerceDelivery(s, "action.woocommerce_add_to_cart", []byte(`{"action":"woocommerce_add_to_cart","arg":"3c59dc048e8850243be8079a5c74d079"}`), payNow))
+	del1 := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "order.deleted", []byte(`{"id":1}`), payNow))
+	del2 := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "order.deleted", []byte(`{"id":1}`), payNow.Add(time.Hour)))
+	act := oneDeliveryEvent(t, v, verifytest.WooCommerceDelivery(s, "action.woocommerce_add_to_cart", []byte(`{"action":"woocommerce_add_to_cart","arg":"3c59dc048e8850243be8079a5c74d079"}`), payNow))
 	if del1.ID == del2.ID || del1.ObjectID != "1" || act.ObjectID != "" || act.ID == del1.ID {
 		t.Fatalf("ids %q %q %q", del1.ID, del2.ID, act.ID)
 	}
-	payReplayFixture(t, verify.TypeWooCommerce)
+	replayFixture(t, string(verify.TypeWooCommerce))
 }
