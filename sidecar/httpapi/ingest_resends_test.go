@@ -167,3 +167,39 @@ sources:
 	}
 	require.Equal(t, ingestCounts{3, 3, 3, 0}, e.counts(t, "slack-events"))
 }
+
+// TestIngestPubSubPublisherRetryIsDuplicate: a publisher that retries a
+// publish gets a new messageId (and publish time) for the same fact
+// (https://cloud.google.com/pubsub/docs/publisher#retry); with
+// key_attribute the fact is keyed by its attribute, and the message's id
+// and publish time are Pub/Sub's default volatile fields, so the retry is
+// a duplicate of the stored event, not a conflict (CASES.md C17, the
+// attribute route). Another fact under that attribute is a new record.
+func TestIngestPubSubPublisherRetryIsDuplicate(t *testing.T) {
+	t.Parallel()
+	const token = "pubsub-publisher-retry-token-0001"
+	e := setupIngest(t, `
+sources:
+  ps: {tenant: acme, provider: pubsub, secrets: ["`+token+`"], options: {auth: query_token, key_attribute: eventId}, `+unusedForward+`}
+`, ingestOptions{})
+	const sub = "projects/myproject/subscriptions/mysubscription"
+	send := func(messageID, eventID string) ingestReceipt {
+		t.Helper()
+		d := verifytest.Delivery{Header: http.Header{"Content-Type": {"application/json"}}, RawQuery: "token=" + token,
+			Body: verifytest.PubSubBody(sub, messageID, map[string]string{"eventId": eventID}, 0)}
+		ans := e.sendFixture(t, "ps", d)
+		require.Equal(t, http.StatusOK, ans.status, "%s", ans.body)
+		rs, rejected := ans.receipts(t)
+		require.Zero(t, rejected)
+		require.Len(t, rs, 1)
+		return rs[0]
+	}
+	first := send("2070443601311540", "order-A-1001-paid")
+	require.Equal(t, "accepted", first.Status)
+	retry := send("2070443601311999", "order-A-1001-paid")
+	require.Equal(t, ingestReceipt{EventID: first.EventID, ClaimID: first.ClaimID, Status: "duplicate"}, retry)
+	require.Equal(t, ingestCounts{1, 1, 1, 0}, e.counts(t, "ps"), "one record, no conflict")
+	other := send("2070443601312000", "order-A-1001-refunded")
+	require.Equal(t, "accepted", other.Status)
+	require.NotEqual(t, first.ClaimID, other.ClaimID)
+}

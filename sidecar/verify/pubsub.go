@@ -101,7 +101,12 @@ type PubSubOptions struct {
 // retries a publish gets a new messageId for the same fact: KeyAttribute
 // switches the key to JoinKey(subscription, attributes[KeyAttribute]).
 // deliveryAttempt (present with a dead-letter policy) counts the attempts,
-// so it is volatile. Type is attributes[TypeAttribute] when set; Scope is the
+// so it is volatile; so are the message's own id and publish time (both
+// spellings Pub/Sub sends, messageId/message_id and
+// publishTime/publish_time): a redelivery keeps them, and a publisher's
+// retry of one fact, keyed by KeyAttribute, changes them and must be a
+// duplicate, not a conflict. Under the default key the id is in the key
+// anyway. Type is attributes[TypeAttribute] when set; Scope is the
 // subscription; Timestamp is the token's `iat` (oidc).
 type pubsubVerifier struct {
 	opts    PubSubOptions
@@ -141,7 +146,8 @@ func init() {
 			}
 			return nil
 		},
-		VolatileFields: []string{"/deliveryAttempt"},
+		VolatileFields: []string{"/deliveryAttempt", "/message/messageId", "/message/message_id",
+			"/message/publishTime", "/message/publish_time"},
 		Redelivery: Redelivery{
 			Key:     "`subscription` + `message.messageId` (option `key_attribute`: `subscription` + that attribute)",
 			Retries: "until acknowledged (2xx) or the subscription's message retention ends (default 7 days), backoff; same messageId",
