@@ -791,6 +791,9 @@ type PurgeResult struct {
 	// after their record's payload purge, removed once as old as the
 	// payload retention.
 	ConflictsPurged int
+	// NoncesPurged counts expired one-time values of the replay check
+	// (delivery_nonces, see RecordNoncesTx) deleted.
+	NoncesPurged int
 }
 
 // Purge applies the two retentions of every source to terminal records
@@ -806,8 +809,10 @@ type PurgeResult struct {
 //     duplicate with its result_ref, or a conflict when its hash differs.
 //
 // Records of sources without their own policy follow the default policy.
-// Safe to run on several replicas at once (rows another transaction holds
-// are skipped). On an error it returns what it removed so far.
+// Expired one-time values of the replay check (RecordNoncesTx) are
+// deleted too, whatever the policies, in batches as well. Safe to run on
+// several replicas at once (rows another transaction holds are skipped).
+// On an error it returns what it removed so far.
 func (l *Ledger) Purge(ctx context.Context, batch int) (PurgeResult, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -821,7 +826,12 @@ func (l *Ledger) Purge(ctx context.Context, batch int) (PurgeResult, error) {
 			return res, err
 		}
 	}
-	return res, l.purgeSet(ctx, named, true, ps.Default, batch, &res)
+	if err := l.purgeSet(ctx, named, true, ps.Default, batch, &res); err != nil {
+		return res, err
+	}
+	n, err := l.purgeNonces(ctx, batch)
+	res.NoncesPurged = n
+	return res, err
 }
 
 // purgeSet purges the records of sources (or of every source not in

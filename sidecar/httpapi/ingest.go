@@ -64,9 +64,15 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	})
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	receipts, err := s.cfg.Inbox.Store(ctx, src, adm.verified.Events, headers)
+	receipts, err := s.cfg.Inbox.Store(ctx, src, adm.verified.Events, adm.verified.Nonce, headers)
 	if err != nil {
-		return err
+		// A replayed signed one-time value (verify.Result.Nonce) is
+		// refused as a bad signature; anything else is returned as it is.
+		adm, err := s.refuse(src, err, "ingest")
+		if err != nil {
+			return err
+		}
+		return sendAnswer(c, adm.answer)
 	}
 	if r := adm.verified.Reply; r != nil && allTaken(receipts) {
 		// The provider's own answer for a taken delivery (Discord's

@@ -349,6 +349,22 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		s.logTrigger(src, out.Decision, len(events))
 		return s.triggerAnswer(c, src, out)
 	}
+	// A signed one-time value (verify.Result.Nonce: Mailgun's token) is
+	// recorded bound to these events before they are claimed; came
+	// before with other events, the delivery is a replayed signature,
+	// refused as unauthenticated with nothing claimed. The same events
+	// again (a provider retry) go on to the claims: a duplicate.
+	nctx, ncancel := s.ctx(c)
+	err = s.cfg.Inbox.CheckNonce(nctx, src, adm.verified)
+	ncancel()
+	if err != nil {
+		adm, err := s.refuse(src, err, "trigger")
+		if err != nil {
+			return err
+		}
+		s.logTrigger(src, adm.decision, 0)
+		return s.triggerAnswer(c, src, triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
+	}
 	results, err := s.claimEvents(c, events, b)
 	if err != nil {
 		return err

@@ -61,6 +61,11 @@ type Verified struct {
 	// every event was stored or claimed (won) or is a duplicate; any
 	// other end keeps the door's answer.
 	Reply *verify.Handshake
+	// Nonce, when non-nil, is the one-time value the provider signed for
+	// this delivery (verify.Result.Nonce: Mailgun's token), which the
+	// door records with the events it stores or claims and refuses when
+	// it came before with other events (Inbox.Store, Inbox.CheckNonce).
+	Nonce *verify.Nonce
 }
 
 // Event is one verified event of a delivery, keyed and hashed by its
@@ -173,7 +178,7 @@ func (s *Source) Verify(d Delivery) (Verified, error) {
 	if err := fail(err); err != nil {
 		return Verified{}, err
 	}
-	return Verified{Events: prepared, Rejected: len(res.Rejected), Reply: res.Reply}, nil
+	return Verified{Events: prepared, Rejected: len(res.Rejected), Reply: res.Reply, Nonce: res.Nonce}, nil
 }
 
 // Prepare keys and hashes the verified (and identified) events of one

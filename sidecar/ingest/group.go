@@ -56,6 +56,8 @@ type delivery struct {
 	payloads [][]byte
 	cts      []string
 	hdrJSON  []byte
+	// nonce is the delivery's signed one-time value, or nil (Store).
+	nonce *claim.Nonce
 }
 
 // newGroupers sets the groupers of receipts (and of the dispatcher's
@@ -146,7 +148,27 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 		}
 	}
 	order := claim.KeyOrder(reqs) // the order ReceiveBatchTx locks rows in
+	var nonces []claim.Nonce
+	for _, d := range ds {
+		if d.nonce != nil {
+			nonces = append(nonces, *d.nonce)
+		}
+	}
 	err := claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+		if len(nonces) > 0 {
+			// Before any claims row, so that transactions lock nonces
+			// and records in one order. A replayed nonce fails the whole
+			// transaction: alone, the delivery is refused with nothing
+			// stored; in a group, runReceipts stores each delivery
+			// again alone, so only the replay is refused.
+			replayed, err := claim.RecordNoncesTx(ctx, tx, nonces)
+			if err != nil {
+				return err
+			}
+			if len(replayed) > 0 {
+				return claim.ErrNonceReplayed
+			}
+		}
 		rcs, err := in.ledger.ReceiveBatchTx(ctx, tx, reqs)
 		if err != nil {
 			return err

@@ -138,7 +138,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 	if err != nil {
 		return nil, err
 	}
-	return in.Store(ctx, src, prepared, headers)
+	return in.Store(ctx, src, prepared, nil, headers)
 }
 
 // Store stores the prepared events of one verified delivery (Source.Verify
@@ -155,7 +155,16 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 // Unavailable for any database error (storeError), also when ctx ends
 // first (the delivery may then still be stored: its redelivery is a
 // duplicate).
-func (in *Inbox) Store(ctx context.Context, src *Source, events []Event, headers map[string]string) ([]Receipt, error) {
+//
+// nonce, when non-nil, is the delivery's signed one-time value
+// (Verified.Nonce): it is recorded in the same transaction, bound to this
+// delivery's events (claim.RecordNoncesTx). Seen before with other events
+// (a captured signature carrying another body), the delivery is refused:
+// a *verify.Error with CodeBadSignature naming the nonce's field,
+// Authenticated false, and nothing is stored. Seen with the same events
+// (a provider retry of the very same request), it is stored as any
+// redelivery: its receipts say duplicate.
+func (in *Inbox) Store(ctx context.Context, src *Source, events []Event, nonce *verify.Nonce, headers map[string]string) ([]Receipt, error) {
 	if len(events) == 0 {
 		return nil, apperr.New(apperr.Invalid, "the delivery carries no event")
 	}
@@ -172,11 +181,18 @@ func (in *Inbox) Store(ctx context.Context, src *Source, events []Event, headers
 		}
 		d.reqs[i], d.payloads[i], d.cts[i] = ev.Request, ev.Payload, ev.ContentType
 	}
+	if nonce != nil {
+		n := claim.NewNonce(src.Tenant, src.Scope, nonce.Value, nonce.TTL, d.reqs)
+		d.nonce = &n
+	}
 	var receipts []Receipt
 	if in.receipts == nil {
 		receipts, err = in.storeAlone(ctx, d)
 	} else {
 		receipts, err = in.receipts.DoWeighted(ctx, d, len(d.reqs))
+	}
+	if errors.Is(err, claim.ErrNonceReplayed) {
+		return nil, replayError(nonce)
 	}
 	if err != nil {
 		return nil, storeError(err)
@@ -185,6 +201,36 @@ func (in *Inbox) Store(ctx context.Context, src *Source, events []Event, headers
 		in.obs.Received(src.Name, r.Status)
 	}
 	return receipts, nil
+}
+
+// replayError refuses a delivery whose signed one-time value n came
+// before with other events: the signature was made for another delivery,
+// so this one is not authenticated (CodeBadSignature, the nonce's field).
+func replayError(n *verify.Nonce) error {
+	return &verify.Error{Code: verify.CodeBadSignature, In: n.In, Field: n.Field,
+		Reason: "this signed one-time value was already used by another delivery (a replayed signature)"}
+}
+
+// CheckNonce records the signed one-time value of a verified delivery
+// (v.Nonce; nil: nothing to do) bound to its events, in a transaction of
+// its own (claim.Ledger.RecordNonce): nil when it is new or came before
+// with the same events (a provider retry), the refusal of Store's nonce
+// (a *verify.Error, unauthenticated) when it came with other events, an
+// Unavailable or internal error (claim.DBError) when the database fails.
+// POST /v1/trigger/{source} calls it before it claims the events.
+func (in *Inbox) CheckNonce(ctx context.Context, src *Source, v Verified) error {
+	if v.Nonce == nil {
+		return nil
+	}
+	reqs := make([]claim.Request, len(v.Events))
+	for i, ev := range v.Events {
+		reqs[i] = ev.Request
+	}
+	err := in.ledger.RecordNonce(ctx, claim.NewNonce(src.Tenant, src.Scope, v.Nonce.Value, v.Nonce.TTL, reqs))
+	if errors.Is(err, claim.ErrNonceReplayed) {
+		return replayError(v.Nonce)
+	}
+	return err
 }
 
 // storeError is the answer to an error of Receive's transaction: an

@@ -26,10 +26,17 @@ const TypeMailgun Type = "mailgun"
 //     (default 300 s; Mailgun documents no window).
 //
 // Mailgun signs the timestamp and token only, not event-data: whoever holds
-// one captured signature can pair it with another body until the timestamp
-// leaves the window. Mailgun's advice is to refuse a token seen before; this
-// verifier keeps no state, so keep the window short (the claim ledger
-// catches a replayed event id, not a new body under an old token).
+// one captured signature could pair it with another body until the
+// timestamp leaves the window, and the claim ledger would take the new
+// event id. Mailgun's advice is to "cache the token value locally and not
+// honor any subsequent request with the same token" (securing-webhooks,
+// above): this verifier keeps no state, so the token is the Result's
+// [Nonce] (TTL [MailgunNonceTTL] of the tolerance), which the caller
+// records and refuses under another body (see [Result.Nonce]). Mailgun's
+// retry page does not say whether a retry keeps the token: under a new
+// token it is a new nonce and the ledger finds the event a duplicate;
+// under the same token with the same body it is bound to that delivery
+// and answered as a duplicate too, never refused.
 // The signature object is a reusable credential: the event's Payload is the
 // body without it.
 //
@@ -146,7 +153,7 @@ func (v *mailgunVerifier) Verify(r Request) (Result, error) {
 	}
 	sec, frac := math.Modf(at)
 	evAt := time.Unix(int64(sec), int64(frac*1e9)).UTC()
-	return Result{Events: []Event{{
+	return Result{Nonce: &Nonce{Value: s.Token, TTL: MailgunNonceTTL(v.tol), In: InBody, Field: "/signature/token"}, Events: []Event{{
 		ID:        JoinKey(ed.ID, evAt.Format(time.DateOnly)),
 		Type:      ed.Event,
 		ObjectID:  ed.Message.Headers.MessageID,
@@ -154,6 +161,13 @@ func (v *mailgunVerifier) Verify(r Request) (Result, error) {
 		Payload:   withoutMember(r.Body, "signature"),
 	}}}, nil
 }
+
+// MailgunNonceTTL is how long a Mailgun token must be remembered for a
+// source of tolerance tol: a signed timestamp verifies from tol before the
+// clock to tol after it, so a token seen now may verify again for up to
+// 2×tol; one minute more covers clock skew between replicas and the
+// database.
+func MailgunNonceTTL(tol time.Duration) time.Duration { return 2*tol + time.Minute }
 
 // withoutMember returns the JSON object raw without its top-level member
 // name (raw itself when it cannot be read as an object).

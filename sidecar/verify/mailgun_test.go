@@ -123,3 +123,29 @@ func TestMailgun(t *testing.T) {
 		}
 	})
 }
+
+// Mailgun signs timestamp + token, not event-data, and advises refusing a
+// token seen before
+// (https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks):
+// the token is the Result's Nonce, for the caller's replay check, kept for
+// twice the tolerance and a margin.
+func TestMailgunNonceIsTheToken(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tol := range []time.Duration{0, 10 * time.Minute} {
+		v := p26MustBuild(t, verify.TypeMailgun, verify.Core{Secrets: []string{verifytest.MailgunKey}, Tolerance: tol, Now: p26Clock(now)}, nil)
+		tok := verifytest.MailgunToken("nonce")
+		d := verifytest.MailgunDelivery(verifytest.MailgunKey, now, tok, verifytest.MailgunEventData("nonce-id", "delivered", float64(now.Unix())))
+		res, err := v.Verify(verify.Request{Header: d.Header, Body: d.Body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 2*verify.DefaultTolerance + time.Minute
+		if tol != 0 {
+			want = 2*tol + time.Minute
+		}
+		if n := res.Nonce; n == nil || n.Value != tok || n.TTL != want || n.In != verify.InBody || n.Field != "/signature/token" {
+			t.Fatalf("tolerance %v: nonce %+v", tol, n)
+		}
+	}
+}

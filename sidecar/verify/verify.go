@@ -116,12 +116,40 @@ type Result struct {
 	// interactions: a deferred interaction response, see discord.go); nil
 	// for the others. Its Header should hold Content-Type.
 	Reply *Handshake
+	// Nonce, when non-nil, is a one-time value the provider signs once per
+	// delivery (Mailgun's signature token), for the caller's replay check:
+	// where the signature does not cover the whole body (Mailgun signs
+	// timestamp + token only, not event-data), a captured signature could
+	// otherwise carry any other body until its timestamp leaves the
+	// tolerance. The caller must refuse a second delivery of the same
+	// nonce within Nonce.TTL unless it is the same delivery again (a
+	// provider retry resending the same body with the same signature is
+	// answered as the duplicate it is). Nonce.Value is a credential: never
+	// log it or store it in clear (a store keeps its SHA-256). nil for
+	// providers that sign no such value.
+	Nonce *Nonce
 	// Rejected lists the items of a batch delivery that failed on their own
 	// (for instance a Microsoft Graph notification whose clientState does not
 	// match) while others in the same request were accepted. Each item is
 	// named by its index in the batch. When every item fails, Verify returns
 	// an error instead.
 	Rejected []ItemError
+}
+
+// Nonce is a value a provider signs once per delivery (see [Result.Nonce]).
+type Nonce struct {
+	// Value is the nonce as the provider sent it (a credential: never
+	// logged, stored only as a hash). Never empty.
+	Value string
+	// TTL is how long after verification a second delivery of Value must
+	// still be recognised: at least as long as the signature carrying it
+	// verifies (for a signed timestamp, the tolerance on either side of
+	// it, so twice the tolerance) plus a margin for clock skew. Positive.
+	TTL time.Duration
+	// In and Field name where the nonce was read, for the refusal of a
+	// replay: an *[Error] with [CodeBadSignature], In and Field.
+	In    Location
+	Field string
 }
 
 // IsHandshake reports whether r is a handshake to answer without creating

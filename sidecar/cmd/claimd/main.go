@@ -569,7 +569,7 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 // retention: key kept, payload and delivery log removed) and
 // conflicts_purged (late conflict bodies).
 func logPurge(e *zerolog.Event, res claim.PurgeResult) *zerolog.Event {
-	return e.Int("deleted", res.KeysDeleted).Int("payloads_purged", res.PayloadsPurged).Int("conflicts_purged", res.ConflictsPurged)
+	return e.Int("deleted", res.KeysDeleted).Int("payloads_purged", res.PayloadsPurged).Int("conflicts_purged", res.ConflictsPurged).Int("nonces_purged", res.NoncesPurged)
 }
 
 // watchSources keeps the running source configuration in step with the
