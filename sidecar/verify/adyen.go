@@ -59,6 +59,7 @@ func init() {
 			"https://docs.adyen.com/development-resources/webhooks/webhook-types",
 		},
 		Build: buildAdyen,
+		Setup: Setup{Secrets: "the HMAC keys (hex) of the webhook, as the Customer Area shows them (Developers → Webhooks → the webhook → HMAC key)"},
 		Redelivery: Redelivery{
 			Key:     "each item's `pspReference` + `eventCode` + `success`",
 			Retries: "from Adyen's retry queue at growing intervals until accepted with a 2xx (duplicates too)",

@@ -72,6 +72,7 @@ func init() {
 		},
 		CredentialHeaders: func(any) []string { return []string{AirtableMACHeader} },
 		AcceptedStatus:    http.StatusNoContent,
+		Setup:             Setup{Secrets: "the `macSecretBase64` Airtable returned when the webhook was created (Web API: create webhook)"},
 		Redelivery: Redelivery{
 			Key:     "nudge: `base.id` + `webhook.id` + `timestamp`; the workflow claims per listed payload (`baseTransactionNumber`)",
 			Retries: "a failed notification is retried (retryNumber, willBeRetried); payloads are kept a week",

@@ -89,6 +89,7 @@ func init() {
 		},
 		SecretsOptional:   true,
 		CredentialHeaders: func(any) []string { return []string{AsanaHookSignatureHeader, AsanaHookSecretHeader} },
+		Setup:             Setup{Secrets: "the `X-Hook-Secret` Asana sent in the webhook's handshake (claimd answers the handshake and keeps nothing: read it in your proxy's log); events are refused until it is set"},
 		Redelivery: Redelivery{
 			Key:     "per event: digest of the event's canonical JSON (Asana events have no id)",
 			Retries: "resent for up to 24 hours without a 2xx within 10 s; at-most-once in exceptional cases",

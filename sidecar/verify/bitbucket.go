@@ -54,6 +54,7 @@ func init() {
 			return &bitbucketVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{BitbucketSignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's secret (repository or workspace settings → Webhooks → the webhook → Secret)"},
 		Redelivery: Redelivery{
 			Key:     "`X-Request-UUID` header (kept by the attempts `X-Attempt-Number` counts)",
 			Retries: "on 5xx, up to 2 more attempts; 10 s timeout",

@@ -60,6 +60,7 @@ func init() {
 			return &calcomVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{CalcomSignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's secret (Settings → Developer → Webhooks → the webhook → Secret)"},
 		Redelivery: Redelivery{
 			Key:     "`triggerEvent` + `payload.uid` (else `bookingId`, else payload digest) + `createdAt`; custom templates: body digest",
 			Retries: "none documented; the source retries a delivery task up to 3 attempts (10 s to 10 min), createdAt kept",

@@ -69,6 +69,7 @@ func init() {
 		SignsTimestamp:    true,
 		DefaultTolerance:  CalendlyTolerance,
 		CredentialHeaders: func(any) []string { return []string{CalendlySignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook signing key given when the webhook subscription was created (API: `signing_key`)"},
 		Redelivery: Redelivery{
 			Key:     "`event` + `payload.uri` + `created_at` (no uri: + payload digest)",
 			Retries: "exponential backoff for 24 hours, then the subscription is disabled; 410 deletes it",

@@ -60,6 +60,7 @@ func init() {
 			return &clickupVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{ClickUpSignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's `secret`, returned by the API when the webhook was created"},
 		Redelivery: Redelivery{
 			Key:     "`webhook_id` + `event` + the `history_items` ids (no history items: + body digest)",
 			Retries: "up to 5 retries per event, then dropped; 100 dropped events, a 401 or a 410 suspend the webhook",

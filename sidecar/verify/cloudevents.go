@@ -56,10 +56,10 @@ const (
 // not. Type is the type attribute, ObjectID the subject attribute.
 type CloudEventsOptions struct {
 	// Auth is "bearer" (default) or "hmac".
-	Auth string
+	Auth string `doc:"bearer (default: Authorization Bearer one of the secrets) or hmac" doc:"bearer (default: Authorization Bearer one of the secrets) or hmac"`
 	// Signature locates the HMAC for Auth "hmac" (Signature.Header
 	// required then; algorithm default sha256, encoding default hex).
-	Signature SignatureSpec
+	Signature SignatureSpec `doc:"where the HMAC is with auth hmac (signature.header required then)" doc:"where the HMAC is with auth hmac (signature.header required then)"`
 }
 
 func init() {
@@ -80,6 +80,7 @@ func init() {
 			}
 			return []string{"Authorization"}
 		},
+		Setup: Setup{Secrets: "the shared bearer tokens (`auth: bearer`, sent as `Authorization: Bearer …`) or HMAC keys (`auth: hmac`) the sender was given"},
 		Redelivery: Redelivery{
 			Key:     "`source` + `id`",
 			Retries: "the sender's; a re-sent event keeps `source` and `id`",

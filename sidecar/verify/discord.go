@@ -31,7 +31,7 @@ type DiscordOptions struct {
 	// PublicKeys are the application's Ed25519 public keys, hex (64 hex
 	// digits), as the developer portal shows them under General
 	// Information. At least one; several are accepted at once.
-	PublicKeys []string `json:"public_keys" yaml:"public_keys"`
+	PublicKeys []string `json:"public_keys" yaml:"public_keys" required:"true" doc:"the application's Ed25519 public keys, hex, as the Developer Portal shows them" required:"true" doc:"the application's Ed25519 public keys, hex, as the Developer Portal shows them"`
 }
 
 // discordInteractionTypes names Discord's interaction types
@@ -137,6 +137,7 @@ func init() {
 		SecretsOptional:   true,
 		SignsTimestamp:    true,
 		CredentialHeaders: creds,
+		Setup:             Setup{Secrets: "none: Discord signs with the application's Ed25519 key; put its public key in `options.public_keys` (Developer Portal → the application → General Information → Public Key)"},
 		Redelivery: Redelivery{
 			Key:     "interaction `id`",
 			Retries: "no: sent once, to be answered within 3 s; a taken interaction is answered with a deferred interaction response (`{\"type\":5}`; components `{\"type\":6}`; autocomplete `{\"type\":8}` with no choices), the workflow answers later with the interaction token",
@@ -158,6 +159,7 @@ func init() {
 		SignsTimestamp:    true,
 		CredentialHeaders: creds,
 		AcceptedStatus:    http.StatusNoContent,
+		Setup:             Setup{Secrets: "none: Discord signs with the application's Ed25519 key; put its public key in `options.public_keys` (Developer Portal → the application → General Information → Public Key)"},
 		Redelivery: Redelivery{
 			Key:     "digest of the body (events carry no id)",
 			Retries: "an event not acknowledged with 204 within 3 s is sent again (schedule not documented)",

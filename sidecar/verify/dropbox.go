@@ -72,6 +72,7 @@ func init() {
 		},
 		CredentialHeaders: func(any) []string { return []string{DropboxSignatureHeader} },
 		Methods:           []string{http.MethodGet},
+		Setup:             Setup{Secrets: "the app secret (App Console → the app → Settings → App secret)"},
 		Redelivery: Redelivery{
 			Key:     "none: every nudge is its own event (body digest + random); the workflow lists changes by cursor and claims per entry (id + rev)",
 			Retries: "exponential backoff for about ten minutes when not answered 200 within 10 s",

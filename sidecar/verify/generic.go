@@ -27,21 +27,21 @@ const (
 // KeyRule says where a generic scheme finds the event identity.
 type KeyRule struct {
 	// IDHeader names the header holding the event or delivery id.
-	IDHeader string
+	IDHeader string `required:"true" doc:"header holding the event id (or key.id_pointers instead)"`
 	// IDPointers are JSON pointers (RFC 6901) into the body whose values
 	// (strings or numbers) make the event id: one pointer gives its value as
 	// is, several are joined with [JoinKey]. Exactly one of IDHeader and
 	// IDPointers is required.
-	IDPointers []string
+	IDPointers []string `doc:"JSON pointers into the body joined into the event id (instead of key.id_header)"`
 	// TypeHeader or TypePointer (at most one) locates the event type.
-	TypeHeader  string
-	TypePointer string
+	TypeHeader  string `doc:"header holding the event type"`
+	TypePointer string `doc:"JSON pointer to the event type (instead of key.type_header)"`
 	// ObjectIDPointer optionally locates the id of the object the event is
 	// about.
-	ObjectIDPointer string
+	ObjectIDPointer string `doc:"JSON pointer to the id of the object the event is about"`
 	// ObjectVersionPointer optionally locates an integer object version
 	// (for out-of-order protection).
-	ObjectVersionPointer string
+	ObjectVersionPointer string `doc:"JSON pointer to an integer object version (out-of-order protection)"`
 }
 
 type keyRule struct {
@@ -193,10 +193,10 @@ func (k keyRule) event(h Header, doc *strictjson.Doc, types typeFilter) (Event, 
 type HMACOptions struct {
 	// SecretEncoding says how the source's secrets are written: "raw"
 	// (default: the string's bytes are the key), "base64" or "hex".
-	SecretEncoding string
+	SecretEncoding string `doc:"how the secrets are written: raw (default), base64 or hex"`
 	// Signature locates and decodes the signature. Signature.Header is
 	// required.
-	Signature SignatureSpec
+	Signature SignatureSpec `required:"true" doc:"where the signature is and how it is encoded"`
 	// SignedContent is the template of the signed bytes: "{body}" (the
 	// default; "{timestamp}.{body}" with Signature.Layout "elements") is
 	// the raw body; "{timestamp}" is the TimestampHeader value (or the
@@ -204,20 +204,20 @@ type HMACOptions struct {
 	// Key.IDHeader value as sent. Any other text is literal; any other
 	// "{…}" is an error. It must contain {body}, and {timestamp} with
 	// Layout "elements".
-	SignedContent string
+	SignedContent string `doc:"template of the signed bytes: {body} (default), {timestamp}, {id} and literal text"`
 	// TimestampHeader or TimestampPointer (at most one) locates a signed
 	// timestamp: a header, which SignedContent must then include as
 	// {timestamp}, or a JSON pointer into the (signed) body whose value is a
 	// number or a string of digits. Neither may be set with
 	// Signature.Layout "elements", whose timestamp is an element of the
 	// signature header.
-	TimestampHeader  string
-	TimestampPointer string
+	TimestampHeader  string `doc:"header with the signed timestamp (signed_content must use {timestamp})"`
+	TimestampPointer string `doc:"JSON pointer to a signed timestamp in the body (instead of timestamp_header)"`
 	// TimestampUnit is the unit of the timestamp wherever it is: "s"
 	// (default, unix seconds) or "ms" (unix milliseconds).
-	TimestampUnit string
+	TimestampUnit string `doc:"s (default) or ms"`
 	// Key locates the event identity.
-	Key KeyRule
+	Key KeyRule `required:"true" doc:"where the event id is"`
 }
 
 func init() {
@@ -231,6 +231,7 @@ func init() {
 		},
 		SignsTimestamp:    true,
 		CredentialHeaders: func(opts any) []string { return []string{opts.(*HMACOptions).Signature.Header} },
+		Setup:             Setup{Secrets: "the sender's HMAC keys, written as `options.secret_encoding` says (raw by default)"},
 		Redelivery: Redelivery{
 			Key:     "the source's `options.key`: a header, or JSON pointers joined",
 			Retries: "the sender's",

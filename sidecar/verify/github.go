@@ -42,6 +42,7 @@ func init() {
 		},
 		Build:             buildGitHub,
 		CredentialHeaders: func(any) []string { return []string{GitHubSignatureHeader, GitHubLegacySignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's secret (repository, organization or app settings → Webhooks → Secret)"},
 		Redelivery: Redelivery{
 			Key:     "`X-GitHub-Delivery`",
 			Retries: "none by itself; a redelivery from the UI or the API keeps the GUID",

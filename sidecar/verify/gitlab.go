@@ -72,7 +72,7 @@ type GitLabOptions struct {
 	// SigningTokens are the hook's signing tokens ("whsec_" and base64 of
 	// 24 to 64 bytes); several may be active during rotation. Optional:
 	// without them only X-Gitlab-Token is checked.
-	SigningTokens []string
+	SigningTokens []string `doc:"the hook's signing tokens (whsec_…); without them only X-Gitlab-Token is checked"`
 }
 
 func init() {
@@ -92,6 +92,7 @@ func init() {
 		CredentialHeaders: func(any) []string {
 			return []string{GitLabTokenHeader, GitLabWebhookSignatureHeader}
 		},
+		Setup: Setup{Secrets: "the webhook's secret token, checked in `X-Gitlab-Token` (project or group → Settings → Webhooks → Secret token); may be left out when `options.signing_tokens` are set"},
 		Redelivery: Redelivery{
 			Key:     "`Idempotency-Key` header (17.4+) or `webhook-id`; before: `X-Gitlab-Event-UUID` + body digest",
 			Retries: "none automatic (dropped); hooks failing 4 times are disabled for a while, 40 for good; a manual resend keeps `Idempotency-Key`",

@@ -70,6 +70,7 @@ func init() {
 			return &googleCalendarVerifier{tokens: append([]string(nil), core.Secrets...), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{GoogleChannelTokenHeader} },
+		Setup:             Setup{Secrets: "the `token` given when the notification channel was created (Calendar API `watch`), echoed in `X-Goog-Channel-Token`"},
 		Redelivery: Redelivery{
 			Key:     "nudge: `X-Goog-Channel-ID` + `X-Goog-Channel-Expiration` + `X-Goog-Message-Number`; the workflow syncs with its sync token and claims per changed event",
 			Retries: "exponential backoff on 500, 502, 503, 504",

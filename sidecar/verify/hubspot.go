@@ -70,7 +70,7 @@ type HubSpotOptions struct {
 	// URL is the target URL exactly as configured in the HubSpot app's
 	// webhook settings (https, with any query string), which HubSpot signs.
 	// Required.
-	URL string
+	URL string `required:"true" doc:"the target URL exactly as configured in the app's webhook settings (HubSpot signs it)"`
 }
 
 func init() {
@@ -89,6 +89,7 @@ func init() {
 			return []string{HubSpotSignatureV3Header, HubSpotLegacySignatureHeader}
 		},
 		VolatileFields: []string{"/attemptNumber"},
+		Setup:          Setup{Secrets: "the app's client secret (developer account → the app → Auth → Client secret)"},
 		Redelivery: Redelivery{
 			Key:     "per item: `portalId` + `subscriptionId` + `eventId`",
 			Retries: "up to 10 retries spread over 24 hours (connection error, timeout, 5xx, 429); `attemptNumber` counts them",

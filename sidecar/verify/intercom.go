@@ -55,6 +55,7 @@ func init() {
 		},
 		CredentialHeaders: func(any) []string { return []string{IntercomSignatureHeader} },
 		VolatileFields:    []string{"/delivery_attempts", "/delivery_status", "/delivered_at"},
+		Setup:             Setup{Secrets: "the app's client secret (Developer Hub → the app → Basic information → Client secret)"},
 		Redelivery: Redelivery{
 			Key:     "notification `id` (notif_…)",
 			Retries: "redelivered with the same id after errors; 429 throttles 1 min to 2 h; a private app's subscription is suspended after 7 days of errors",

@@ -48,6 +48,7 @@ func init() {
 			return &jiraVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{JiraSignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's secret (Jira settings → System → WebHooks → the webhook → Secret, or the REST API's `secret`)"},
 		Redelivery: Redelivery{
 			Key:     "`X-Atlassian-Webhook-Identifier` header (unchanged across retries)",
 			Retries: "on 408, 409, 425, 429, 5xx, connection failure or timeout; up to about 30 minutes; `X-Atlassian-Webhook-Retry` counts",

@@ -58,6 +58,7 @@ func init() {
 		},
 		CredentialHeaders: func(any) []string { return []string{LemonSqueezySignatureHeader} },
 		AcceptedStatus:    200,
+		Setup:             Setup{Secrets: "the webhook's signing secret (Settings → Webhooks → the webhook → Signing secret)"},
 		Redelivery: Redelivery{
 			Key:     "`meta.event_name` + `data.type` + `data.id` + `data.attributes.updated_at`: Lemon Squeezy sends no event id",
 			Retries: "anything but 200 is retried up to 3 more times (5 s, 25 s, 125 s), same body",

@@ -60,6 +60,7 @@ func init() {
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{LinearSignatureHeader} },
 		VolatileFields:    []string{"/webhookTimestamp"},
+		Setup:             Setup{Secrets: "the webhook's signing secret (Settings → API → Webhooks → the webhook)"},
 		Redelivery: Redelivery{
 			Key:     "`organizationId` + `type` + `action` + `data.id` + `createdAt` (body, signed); else `Linear-Delivery`",
 			Retries: "up to 3 retries, after 1 minute, 1 hour and 6 hours; `webhookTimestamp` re-stamped (volatile)",

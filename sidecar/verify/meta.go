@@ -82,7 +82,7 @@ type MetaOptions struct {
 	// webhook configuration, compared with hub.verify_token. Without it
 	// the verification request (GET) is refused; events are still
 	// verified.
-	VerifyToken string
+	VerifyToken string `recommended:"true" doc:"the Verify Token entered in the App Dashboard; without it the GET handshake is refused"`
 }
 
 func init() {
@@ -110,6 +110,7 @@ func init() {
 		// hub.verify_token, in the verification GET's query.
 		CredentialQueryParams: func(any) []string { return []string{MetaVerifyTokenParam} },
 		Methods:               []string{http.MethodGet},
+		Setup:                 Setup{Secrets: "the App Secret (App Dashboard → App settings → Basic → App secret); the GET handshake's Verify Token goes in `options.verify_token`"},
 		Redelivery: Redelivery{
 			Key:     "WhatsApp: message `id`, status `id` + `status`; Messenger/Instagram: `message.mid`; else a digest of the item",
 			Retries: "decreasing frequency for up to 36 hours (Graph API webhooks); up to 7 days (WhatsApp Cloud API)",

@@ -32,11 +32,11 @@ type MollieOptions struct {
 	// (default: the unsigned id=… form posted to a payment's, order's or
 	// subscription's webhookUrl) or "next-gen" (signed JSON events of the
 	// Webhooks API).
-	Webhooks string
+	Webhooks string `doc:"classic (default: the unsigned id=… form) or next-gen (signed events)"`
 	// TokenParameter names the query parameter that carries the source's
 	// token in a classic webhookUrl (…?token=<one of the secrets>);
 	// default "token". Classic only.
-	TokenParameter string
+	TokenParameter string `doc:"query parameter of a classic webhookUrl holding the token (default token)"`
 }
 
 // The "mollie" provider verifies Mollie webhooks of one of two kinds.
@@ -119,6 +119,7 @@ func init() {
 			}
 			return nil
 		},
+		Setup: Setup{Secrets: "classic webhooks: the tokens you put in each webhookUrl's query (`…?token=…`, see `options.token_parameter`); `webhooks: next-gen`: the webhook's signing secret (Dashboard → Developers → Webhooks)"},
 		Redelivery: Redelivery{
 			Key:     "classic: none, every `id=…` nudge is a new event (the workflow fetches the resource and claims on id + status); next-gen: event `id`",
 			Retries: "retried for a few hours until answered 200 (classic: the same id=… body)",

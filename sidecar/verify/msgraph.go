@@ -75,6 +75,7 @@ func init() {
 		},
 		Build:          buildMSGraph,
 		AcceptedStatus: http.StatusAccepted,
+		Setup:          Setup{Secrets: "the `clientState` values given when the subscriptions were created (Graph API `POST /subscriptions`)"},
 		Redelivery: Redelivery{
 			Key:     "`subscriptionId` + notification `id`; without one, `subscriptionId` + `changeType` + `resource` + `resourceData.@odata.etag` (lifecycle: `lifecycleEvent` + `subscriptionExpirationDateTime`)",
 			Retries: "up to 4 hours when the 202 did not reach Graph within 3 s; id and etag kept",

@@ -62,6 +62,7 @@ func init() {
 		SecretsOptional:   true,
 		CredentialHeaders: func(any) []string { return []string{NotionSignatureHeader} },
 		VolatileFields:    []string{"/attempt_number"},
+		Setup:             Setup{Secrets: "the `verification_token` Notion posts to the URL when the subscription is created (claimd answers it and keeps nothing: read it in your proxy's log, paste it in the integration's Webhooks tab); events are refused until it is set"},
 		Redelivery: Redelivery{
 			Key:     "event `id` (UUID)",
 			Retries: "up to 8 attempts with exponential backoff over about 24 hours; aims at at-most-once; out of order",

@@ -41,6 +41,7 @@ func init() {
 		// the same event: a duplicate, not a conflict
 		// (https://developer.paddle.com/api-reference/notifications/replay-notification).
 		VolatileFields: []string{"/notification_id"},
+		Setup:          Setup{Secrets: "the notification destination's secret key (`pdl_ntfset_…`; Developer tools → Notifications → the destination)"},
 		Redelivery: Redelivery{
 			Key:     "`event_id`",
 			Retries: "retried when unanswered, the same notification re-signed",

@@ -57,6 +57,7 @@ func init() {
 			return &pagerdutyVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{PagerDutySignatureHeader, "Authorization"} },
+		Setup:             Setup{Secrets: "the webhook subscription's secret, shown once when the subscription is created (Integrations → Generic Webhooks (v3))"},
 		Redelivery: Redelivery{
 			Key:     "event `id` (body, signed); `X-Webhook-Id` repeats it per attempt",
 			Retries: "timeout (5 s), 5xx, 429, connection errors: retried for up to 48 hours",

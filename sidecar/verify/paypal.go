@@ -50,18 +50,18 @@ const (
 type PayPalOptions struct {
 	// WebhookID is the id of the webhook as shown in the developer
 	// dashboard (or returned when it was created): PayPal signs it. Required.
-	WebhookID string
+	WebhookID string `required:"true" doc:"the webhook's id from the Developer Dashboard (PayPal signs it)"`
 	// Certificates are PayPal's signing certificates in PEM (the first
 	// certificate of each is used; its validity period is not checked: the
 	// operator chose it). When set, only they verify (several while PayPal
 	// replaces its certificate) and PAYPAL-CERT-URL is neither required nor
 	// fetched.
-	Certificates []string
+	Certificates []string `doc:"PayPal's signing certificates (PEM); when set, PAYPAL-CERT-URL is not fetched"`
 	// CertHosts are the hosts PAYPAL-CERT-URL may name when Certificates is
 	// empty (host, or host:port for a port other than 443); default
 	// PayPalCertHosts. The URL must be https, on one of them exactly, under
 	// /v1/notifications/certs/, without query.
-	CertHosts []string
+	CertHosts []string `doc:"hosts PAYPAL-CERT-URL may name (default PayPal's)"`
 }
 
 // The "paypal" provider verifies PayPal webhooks by the self-verification
@@ -131,6 +131,7 @@ func init() {
 		CredentialHeaders: func(any) []string {
 			return []string{PayPalTransmissionSigHeader}
 		},
+		Setup: Setup{Secrets: "none: PayPal signs with its certificate; set `options.webhook_id` (Developer Dashboard → Apps & Credentials → the app → Webhooks → Webhook ID)"},
 		Redelivery: Redelivery{
 			Key:     "event `id` (WH-…), kept by every transmission of the event",
 			Retries: "not 2xx: each delivery retried up to 25 times over 3 days, same event id; resend from the dashboard or the API, same event id",

@@ -47,6 +47,7 @@ func init() {
 			return &paystackVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{PaystackSignatureHeader} },
+		Setup:             Setup{Secrets: "the account's secret key (`sk_live_…` or `sk_test_…`; Settings → API Keys & Webhooks)"},
 		Redelivery: Redelivery{
 			Key:     "`event` + `data.id` (or `data.reference`): Paystack events carry no id",
 			Retries: "an event not answered 200 is sent again, same body, on Paystack's retry schedule",

@@ -87,6 +87,21 @@ type Provider struct {
 	// Redelivery is how the provider retries and names events, for the
 	// README's provider table. Required.
 	Redelivery Redelivery
+	// Setup is what a user configuring a source needs beyond the options
+	// (listed from the Options struct's tags, see [Provider.OptionList]),
+	// for the README's "Configuring each provider" section. Required.
+	Setup Setup
+}
+
+// Setup says how a source of a provider is configured.
+type Setup struct {
+	// Secrets says what a source's `secrets` hold for the provider and
+	// where the user finds it in the provider's dashboard or API ("the
+	// endpoint's signing secret (whsec_…), Dashboard → Developers →
+	// Webhooks"), or, for a provider whose secrets are optional
+	// (SecretsOptional), when they may be left out and what replaces them
+	// ("none: …"). Required.
+	Secrets string
 }
 
 // Redelivery is what a provider documents about identity and retries.
@@ -188,6 +203,8 @@ func Register(p Provider) {
 	case p.Redelivery.Key == "" || p.Redelivery.Retries == "" || p.Redelivery.Horizon == "" ||
 		p.Redelivery.Batches == "" || p.Redelivery.Resends == "":
 		panic("verify.Register: " + string(p.Type) + ": every Redelivery field is required")
+	case p.Setup.Secrets == "":
+		panic("verify.Register: " + string(p.Type) + ": Setup.Secrets is required")
 	}
 	for _, m := range p.Methods {
 		if m != http.MethodGet && m != http.MethodHead {

@@ -39,32 +39,32 @@ type PubSubOptions struct {
 	// requests carry a Google-signed OIDC token; "query_token" for an
 	// endpoint URL holding a secret token in its query string (the
 	// source's secrets are the accepted tokens).
-	Auth string `json:"auth" yaml:"auth"`
+	Auth string `json:"auth" yaml:"auth" doc:"oidc (default: Google-signed token) or query_token (a token in the endpoint URL's query)"`
 	// Audience is the token's expected `aud`: the audience set on the push
 	// subscription, or its push endpoint URL when none was set. Required
 	// with oidc.
-	Audience string `json:"audience" yaml:"audience"`
+	Audience string `json:"audience" yaml:"audience" required:"true" doc:"the push subscription's audience (or its endpoint URL when none was set); auth oidc only"`
 	// ServiceAccountEmail, when set, is the service account the
 	// subscription signs as: the token's `email` must equal it and
 	// `email_verified` be true. Recommended: without it any Google service
 	// account's token for this audience is accepted.
-	ServiceAccountEmail string `json:"service_account_email" yaml:"service_account_email"`
+	ServiceAccountEmail string `json:"service_account_email" yaml:"service_account_email" recommended:"true" doc:"the service account the subscription signs as; without it any Google service account's token for the audience passes"`
 	// JWKSURL is the key set the tokens are checked against (https).
 	// Default GoogleJWKSURL.
-	JWKSURL string `json:"jwks_url" yaml:"jwks_url"`
+	JWKSURL string `json:"jwks_url" yaml:"jwks_url" doc:"key set for the tokens (default Google's)"`
 	// TokenParam is the query parameter holding the token with
 	// query_token. Default "token".
-	TokenParam string `json:"token_param" yaml:"token_param"`
+	TokenParam string `json:"token_param" yaml:"token_param" doc:"query parameter holding the token with auth query_token (default token)"`
 	// KeyAttribute, when set, names a message attribute the publisher sets
 	// to its own id for a fact: the key becomes subscription + that
 	// attribute instead of subscription + messageId, so a message the
 	// publisher published twice (a publisher retry gets a new messageId)
 	// is one event. A message without the attribute is refused.
-	KeyAttribute string `json:"key_attribute" yaml:"key_attribute"`
+	KeyAttribute string `json:"key_attribute" yaml:"key_attribute" doc:"message attribute holding the publisher's own id, keyed instead of messageId"`
 	// TypeAttribute, when set, names the message attribute giving the
 	// event type (Pub/Sub has none of its own); allowed_event_types needs
 	// it.
-	TypeAttribute string `json:"type_attribute" yaml:"type_attribute"`
+	TypeAttribute string `json:"type_attribute" yaml:"type_attribute" doc:"message attribute giving the event type"`
 }
 
 // The "pubsub" provider verifies Google Cloud Pub/Sub push requests
@@ -148,6 +148,7 @@ func init() {
 		},
 		VolatileFields: []string{"/deliveryAttempt", "/message/messageId", "/message/message_id",
 			"/message/publishTime", "/message/publish_time"},
+		Setup: Setup{Secrets: "none with `auth: oidc` (the default: Google signs an OIDC token, set `options.audience`); with `auth: query_token`, the tokens your push endpoint URL carries in its query"},
 		Redelivery: Redelivery{
 			Key:     "`subscription` + `message.messageId` (option `key_attribute`: `subscription` + that attribute)",
 			Retries: "until acknowledged (2xx) or the subscription's message retention ends (default 7 days), backoff; same messageId",

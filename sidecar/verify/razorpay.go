@@ -58,6 +58,7 @@ func init() {
 			return &razorpayVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{RazorpaySignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook secret chosen when the webhook was set up (Dashboard → Account & Settings → Webhooks), not the API key secret"},
 		Redelivery: Redelivery{
 			Key:     "header `X-Razorpay-Event-Id`",
 			Retries: "non-2xx retried with exponential backoff for 24 hours after the event was created, same event id; the webhook is disabled after 24 hours of failures",

@@ -37,12 +37,12 @@ type SendGridOptions struct {
 	// SendGrid shows them (base64 of the DER SubjectPublicKeyInfo of a
 	// P-256 key; a PEM block is accepted too). At least one; several while
 	// a key is replaced.
-	PublicKeys []string `json:"public_keys" yaml:"public_keys"`
+	PublicKeys []string `json:"public_keys" yaml:"public_keys" required:"true" doc:"the Signed Event Webhook's verification keys (base64 or PEM)"`
 	// Key is the key rule: "event" (default) keys each event by
 	// sg_event_id; "message" by sg_message_id + event + timestamp, the
 	// second-line business key for an event SendGrid sends again under a
 	// new sg_event_id.
-	Key string `json:"key" yaml:"key"`
+	Key string `json:"key" yaml:"key" doc:"event (default: sg_event_id) or message (sg_message_id + event + timestamp)"`
 }
 
 // The "sendgrid" provider verifies SendGrid's Signed Event Webhook, per
@@ -89,6 +89,7 @@ func init() {
 		SignsTimestamp:    true,
 		SecretsOptional:   true,
 		CredentialHeaders: func(any) []string { return []string{SendGridSignatureHeader} },
+		Setup:             Setup{Secrets: "none: SendGrid signs with an ECDSA key; put its verification key in `options.public_keys` (Settings → Mail Settings → Event Webhook → Signature Verification)"},
 		Redelivery: Redelivery{
 			Key:     "each item's `sg_event_id` (option `key: message`: `sg_message_id` + `event` + `timestamp`)",
 			Retries: "up to 24 hours after the event, increasing intervals, until a 2xx",

@@ -59,6 +59,7 @@ func init() {
 			return &sentryVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{SentrySignatureHeader} },
+		Setup:             Setup{Secrets: "the integration's client secret (Settings → Developer Settings → the integration → Client Secret)"},
 		Redelivery: Redelivery{
 			Key:     "error `event_id`; event_alert `event_id` + `triggered_rule`; installation `uuid` + `action`; else body digest (`Request-ID` is new on every send)",
 			Retries: "none documented",

@@ -76,6 +76,7 @@ func init() {
 		},
 		Build:             buildShopify,
 		CredentialHeaders: func(any) []string { return []string{ShopifyHMACHeader, ShopifyEventsHMACHeader} },
+		Setup:             Setup{Secrets: "the app's client secret (Partner Dashboard or Dev Dashboard → the app → Client credentials); for webhooks made in the store admin, the key shown under Settings → Notifications → Webhooks"},
 		Redelivery: Redelivery{
 			Key:     "`X-Shopify-Topic` + `X-Shopify-Event-Id`; without an event id, `X-Shopify-Webhook-Id` (Events deliveries: the same headers without `X-`)",
 			Retries: "8 times over 4 hours, keeping both ids",

@@ -14,20 +14,20 @@ import (
 // written.
 type SignatureSpec struct {
 	// Header carries the signature. Required.
-	Header string
+	Header string `required:"true" doc:"header carrying the signature"`
 	// Algorithm is the HMAC hash: "sha1", "sha256" or "sha512". Default
 	// "sha256".
-	Algorithm string
+	Algorithm string `doc:"sha1, sha256 (default) or sha512"`
 	// Encoding of the signature: "hex" or "base64". Default "hex".
-	Encoding string
+	Encoding string `doc:"hex (default) or base64"`
 	// Prefix precedes each signature and is required when set, e.g.
 	// "sha256=" (GitHub style) or "v0=". Layout "plain" only.
-	Prefix string
+	Prefix string `doc:"text before each signature, e.g. sha256="`
 	// Separator, when set, splits the header into several signatures (for
 	// senders that sign with two secrets during rotation); one match
 	// suffices. With Layout "elements" it separates the elements instead
 	// (default ",").
-	Separator string
+	Separator string `doc:"splits several signatures (or elements with layout elements, default ,)"`
 	// Layout is how the header is written: "plain" (the default): the
 	// signature itself, after Prefix (several split by Separator);
 	// "elements": key=value elements split by Separator, Stripe-style
@@ -36,12 +36,12 @@ type SignatureSpec struct {
 	// elements (several for rotation: one match suffices; elements of
 	// other keys are ignored). Only the "hmac" provider reads "elements"
 	// (see [HMACOptions]).
-	Layout string
+	Layout string `doc:"plain (default) or elements (Stripe-style t=…,v1=…; hmac only)"`
 	// TimestampElement and SignatureElement are the element keys of Layout
 	// "elements": default "t" and "v1" (Paddle-style headers, for example,
 	// use "ts" and "h1" with Separator ";").
-	TimestampElement string
-	SignatureElement string
+	TimestampElement string `doc:"element key of the timestamp with layout elements (default t)"`
+	SignatureElement string `doc:"element key of a signature with layout elements (default v1)"`
 }
 
 func (s SignatureSpec) withDefaults() SignatureSpec {

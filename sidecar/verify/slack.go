@@ -69,6 +69,7 @@ func init() {
 		// key they change nothing: Slack retries one event_id with the
 		// same body.
 		VolatileFields: []string{"/event_id", "/event_time", "/event_context"},
+		Setup:          Setup{Secrets: "the app's signing secret (api.slack.com/apps → the app → Basic Information → App Credentials → Signing Secret)"},
 		Redelivery: Redelivery{
 			Key:     "Events API `event_id` (with `options.key: message`, a message event: `team_id` + `event.channel` + `event.ts`); slash commands and interactivity: `trigger_id`",
 			Retries: "Events API: up to 3 times (`X-Slack-Retry-Num`), re-signed, same body; commands and interactions: never",
@@ -103,7 +104,7 @@ type SlackOptions struct {
 	//
 	// Slash commands and interactivity payloads are keyed by trigger_id
 	// either way.
-	Key string
+	Key string `doc:"event_id (default) or message (a message event keyed by team, channel and ts)"`
 }
 
 func buildSlack(c Core, opts any) (Verifier, error) {

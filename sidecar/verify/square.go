@@ -26,7 +26,7 @@ type SquareOptions struct {
 	// is entered in the Developer Console (an absolute https URL): Square
 	// signs it with the body, byte for byte, so it is never rebuilt from
 	// the request's Host or X-Forwarded-* headers. Required.
-	NotificationURL string
+	NotificationURL string `required:"true" doc:"the subscription's notification URL exactly as entered (Square signs it)"`
 }
 
 // The "square" provider verifies Square webhook event notifications, per
@@ -80,6 +80,7 @@ func init() {
 			return &squareVerifier{keys: secretKeys(core.Secrets), url: []byte(o.NotificationURL), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{SquareSignatureHeader, SquareLegacySignatureHeader} },
+		Setup:             Setup{Secrets: "the subscription's signature key (Developer Console → the app → Webhooks → Subscriptions → the subscription → Signature key)"},
 		Redelivery: Redelivery{
 			Key:     "body `event_id`",
 			Retries: "not 2xx within 10 s: retried up to 72 hours after the event (1, 2, 4, 8, 16, 32 min, then hourly), same body, `square-retry-number` set",

@@ -69,6 +69,7 @@ func init() {
 		Build:             buildStandardWebhooks,
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{StandardWebhookSignatureHeader, SvixSignatureHeader} },
+		Setup:             Setup{Secrets: "the endpoint's secrets as the sender shows them (`whsec_` + base64), or its public keys (`whpk_…`)"},
 		Redelivery: Redelivery{
 			Key:     "`webhook-id` (`svix-id`)",
 			Retries: "as the sender schedules them; a retry keeps `webhook-id`, re-signed with a new `webhook-timestamp`",

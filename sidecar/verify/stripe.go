@@ -48,6 +48,7 @@ func init() {
 		// reached: it changes between retries of one event
 		// (https://docs.stripe.com/api/events/object#event_object-pending_webhooks).
 		VolatileFields: []string{"/pending_webhooks"},
+		Setup:          Setup{Secrets: "the endpoint's signing secret (`whsec_…`; Dashboard → Developers → Webhooks → the endpoint → Signing secret; `stripe listen` prints one too)"},
 		Redelivery: Redelivery{
 			Key:     "event `id`; Connect events: `account` + `id`",
 			Retries: "live mode: up to 3 days with exponential backoff, the same event re-signed with a new `t`",

@@ -1,7 +1,6 @@
 package verify_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -14,29 +13,13 @@ import (
 // rewrite README.md's provider table instead of failing.
 const providerTableWriteEnv = "IC_WRITE_PROVIDER_TABLE"
 
-// The README's provider table is generated from the registry; this keeps
-// it true. IC_WRITE_PROVIDER_TABLE=1 go test ./sidecar/verify -run
-// TestReadmeProviderTableIsCurrent rewrites it.
+// The README's provider table and its "Configuring each provider" table
+// are generated from the registry; this keeps them true.
+// IC_WRITE_PROVIDER_TABLE=1 go test ./sidecar/verify -run
+// TestReadmeProviderTableIsCurrent rewrites both.
 func TestReadmeProviderTableIsCurrent(t *testing.T) {
-	const path = "../../README.md"
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	readme := string(raw)
-	begin := strings.Index(readme, verify.ProviderTableBegin)
-	require.GreaterOrEqual(t, begin, 0, "README.md has no provider table marker %q", verify.ProviderTableBegin)
-	start := begin + len(verify.ProviderTableBegin)
-	n := strings.Index(readme[start:], verify.ProviderTableEnd)
-	require.GreaterOrEqual(t, n, 0, "README.md's provider table has no end marker %q", verify.ProviderTableEnd)
-	want := verify.MarkdownProviderTable()
-	if readme[start:start+n] == want {
-		return
-	}
-	if os.Getenv(providerTableWriteEnv) == "1" {
-		require.NoError(t, os.WriteFile(path, []byte(readme[:start]+want+readme[start+n:]), 0o644))
-		t.Logf("README.md's provider table rewritten")
-		return
-	}
-	t.Fatalf("README.md's provider table differs from the registry's: regenerate it with\n\t%s=1 go test ./sidecar/verify -run TestReadmeProviderTableIsCurrent", providerTableWriteEnv)
+	checkReadmeSection(t, verify.ProviderTableBegin, verify.ProviderTableEnd, verify.MarkdownProviderTable())
+	checkReadmeSection(t, verify.ProviderSetupBegin, verify.ProviderSetupEnd, verify.MarkdownProviderSetup())
 }
 
 func TestMarkdownProviderTable(t *testing.T) {

@@ -19,7 +19,7 @@ type TelegramOptions struct {
 	// Bot is the bot's numeric id (the digits before ':' in its token),
 	// optional: when set, event ids are scoped by it, so that one source
 	// can take the updates of several bots.
-	Bot string
+	Bot string `doc:"the bot's numeric id; when set, event ids are scoped by it"`
 }
 
 // The "telegram" provider takes Telegram Bot API webhook updates, per
@@ -64,6 +64,7 @@ func init() {
 		CredentialHeaders: func(any) []string {
 			return []string{TelegramSecretTokenHeader}
 		},
+		Setup: Setup{Secrets: "the `secret_token` given to `setWebhook`, sent back in `X-Telegram-Bot-Api-Secret-Token`"},
 		Redelivery: Redelivery{
 			Key:     "`update_id` (with options.bot: bot + `update_id`)",
 			Retries: "resent until answered 2xx, \"a reasonable amount of attempts\"; updates are kept up to 24 hours",

@@ -17,13 +17,13 @@ import (
 type TokenOptions struct {
 	// Header carries the token. Default "Authorization" (with Scheme
 	// defaulting to "Bearer").
-	Header string
+	Header string `doc:"header carrying the token (default Authorization)"`
 	// Scheme, when set, is an auth scheme that precedes the token and a
 	// space ("Bearer <token>"), matched case-insensitively. When Header is
 	// set and Scheme is empty, the whole header value is the token.
-	Scheme string
+	Scheme string `doc:"auth scheme before the token (Bearer with the default header)"`
 	// Key locates the event identity.
-	Key KeyRule
+	Key KeyRule `required:"true" doc:"where the event id is"`
 }
 
 func init() {
@@ -36,6 +36,7 @@ func init() {
 			return opts.(*TokenOptions).WithDefaults().compile(c)
 		},
 		CredentialHeaders: func(opts any) []string { return []string{opts.(*TokenOptions).WithDefaults().Header} },
+		Setup:             Setup{Secrets: "the shared tokens the sender puts in `options.header` (`Authorization: Bearer …` by default)"},
 		Redelivery: Redelivery{
 			Key:     "the source's `options.key`: a header, or JSON pointers joined",
 			Retries: "the sender's",

@@ -40,7 +40,7 @@ type TrelloOptions struct {
 	// CallbackURL is the webhook's callbackURL exactly as sent to Trello
 	// when it was created (scheme, host, path and query): it is part of
 	// the signed content. Required.
-	CallbackURL string
+	CallbackURL string `required:"true" doc:"the webhook's callbackURL exactly as sent to Trello (Trello signs it)"`
 }
 
 func init() {
@@ -64,6 +64,7 @@ func init() {
 		},
 		CredentialHeaders: func(any) []string { return []string{TrelloSignatureHeader} },
 		Methods:           []string{http.MethodHead},
+		Setup:             Setup{Secrets: "the application's secret (Power-Up admin → the app → API key → Secret), which signs the body and `options.callback_url`"},
 		Redelivery: Redelivery{
 			Key:     "`action.id` (body, signed)",
 			Retries: "3 retries, after 30, 60 and 120 seconds",

@@ -68,7 +68,7 @@ var (
 type TwilioOptions struct {
 	// URL is the public webhook URL as configured in Twilio, without query:
 	// an absolute http or https URL. Required.
-	URL string
+	URL string `required:"true" doc:"the public webhook URL as configured in Twilio, without query (Twilio signs it)"`
 }
 
 func init() {
@@ -84,6 +84,7 @@ func init() {
 			return opts.(*TwilioOptions).compile(c)
 		},
 		CredentialHeaders: func(any) []string { return []string{TwilioSignatureHeader} },
+		Setup:             Setup{Secrets: "the account's Auth Token (Console → Account Info → Auth Token; a subaccount's own when the number belongs to it)"},
 		Redelivery: Redelivery{
 			Key:     "`I-Twilio-Idempotency-Token` when sent; else messages: `MessageSid` + status; other resources: sid + status + SHA-256 of the query and the sorted parameters",
 			Retries: "only with connection overrides (`#rc=`): the same request, same token and parameters",

@@ -86,6 +86,7 @@ func init() {
 		},
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{TwitchMessageSignatureHeader} },
+		Setup:             Setup{Secrets: "the `secret` given when the EventSub subscription was created (10 to 100 characters of your choosing)"},
 		Redelivery: Redelivery{
 			Key:     "header `Twitch-Eventsub-Message-Id`",
 			Retries: "resends a message it is unsure was received, same message id, `Twitch-Eventsub-Message-Retry` set; repeated failures revoke the subscription (`notification_failures_exceeded`)",

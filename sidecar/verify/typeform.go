@@ -49,6 +49,7 @@ func init() {
 			return &typeformVerifier{keys: secretKeys(core.Secrets), types: core.Types()}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{TypeformSignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's secret (the form → Connect → Webhooks → Edit → Secret, or the Webhooks API's `secret`)"},
 		Redelivery: Redelivery{
 			Key:     "`event_id`",
 			Retries: "every 2-3 min for 10 h after 429/408/503/423, else 5 times over about 3.5 h; 404/410 disables the webhook",

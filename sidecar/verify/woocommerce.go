@@ -83,6 +83,7 @@ func init() {
 		},
 		CredentialHeaders: func(any) []string { return []string{WooCommerceSignatureHeader} },
 		AcceptedStatus:    200,
+		Setup:             Setup{Secrets: "the webhook's secret (WooCommerce → Settings → Advanced → Webhooks → the webhook → Secret)"},
 		Redelivery: Redelivery{
 			Key:     "`X-WC-Webhook-Source` + topic + body `id` + `date_modified_gmt` (the delivery id is a hash of webhook id and second, not an event id); without `date_modified_gmt` the delivery id stands in",
 			Retries: "none: delivered once; 5 consecutive failures disable the webhook",

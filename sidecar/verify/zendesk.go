@@ -73,6 +73,7 @@ func init() {
 		},
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{ZendeskSignatureHeader} },
+		Setup:             Setup{Secrets: "the webhook's signing secret (Admin Center → Apps and integrations → Webhooks → the webhook → Reveal secret)"},
 		Redelivery: Redelivery{
 			Key:     "headers `X-Zendesk-Webhook-Id` + `X-Zendesk-Webhook-Invocation-Id`",
 			Retries: "a few attempts per invocation on 409, 429/503 with a short Retry-After and timeouts; a circuit breaker pauses failing endpoints",

@@ -59,6 +59,7 @@ func init() {
 		Build:             buildZoom,
 		SignsTimestamp:    true,
 		CredentialHeaders: func(any) []string { return []string{ZoomSignatureHeader} },
+		Setup:             Setup{Secrets: "the app's Secret Token (Marketplace → the app → Features → Access → Secret Token)"},
 		Redelivery: Redelivery{
 			Key:     "`event` + `payload.object.uuid` (or `id`) + `event_ts` + SHA-256 of `payload`; without a payload, `event` + `event_ts`",
 			Retries: "3 times, 5, 25 and 85 minutes after the first attempt, re-signed, same payload",
