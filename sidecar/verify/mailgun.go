@@ -72,7 +72,7 @@ func init() {
 			return &mailgunVerifier{keys: secretKeys(core.Secrets), tol: core.Tolerance, now: core.Now, types: core.Types()}, nil
 		},
 		SignsTimestamp: true,
-		Setup:          Setup{Secrets: "the HTTP webhook signing key (Send → Sending → Webhooks → HTTP webhook signing key), not the API key"},
+		Setup:          Setup{Secrets: "the HTTP webhook signing key (shown under that name in the control panel's webhook and API security settings), not the sending API key"},
 		Redelivery: Redelivery{
 			Key:     "`event-data.id` + the UTC date of `event-data.timestamp`",
 			Retries: "8 hours (5, 10, 15 min, 1, 2, 4 h) unless answered 200 or 406",
