@@ -36,6 +36,7 @@ func init() {
 			return testHandshakeVerifier{secrets: c.Secrets}, nil
 		},
 		CredentialHeaders: func(any) []string { return []string{"X-Token"} },
+		Setup:             verify.Setup{Secrets: "the token the test sends in X-Token"},
 		Redelivery:        verify.Redelivery{Key: "`X-Id`", Retries: "none", Horizon: "forever", Batches: "no", Resends: "no"},
 	})
 }

@@ -84,14 +84,19 @@ type PayPalOptions struct {
 //     a minute, and one fetch runs at a time. No other URL is ever fetched.
 //     The certificate's chain is not checked: its authenticity rests on
 //     HTTPS to the allowed PayPal host;
-//   - PAYPAL-TRANSMISSION-TIME (RFC 3339) is signed but not held to a
-//     replay window: PayPal documents none and retries a delivery for up
-//     to 3 days without saying whether a retry carries a new transmission
-//     time, so a window
-//     could refuse PayPal's own retries and lose the event. A captured
-//     transmission sent again is a duplicate of its event id in the claim
-//     ledger. tolerance_seconds is therefore refused for a paypal source;
-//     Event.Timestamp is the transmission time;
+//   - the signature covers the body only through its CRC32, which is no
+//     cryptographic digest: anyone holding one captured transmission can
+//     write another body with the same CRC32 under its signature. So the
+//     transmission id is a [Nonce] (the caller records it with the events
+//     it carried and refuses it under other events, see [Result.Nonce]),
+//     and PAYPAL-TRANSMISSION-TIME (RFC 3339, signed) must lie within
+//     the tolerance of the clock: [PayPalTolerance] (73 hours) unless the
+//     source sets tolerance_seconds. PayPal documents no window and
+//     retries a delivery for up to 3 days without saying whether a retry
+//     carries a new transmission time, so the default covers a retry
+//     that keeps the first one; the nonce is kept for twice the
+//     tolerance. A retry of one transmission with the same body is a
+//     duplicate; Event.Timestamp is the transmission time;
 //   - a source has no secrets (secrets are refused): the key is PayPal's
 //     and the webhook id is not secret. Rotation is PayPal's certificate
 //     changing: a new PAYPAL-CERT-URL is fetched, or several Certificates
@@ -110,6 +115,8 @@ type PayPalOptions struct {
 type paypalVerifier struct {
 	webhookID string
 	types     TypeFilter
+	tol       time.Duration
+	now       func() time.Time
 	// fixed are the configured certificates' keys; when empty, certs
 	// fetches them.
 	fixed []*rsa.PublicKey
@@ -125,9 +132,11 @@ func init() {
 			"https://developer.paypal.com/api/rest/webhooks/",
 			"https://developer.paypal.com/docs/api/webhooks/v1/#verify-webhook-signature_post",
 		},
-		Options:         func() any { return &PayPalOptions{} },
-		Build:           buildPayPal,
-		SecretsOptional: true,
+		Options:          func() any { return &PayPalOptions{} },
+		Build:            buildPayPal,
+		SecretsOptional:  true,
+		SignsTimestamp:   true,
+		DefaultTolerance: PayPalTolerance,
 		CredentialHeaders: func(any) []string {
 			return []string{PayPalTransmissionSigHeader}
 		},
@@ -156,7 +165,7 @@ func buildPayPal(core Core, opts any) (Verifier, error) {
 	if strings.TrimSpace(o.WebhookID) != o.WebhookID || strings.Contains(o.WebhookID, "|") {
 		return nil, &ConfigError{Type: TypePayPal, Field: "WebhookID", Reason: "must be the id as shown, without spaces or '|'"}
 	}
-	v := &paypalVerifier{webhookID: o.WebhookID, types: core.Types()}
+	v := &paypalVerifier{webhookID: o.WebhookID, types: core.Types(), tol: core.Tolerance, now: core.Now}
 	for i, p := range o.Certificates {
 		_, key, err := paypalCert([]byte(p))
 		if err != nil {
@@ -251,6 +260,9 @@ func (v *paypalVerifier) Verify(r Request) (Result, error) {
 	if !ok {
 		return Result{}, headerErr(CodeBadSignature, PayPalTransmissionSigHeader, "signature does not match the transmission, the webhook id and the payload under the certificate")
 	}
+	if now := v.now(); !within(now, ts, v.tol) {
+		return Result{}, windowErr(InHeader, PayPalTransmissionTimeHeader, now, ts, v.tol)
+	}
 	var ev struct {
 		ID        string `json:"id"`
 		EventType string `json:"event_type"`
@@ -267,8 +279,16 @@ func (v *paypalVerifier) Verify(r Request) (Result, error) {
 	if err := v.types.Check(ev.EventType, InBody, "/event_type"); err != nil {
 		return Result{}, err
 	}
-	return Result{Events: []Event{{ID: ev.ID, Type: ev.EventType, ObjectID: string(ev.Resource.ID), Timestamp: ts}}}, nil
+	return Result{
+		Nonce:  &Nonce{Value: id, TTL: 2*v.tol + time.Minute, In: InHeader, Field: PayPalTransmissionIDHeader},
+		Events: []Event{{ID: ev.ID, Type: ev.EventType, ObjectID: string(ev.Resource.ID), Timestamp: ts}},
+	}, nil
 }
+
+// PayPalTolerance is a paypal source's default replay window for the
+// signed transmission time: PayPal retries a delivery for up to 3 days
+// (https://developer.paypal.com/api/rest/webhooks/rest/), plus an hour.
+const PayPalTolerance = 73 * time.Hour
 
 // paypalCerts fetches and caches the certificates PAYPAL-CERT-URL names.
 type paypalCerts struct {

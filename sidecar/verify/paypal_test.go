@@ -129,17 +129,32 @@ func TestPayPalRefusals(t *testing.T) {
 	_, err = v.Verify(deliveryRequest(d))
 	requireCode(t, err, verify.CodeBadSignature, verify.PayPalTransmissionSigHeader)
 
-	// The transmission time is signed but held to no window (PayPal
-	// documents none and retries for 3 days): a transmission verified two
-	// days later still verifies, and is the same event.
-	late := payMust(t, verify.TypePayPal, verify.Core{Now: func() time.Time { return payNow.Add(48 * time.Hour) }},
-		paypalOpts(t, map[string]any{"webhook_id": paypalVectorWebhook, "certificates": []any{paypalVectorCert}}))
-	if ev := oneDeliveryEvent(t, late, paypalVectorDelivery()); ev.ID != "WH-2WR32451HC0233532-67976317FL4543714" {
-		t.Fatalf("event %+v", ev)
+	// The transmission time is signed and held to PayPal's default window
+	// of 73 hours (PayPal retries for 3 days): a transmission verified two
+	// days later still verifies, and is the same event; four days later it
+	// is refused; a source's own tolerance_seconds wins.
+	at := func(after, tol time.Duration) (verify.Result, error) {
+		v := payMust(t, verify.TypePayPal, verify.Core{Tolerance: tol, Now: func() time.Time { return payNow.Add(after) }},
+			paypalOpts(t, map[string]any{"webhook_id": paypalVectorWebhook, "certificates": []any{paypalVectorCert}}))
+		return v.Verify(deliveryRequest(paypalVectorDelivery()))
 	}
+	res, err := at(48*time.Hour, 0)
+	if err != nil || len(res.Events) != 1 || res.Events[0].ID != "WH-2WR32451HC0233532-67976317FL4543714" {
+		t.Fatalf("two days later: %+v, %v", res, err)
+	}
+	// The transmission id is the nonce claimd records with the events:
+	// the signature covers the body only through its CRC32.
+	if res.Nonce == nil || res.Nonce.Value != paypalVectorDelivery().Header.Get(verify.PayPalTransmissionIDHeader) ||
+		res.Nonce.TTL != 2*verify.PayPalTolerance+time.Minute || res.Nonce.Field != verify.PayPalTransmissionIDHeader {
+		t.Fatalf("nonce %+v", res.Nonce)
+	}
+	_, err = at(96*time.Hour, 0)
+	requireCode(t, err, verify.CodeTimestampOutsideTolerance, verify.PayPalTransmissionTimeHeader)
+	_, err = at(48*time.Hour, time.Hour)
+	requireCode(t, err, verify.CodeTimestampOutsideTolerance, verify.PayPalTransmissionTimeHeader)
 	p, _ := verify.Lookup(verify.TypePayPal)
-	if p.SignsTimestamp {
-		t.Fatal("paypal must not take tolerance_seconds: it holds the transmission time to no window")
+	if !p.SignsTimestamp || p.DefaultTolerance != verify.PayPalTolerance {
+		t.Fatal("paypal takes tolerance_seconds, default 73 hours")
 	}
 
 	priv, cert := verifytest.PayPalKey()
