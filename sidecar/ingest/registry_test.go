@@ -58,3 +58,21 @@ sources:
 		require.Contains(t, err.Error(), tc.want, tc.spec)
 	}
 }
+
+// TestSourceOptionOfTheWrongShape: an option of the wrong shape (a single
+// certificate where a list is taken, a list where a string is) is named
+// as the file writes it, with the shape it takes, never by the Go field.
+func TestSourceOptionOfTheWrongShape(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ spec, want string }{
+		{`{tenant: acme, provider: paypal, options: {webhook_id: W, certificates: "-----BEGIN CERTIFICATE-----"}, ` + fwd + `}`,
+			"options.certificates: must be a list, not a JSON string"},
+		{`{tenant: acme, provider: token, secrets: [s], options: {header: [X-A, X-B]}, ` + fwd + `}`,
+			"options.header: must be a string, not a JSON array"},
+	} {
+		_, err := ingest.Parse([]byte("sources:\n  bad: "+tc.spec+"\n"), envOf(nil))
+		require.Error(t, err, tc.spec)
+		require.Contains(t, err.Error(), tc.want, tc.spec)
+		require.NotContains(t, err.Error(), "Go struct field", tc.spec)
+	}
+}

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -42,6 +43,16 @@ func (p *Provider) DecodeOptions(raw map[string]any) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// encoding/json names the Go field path (Certificates,
+			// Key.IDHeader): name the option as the file writes it.
+			parts := strings.Split(te.Field, ".")
+			for i, part := range parts {
+				parts[i] = snakeName(part)
+			}
+			return nil, fmt.Errorf("options.%s: must be %s, not a JSON %s", strings.Join(parts, "."), jsonKind(te.Type), te.Value)
+		}
 		return nil, fmt.Errorf("options: %w", err)
 	}
 	return opts, nil
@@ -180,4 +191,24 @@ func camel(s string) string {
 		}
 	}
 	return strings.Join(parts, "")
+}
+
+// jsonKind says what a value of Go type t is written as in the sources
+// file: "a list", "a mapping", "a number", "true or false", "a string".
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	default:
+		return "a number"
+	}
 }
