@@ -251,18 +251,3 @@ func hmacHex(secret string, body []byte) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// --- former names --------------------------------------------------------------
-
-// The names mailgun_test.go still uses: it was being changed elsewhere when
-// the helpers were merged. Remove these once it uses the names above.
-var (
-	p26Build       = tryBuild
-	p26MustBuild   = mustBuild
-	p26Clock       = fixedClock
-	p26Events      = verifyEvents
-	p26Code        = requireRefused
-	p26ConfigField = requireConfigField
-)
-
-func p26Fixture(t *testing.T, typ string, _ verify.Core) { replayFixture(t, typ) }
