@@ -61,7 +61,10 @@ import (
 //
 // Two n8n processes, each with its own database: A without the settle hook
 // (recipes 1–4) and B with it (EXTERNAL_HOOK_FILES, every process; recipe
-// 5 and B's own plain workflow 1'). External hooks are per process, and
+// 5, B's own plain workflow 1' and Remove Duplicates again, 2', so that
+// recipe 5 is also compared with Remove Duplicates in the same n8n: the
+// row 5 − 2', free of the two instances' difference, which 1' − 1 shows
+// to be a few milliseconds either way). External hooks are per process, and
 // the hook completes every won claim it finds in an ended execution, so a
 // trigger workflow without a settle (4) cannot run next to it. In regular
 // mode the hook's presence costs other workflows only its own call
@@ -314,7 +317,9 @@ func TestOverhead(t *testing.T) {
 			WriteWorkflow(t, overheadClaimWF, claimVars), WriteWorkflow(t, overheadTriggerWF, triggerVars)},
 		Credentials: []string{credsA}, NodePackage: nodeDir, Env: overheadN8NEnv(t),
 	})
-	// n8n B: recipe 5 and its own plain workflow, the settle hook loaded.
+	// n8n B: recipe 5, its own plain workflow and Remove Duplicates again
+	// (2'), the settle hook loaded: recipe 5 against Remove Duplicates in
+	// the same n8n, free of the two instances' difference.
 	credsB := WriteJSON(t, "credentials-b.json", []credential{
 		claimCredential(overheadTriggerCredID, "Idempotent Claim API (recipe 5)", cHook.URL(), cHook.APIKey),
 	})
@@ -322,7 +327,8 @@ func TestOverhead(t *testing.T) {
 	envB["IDEMPOTENT_CLAIM_URL"] = cHook.URL()
 	envB["IDEMPOTENT_CLAIM_API_KEY"] = cHook.APIKey
 	nB := StartN8N(t, N8NConfig{
-		Workflows:   []string{WriteWorkflow(t, overheadPlainWF, vars), WriteWorkflow(t, overheadTriggerWF, triggerVars)},
+		Workflows: []string{WriteWorkflow(t, overheadPlainWF, vars), WriteWorkflow(t, overheadTriggerWF, triggerVars),
+			WriteWorkflow(t, overheadRemoveDupWF, vars)},
 		Credentials: []string{credsB}, NodePackage: nodeDir, HookFiles: []string{overheadHookFile}, Env: envB,
 	})
 	o.n8ns = []*N8N{nA, nB}
@@ -343,6 +349,8 @@ func TestOverhead(t *testing.T) {
 			n: nA, wfID: nA.WorkflowIDs[3], path: "ic-overhead-trigger", base: plainA,
 			claimd: cTrigger, calls: []string{callTrigger}, outOfBand: true},
 		plainB,
+		{label: "2'", name: "Remove Duplicates, hook loaded", shape: "Webhook → Remove Duplicates → Set (n8n B)", tag: "rdb", kind: kindRemoveDup,
+			n: nB, wfID: nB.WorkflowIDs[2], path: "ic-overhead-remove-duplicates", base: plainB},
 		{label: "5", name: "trigger + hook", shape: "Claim Trigger → Set, hook (n8n B)", tag: "th", kind: kindTrigger,
 			n: nB, wfID: nB.WorkflowIDs[1], path: "ic-overhead-trigger", base: plainB,
 			claimd: cHook, calls: []string{callTrigger, callComplete}, hook: true},
@@ -1022,13 +1030,15 @@ func (o *overheadRun) report(t *testing.T, rounds int, started, measured, total 
 	added := func(r, base *overheadRecipe, phase int, f func([]float64) float64) string {
 		return signed(p50(roundDiffs(r, base, phase, f)))
 	}
-	var plainA, plainB, trig, trigHook *overheadRecipe
+	var plainA, plainB, trig, trigHook, removeDupB *overheadRecipe
 	for _, r := range o.recipes {
 		switch {
 		case r.kind == kindPlain && plainA == nil:
 			plainA = r
 		case r.kind == kindPlain:
 			plainB = r
+		case r.kind == kindRemoveDup && plainB != nil && r.base == plainB:
+			removeDupB = r
 		case r.kind == kindTrigger && !r.hook:
 			trig = r
 		case r.kind == kindTrigger:
@@ -1105,6 +1115,15 @@ func (o *overheadRun) report(t *testing.T, rounds int, started, measured, total 
 	fmt.Fprintf(tw, "(%s − %s) − (%s − %s)  the hook's settle\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 		trigHook.label, plainB.label, trig.label, plainA.label,
 		signed(p50(hookCost(p50))), signed(p50(hookCost(p95))), cell(""), cell(""), cell(""), cell(""), span(hookCost(p50)))
+	if removeDupB != nil {
+		// 5 − 2' per round: trigger + hook against Remove Duplicates in
+		// the same n8n (negative: the trigger + hook is cheaper).
+		fmt.Fprintf(tw, "%s − %s  trigger + hook vs Remove Duplicates, same n8n\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			trigHook.label, removeDupB.label,
+			added(trigHook, removeDupB, phaseWon, p50), added(trigHook, removeDupB, phaseWon, p95),
+			added(trigHook, removeDupB, phaseDup, p50), added(trigHook, removeDupB, phaseDup, p95),
+			cell(""), cell(""), span(roundDiffs(trigHook, removeDupB, phaseWon, p50)))
+	}
 	tw.Flush()
 	sb.WriteString("claimd won / dup: claimd's own time for the delivery's calls (its request log, p50 per call, summed).\n\n")
 
