@@ -26,31 +26,7 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 		s.cfg.Logger.Warn().Str("source", clip(c.Params("source"), 64)).Msg("delivery for an unknown source")
 		return sendAnswer(c, unauthenticatedAnswer(fiber.StatusUnauthorized))
 	}
-	// Before the body is read: a compressed body is refused unread.
-	if err := ingest.CheckEncoding(headerValues(c, fiber.HeaderContentEncoding)); err != nil {
-		adm, err := s.refuse(src, err, "ingest")
-		if err != nil {
-			return err
-		}
-		return sendAnswer(c, adm.answer)
-	}
-	// The raw bytes as received (Fiber's c.Body() would decompress per
-	// Content-Encoding, but signatures cover the bytes the provider
-	// sent), within the source's own limit as loaded now.
-	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
-		if apperr.CodeOf(err) == apperr.TooLarge {
-			// The same words as a body refused from its declared length,
-			// and as an unknown source's: nothing names the source's limit.
-			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
-			return apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
-		}
-		return err
-	}
-	adm, err := s.admit(src, ingest.Delivery{
-		Header:   func(name string) []string { return headerValues(c, name) },
-		RawQuery: string(c.Request().URI().QueryString()),
-		Body:     c.Request().Body(), // readBody's own buffer, never reused by fasthttp
-	}, "ingest")
+	adm, err := s.readAndAdmit(c, src, "")
 	if err != nil {
 		return err
 	}
@@ -111,26 +87,7 @@ func (s *Server) ingestHandshake(c *fiber.Ctx) error {
 	if src == nil || !slices.Contains(src.Methods, method) {
 		return fiber.ErrMethodNotAllowed
 	}
-	if err := ingest.CheckEncoding(headerValues(c, fiber.HeaderContentEncoding)); err != nil {
-		adm, err := s.refuse(src, err, "ingest")
-		if err != nil {
-			return err
-		}
-		return sendAnswer(c, adm.answer)
-	}
-	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
-		if apperr.CodeOf(err) == apperr.TooLarge {
-			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
-			return apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
-		}
-		return err
-	}
-	adm, err := s.admit(src, ingest.Delivery{
-		Method:   method,
-		Header:   func(name string) []string { return headerValues(c, name) },
-		RawQuery: string(c.Request().URI().QueryString()),
-		Body:     c.Request().Body(),
-	}, "ingest")
+	adm, err := s.readAndAdmit(c, src, method)
 	if err != nil {
 		return err
 	}
@@ -138,6 +95,34 @@ func (s *Server) ingestHandshake(c *fiber.Ctx) error {
 		return apperr.New(apperr.Invalid, "a %s request carries no event", method)
 	}
 	return sendAnswer(c, adm.answer) // fasthttp sends no body to a HEAD
+}
+
+// readAndAdmit is what a POST and a handshake on /ingest/{source} share:
+// the Content-Encoding check before the body is read (a compressed body is
+// refused unread), the raw body as received within the source's own limit
+// (Fiber's c.Body() would decompress per Content-Encoding, but signatures
+// cover the bytes the provider sent), and the source's rules (admit) with
+// method ("" for POST). An admission with a decision is the answer to
+// send; one without is a verified delivery.
+func (s *Server) readAndAdmit(c *fiber.Ctx, src *ingest.Source, method string) (admission, error) {
+	if err := ingest.CheckEncoding(headerValues(c, fiber.HeaderContentEncoding)); err != nil {
+		return s.refuse(src, err, "ingest")
+	}
+	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
+		if apperr.CodeOf(err) == apperr.TooLarge {
+			// The same words as a body refused from its declared length,
+			// and as an unknown source's: nothing names the source's limit.
+			s.cfg.Inbox.Observe(src.Name, string(apperr.TooLarge))
+			return admission{}, apperr.New(apperr.TooLarge, "%s", declaredTooLarge)
+		}
+		return admission{}, err
+	}
+	return s.admit(src, ingest.Delivery{
+		Method:   method,
+		Header:   func(name string) []string { return headerValues(c, name) },
+		RawQuery: string(c.Request().URI().QueryString()),
+		Body:     c.Request().Body(), // readBody's own buffer, never reused by fasthttp
+	}, "ingest")
 }
 
 // headerValues returns every value of the request header name, in
