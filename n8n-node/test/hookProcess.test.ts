@@ -186,13 +186,17 @@ describe('settings', () => {
 		[{ IDEMPOTENT_CLAIM_SETTLE_RETRY_SECONDS: '1h' }, /whole number/],
 		[{ IDEMPOTENT_CLAIM_MAX_PENDING: '-1' }, /whole number/],
 		[{ IDEMPOTENT_CLAIM_SETTLE_WAIT_MS: '60000' }, /at most 30000/],
+		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '10001' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be at most 10000/],
+		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '-5' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/],
+		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '0.5' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/],
+		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '50ms' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/],
 	])('refuses %o', (env, problem) => {
 		const read = configLib.readConfig({ ...ENV, ...env }, () => 'k');
 		expect(read.ok).toBe(false);
 		if (!read.ok) expect(read.problem).toMatch(problem);
 	});
 
-	it('has defaults: unknown, 3600 s, 10000 pending, no wait; keeps a path prefix', () => {
+	it('has defaults: unknown, 3600 s, 10000 pending, no wait, 50 ms delay; keeps a path prefix', () => {
 		const read = configLib.readConfig(
 			{ ...ENV, IDEMPOTENT_CLAIM_URL: 'https://proxy.example/claimd/' },
 			() => '',
@@ -206,8 +210,11 @@ describe('settings', () => {
 				retrySeconds: 3600,
 				maxPending: 10000,
 				waitMs: 0,
+				delayMs: 50,
 			},
 		});
+		const noDelay = configLib.readConfig({ ...ENV, IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: ' 0 ' }, () => '');
+		expect(noDelay.ok && noDelay.config.delayMs).toBe(0);
 		const missingFile = configLib.readConfig(
 			{ IDEMPOTENT_CLAIM_URL: 'http://c', IDEMPOTENT_CLAIM_API_KEY_FILE: '/nope' },
 			() => {
@@ -581,6 +588,71 @@ describe('the end of an execution and n8n’s stop', () => {
 		await h.idle?.();
 		expect(h.settler?.pending()).toBe(0);
 	});
+
+	/** Timers the test fires itself: [callback, ms, fired]. */
+	function manualTimers() {
+		const armed: Array<{ fn: () => void; ms: number; live: boolean }> = [];
+		return {
+			armed,
+			setTimer: (fn: () => void, ms: number) => {
+				const timer = { fn, ms, live: true };
+				armed.push(timer);
+				return timer;
+			},
+			clearTimer: (timer: { live: boolean } | null) => {
+				if (timer) timer.live = false;
+			},
+			/** Fires the live timers armed for ms. */
+			fire: (ms: number) => {
+				for (const timer of armed.filter((t) => t.live && t.ms === ms)) {
+					timer.live = false;
+					timer.fn();
+				}
+			},
+		};
+	}
+
+	it.each([
+		[{}, 50],
+		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '200' }, 200],
+		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '0' }, 0],
+	])(
+		'with %o sends the settles of the executions that ended meanwhile %i ms after the first ended',
+		async (env, delayMs) => {
+			const claimd = heldClaimd();
+			const timers = manualTimers();
+			const h = lib.createHook({
+				env: { ...ENV, ...env },
+				n8n: fakeN8n('regular', 'main'),
+				logger: memoryLogger(),
+				fetch: claimd.fetch,
+				setTimer: timers.setTimer,
+				clearTimer: timers.clearTimer,
+				settlerOptions: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
+			});
+			await h.hooks.workflow.postExecute[0](run('success'), workflow, '7');
+			await h.hooks.workflow.postExecute[0](run('success'), workflow, '8');
+			// One timer for both, armed when the first ended; nothing sent yet.
+			expect(timers.armed.map((t) => t.ms)).toEqual([delayMs]);
+			expect(claimd.calls).toEqual([]);
+			timers.fire(delayMs);
+			await claimd.held(2);
+			expect(claimd.calls).toHaveLength(2);
+			claimd.release();
+			await h.idle?.();
+			expect(h.settler?.pending()).toBe(0);
+			// The next execution to end arms a new timer.
+			await h.hooks.workflow.postExecute[0](run('success'), workflow, '9');
+			expect(timers.armed.filter((t) => t.live).map((t) => t.ms)).toEqual([delayMs]);
+			// n8n's stop sends it at once, not when the timer fires.
+			const stop = h.hooks.n8n.stop[0]();
+			await claimd.held(1);
+			expect(claimd.calls).toHaveLength(3);
+			claimd.release();
+			await stop;
+			expect(h.settler?.pending()).toBe(0);
+		},
+	);
 
 	it('with a wait, holds the execution until the first try landed', async () => {
 		const { h, claimd } = buildHeld({ IDEMPOTENT_CLAIM_SETTLE_WAIT_MS: '30000' });

@@ -11,6 +11,7 @@
  * | IDEMPOTENT_CLAIM_SETTLE_RETRY_SECONDS | how long a settle that claimd did not take is retried | 3600 |
  * | IDEMPOTENT_CLAIM_MAX_PENDING | claims waiting for a retry, at most; past it the oldest are dropped | 10000 |
  * | IDEMPOTENT_CLAIM_SETTLE_WAIT_MS | how long the end of an execution waits for the first try; 0: not at all, the settle is sent after n8n answered (n8n's stop still waits for it) | 0 |
+ * | IDEMPOTENT_CLAIM_SETTLE_DELAY_MS | with no wait: how long after an execution ends its settle is sent, with those of every execution that ended meanwhile; 0: on the next timer turn | 50 |
  *
  * readConfig never throws: a missing or invalid setting gives
  * `{ ok: false, problem }`, one sentence naming the variable (never its
@@ -18,6 +19,17 @@
  */
 
 const FAIL_KINDS = ['unknown', 'retryable', 'permanent'];
+
+/**
+ * IDEMPOTENT_CLAIM_SETTLE_DELAY_MS's default: long enough that n8n has
+ * answered the webhook and written the execution before the settle's
+ * request takes the process's CPU (measured with `make overhead`: a settle
+ * sent on the next timer turn still overlapped n8n's own end of the
+ * execution), short against a lease (minutes).
+ */
+const DEFAULT_DELAY_MS = 50;
+/** The longest IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: a settle this late is still far inside any lease. */
+const MAX_DELAY_MS = 10_000;
 
 function positiveInteger(env, name, fallback, { allowZero = false } = {}) {
 	const raw = env[name];
@@ -35,7 +47,7 @@ function positiveInteger(env, name, fallback, { allowZero = false } = {}) {
  * The settings from env; readFile(path) reads IDEMPOTENT_CLAIM_API_KEY_FILE
  * (utf-8; surrounding whitespace, such as the final newline, is dropped).
  * Returns `{ ok: true, config }` or `{ ok: false, problem }`, where config is
- * `{ url, apiKey, onError, retrySeconds, maxPending, waitMs }` (url has no
+ * `{ url, apiKey, onError, retrySeconds, maxPending, waitMs, delayMs }` (url has no
  * user info, so it may be logged).
  */
 function readConfig(env, readFile) {
@@ -110,6 +122,16 @@ function readConfig(env, readFile) {
 	if (wait.value > 30000) {
 		return { ok: false, problem: 'IDEMPOTENT_CLAIM_SETTLE_WAIT_MS must be at most 30000' };
 	}
+	const delay = positiveInteger(env, 'IDEMPOTENT_CLAIM_SETTLE_DELAY_MS', DEFAULT_DELAY_MS, {
+		allowZero: true,
+	});
+	if (delay.problem) return { ok: false, problem: delay.problem };
+	if (delay.value > MAX_DELAY_MS) {
+		return {
+			ok: false,
+			problem: `IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be at most ${MAX_DELAY_MS}`,
+		};
+	}
 
 	return {
 		ok: true,
@@ -120,6 +142,7 @@ function readConfig(env, readFile) {
 			retrySeconds: retry.value,
 			maxPending: pending.value,
 			waitMs: wait.value,
+			delayMs: delay.value,
 		},
 	};
 }

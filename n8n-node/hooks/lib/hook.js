@@ -14,12 +14,14 @@
  *
  * The hook never throws into n8n. By default (IDEMPOTENT_CLAIM_SETTLE_WAIT_MS
  * 0) it holds an execution's end for nothing: postExecute queues the run
- * and returns, and the settle is worked out and sent on the next timer
- * turn, after n8n has answered the webhook (postExecute is n8n's last
- * workflowExecuteAfter handler, so nothing of n8n's waits for it). With a
- * wait above 0 the execution's end waits for the first try, at most that
- * long. Either way what did not land is retried in the background
- * (settler.js).
+ * and returns (postExecute is n8n's last workflowExecuteAfter handler, so
+ * nothing of n8n's waits for it), and the settles of the runs queued are
+ * worked out and sent IDEMPOTENT_CLAIM_SETTLE_DELAY_MS (50 ms) after the
+ * first of them ended: by then n8n has answered the webhook and written
+ * the execution, so the settle's work does not delay them (0: on the next
+ * timer turn). With a wait above 0 the execution's end waits for the
+ * first try, at most that long. Either way what did not land is retried
+ * in the background (settler.js).
  *
  * n8n's stop (`n8n.stop`, which every n8n command runs before it waits for
  * its running executions and exits) sends what is queued at once and waits,
@@ -291,8 +293,9 @@ function createHook(deps) {
 
 	/**
 	 * n8n's workflow.postExecute: (fullRunData, workflowData, executionId).
-	 * Never throws. With no wait it only queues the run (see the file's
-	 * comment); while n8n stops it waits for the first try.
+	 * Never throws. With no wait it only queues the run, sent
+	 * config.delayMs later (see the file's comment); while n8n stops it
+	 * waits for the first try.
 	 */
 	async function postExecute(fullRunData, workflowData, executionId) {
 		if (stopping || config.waitMs > 0) {
@@ -303,7 +306,7 @@ function createHook(deps) {
 			return;
 		}
 		deferred.push([fullRunData, workflowData, executionId]);
-		if (deferTimer === null) deferTimer = setTimer(runDeferred, 0);
+		if (deferTimer === null) deferTimer = setTimer(runDeferred, config.delayMs);
 	}
 
 	/** Resolves when nothing is deferred, being worked out, in flight or waiting for a retry. */
