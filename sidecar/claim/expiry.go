@@ -1,0 +1,81 @@
+package claim
+
+import (
+	"slices"
+	"time"
+)
+
+// Key expiry: when a record, and with it its key, may be forgotten.
+//
+// The retention purge (Ledger.Purge, purgeKeysSQL) deletes a record in one
+// of KeyPurgedStates once its last change (updated_at) is older than its
+// source's key retention (Policy.KeyRetention, the default policy's for a
+// source without its own). After that, a delivery or claim of the same key
+// is a new event. KeyExpiry tells a caller when that may happen, from
+// exactly what the purge uses; every answer that names the date (claims,
+// lookups, settles, ingest receipts, the inbox, the console) takes it from
+// here.
+
+// Kinds of KeyExpiry, as the wire's key_expiry names them.
+const (
+	// ExpiryFixed: the record is terminal and the date is the purge's own
+	// (updated_at + key retention): the key is kept until then and may be
+	// deleted any time after.
+	ExpiryFixed = "fixed"
+	// ExpiryNotBefore: the record is open and never purged while open; its
+	// retention clock starts when it settles, so the date is a lower bound.
+	ExpiryNotBefore = "not_before"
+)
+
+// KeyPurgedStates are the states in which the retention purge deletes a
+// record past its key retention (purgeKeysSQL names the same states; a
+// test holds them equal). Records in any other state are open and are
+// never purged.
+var KeyPurgedStates = []State{StateCompleted, StateDeadLettered, StateStale}
+
+// KeyExpiry is when a record's key may be forgotten under the current
+// policies.
+type KeyExpiry struct {
+	// At is the time in UTC: exact when Fixed, a lower bound otherwise.
+	At time.Time
+	// Fixed is true for a terminal record (the purge may delete it any time
+	// after At, never before), false for an open one.
+	Fixed bool
+}
+
+// Kind is ExpiryFixed or ExpiryNotBefore.
+func (e KeyExpiry) Kind() string {
+	if e.Fixed {
+		return ExpiryFixed
+	}
+	return ExpiryNotBefore
+}
+
+// KeyExpiry returns when r's key may be forgotten: for a record in one of
+// KeyPurgedStates, r.UpdatedAt plus its source's key retention (fixed:
+// the purge deletes it after that time, never before); for an open record
+// the earliest it can be, the later of now and r.UpdatedAt plus the key
+// retention (not fixed: the clock starts when the record settles, which
+// is no earlier than its last change, nor than now for a record read open
+// before now). now must not be later than when r was read open; pass the
+// time taken before the read. The retention is the current policies' (a
+// reload of the sources file changes later answers, and the purge follows
+// the reloaded policies too). An operator's resolve of a dead-lettered
+// record with retry reopens it and so restarts its clock later.
+func (l *Ledger) KeyExpiry(r Record, now time.Time) KeyExpiry {
+	return l.KeyExpiryOf(r.Source, r.State, r.UpdatedAt, now)
+}
+
+// KeyExpiryOf is KeyExpiry for a record of source (the claims' source:
+// an ingest source's dedupe scope) in state, last changed at updatedAt.
+func (l *Ledger) KeyExpiryOf(source string, state State, updatedAt, now time.Time) KeyExpiry {
+	kr := l.Policy(source).KeyRetention
+	if slices.Contains(KeyPurgedStates, state) {
+		return KeyExpiry{At: updatedAt.Add(kr).UTC(), Fixed: true}
+	}
+	from := now
+	if updatedAt.After(from) {
+		from = updatedAt
+	}
+	return KeyExpiry{At: from.Add(kr).UTC()}
+}
