@@ -1,0 +1,328 @@
+package claim
+
+// Hourly numbers per tenant and source for the console's charts (migration
+// 00016): RollupStats recomputes the last hours from the delivery log into
+// stats_hourly and stats_causes_hourly; SourceStats and Savings read them.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+)
+
+// RollupWindow is how far back each rollup recomputes: a delivery-log row
+// whose transaction commits later than this after its "at" is not counted.
+const RollupWindow = 2 * time.Hour
+
+// MaxStatsRange is the longest span SourceStats and Savings read.
+const MaxStatsRange = 31 * 24 * time.Hour
+
+// rollupLockKey is the transaction advisory lock one rollup holds
+// ("stats" in ASCII): replicas' maintenance loops take turns, and a tick
+// that finds it held skips (the holder does the same work).
+const rollupLockKey int64 = 0x7374617473
+
+// HourStats is one hour of one source, as stats_hourly holds it.
+type HourStats struct {
+	// Hour is the hour's start, UTC.
+	Hour time.Time
+	// Deliveries counts the copies that reached claimd: provider
+	// deliveries at /ingest and claims of records that did not come
+	// through ingest.
+	Deliveries int64
+	// DuplicatesStopped counts the copies answered duplicate or
+	// in_progress (at ingest or at a claim): effects not run again.
+	DuplicatesStopped int64
+	// Conflicts counts the copies with the same key and another payload:
+	// held, never run.
+	Conflicts int64
+	// WouldDuplicates counts shadow mode's would-be duplicates (0 until
+	// shadow mode exists).
+	WouldDuplicates int64
+	// Missed counts the events backfill found missing in the hour,
+	// Backfilled those of them it recovered (both 0 until backfill's
+	// tables exist).
+	Missed, Backfilled int64
+	// Dispatched counts the inbox events forwarded in the hour;
+	// DispatchLagSumMs and DispatchLagMaxMs the sum and the largest of
+	// their times from receipt to dispatch, in milliseconds.
+	Dispatched                         int64
+	DispatchLagSumMs, DispatchLagMaxMs float64
+	// Causes splits DuplicatesStopped by cause ("" when the delivery log
+	// names none).
+	Causes map[string]int64
+}
+
+// DispatchLagAvgMs is the mean dispatch lag of the hour in milliseconds,
+// 0 without a dispatch.
+func (h HourStats) DispatchLagAvgMs() float64 {
+	if h.Dispatched == 0 {
+		return 0
+	}
+	return h.DispatchLagSumMs / float64(h.Dispatched)
+}
+
+// rollupFeatures says which optional columns and tables of other features
+// the rollup can read in this database.
+const rollupFeaturesSQL = `SELECT
+	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'claim_deliveries'::regclass
+		AND attname = 'cause' AND NOT attisdropped),
+	to_regclass('backfill_events') IS NOT NULL`
+
+// hourExpr is the UTC hour of a time column, whatever the session's time
+// zone.
+func hourExpr(col string) string {
+	return "date_trunc('hour', " + col + " AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
+}
+
+// claimOutcomesSQL lists the outcomes the claim statement logs (one per
+// claim attempt; won_replayed is the same request asking again, no new
+// copy), as SQL literals.
+var claimOutcomesSQL = func() string {
+	q := make([]string, len(Outcomes))
+	for i, o := range Outcomes {
+		q[i] = "'" + string(o) + "'"
+	}
+	return strings.Join(q, ", ")
+}()
+
+// rollupSQL builds the statements of one rollup from hour $1 on: the
+// counts of the delivery log (joined to claims for tenant and source) and,
+// when backfill's table exists, of backfill_events (keyed by the hour an
+// event was detected; scope is claims.source).
+func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
+	cause := "''"
+	if withCause {
+		cause = "COALESCE(d.cause, '')"
+	}
+	logRows := `SELECT c.tenant, c.source, ` + hourExpr("d.at") + ` AS hour,
+		count(*) FILTER (WHERE d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
+			OR (d.outcome IN (` + claimOutcomesSQL + `) AND c.receipt_hash IS NULL)) AS deliveries,
+		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress')) AS duplicates_stopped,
+		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict')) AS conflicts,
+		0::bigint AS missed, 0::bigint AS backfilled,
+		count(*) FILTER (WHERE d.outcome = 'dispatched') AS dispatched,
+		COALESCE(sum(EXTRACT(EPOCH FROM d.at - c.created_at) * 1000) FILTER (WHERE d.outcome = 'dispatched'), 0)::float8 AS lag_sum,
+		COALESCE(max(EXTRACT(EPOCH FROM d.at - c.created_at) * 1000) FILTER (WHERE d.outcome = 'dispatched'), 0)::float8 AS lag_max
+	FROM claim_deliveries d JOIN claims c ON c.id = d.claim_id
+	WHERE d.at >= $1
+	GROUP BY 1, 2, 3`
+	if withBackfill {
+		logRows += `
+	UNION ALL
+	SELECT tenant, scope, ` + hourExpr("detected_at") + `, 0, 0, 0,
+		count(*), count(*) FILTER (WHERE state IN ('fetched', 'arrived', 'late_real')), 0, 0, 0
+	FROM backfill_events WHERE detected_at >= $1
+	GROUP BY 1, 2, 3`
+	}
+	// TODO(shadow, migration 00015): would_duplicates from the delivery
+	// log's shadow column once shadow mode writes it.
+	hourly = `INSERT INTO stats_hourly (tenant, source, hour, deliveries, duplicates_stopped, conflicts,
+		missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max)
+	SELECT tenant, source, hour, sum(deliveries), sum(duplicates_stopped), sum(conflicts),
+		sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
+	FROM (` + logRows + `) r
+	GROUP BY 1, 2, 3`
+	causes = `INSERT INTO stats_causes_hourly (tenant, source, hour, cause, n)
+	SELECT c.tenant, c.source, ` + hourExpr("d.at") + `, ` + cause + `, count(*)
+	FROM claim_deliveries d JOIN claims c ON c.id = d.claim_id
+	WHERE d.at >= $1 AND d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress')
+	GROUP BY 1, 2, 3, 4`
+	return hourly, causes
+}
+
+// RollupStats recomputes and replaces the hourly numbers of every tenant
+// and source from the start of from's hour (UTC) on, in one transaction
+// under an advisory lock: running it again changes nothing, and a
+// delivery-log row that committed after the previous run is counted now.
+// The maintenance loop calls it every tick with now − RollupWindow. Hours
+// before from are left as they are, so the numbers outlive the delivery
+// log the purges remove. It returns the hours written and skipped=true
+// when another rollup held the lock. Errors: Unavailable.
+func (l *Ledger) RollupStats(ctx context.Context, from time.Time) (rows int64, skipped bool, err error) {
+	from = from.UTC().Truncate(time.Hour)
+	err = RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+		rows, skipped = 0, false
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLockKey).Scan(&locked); err != nil {
+			return err
+		}
+		if !locked {
+			skipped = true
+			return nil
+		}
+		var withCause, withBackfill bool
+		if err := tx.QueryRow(ctx, rollupFeaturesSQL).Scan(&withCause, &withBackfill); err != nil {
+			return err
+		}
+		hourly, causes := rollupSQL(withCause, withBackfill)
+		for _, q := range []string{`DELETE FROM stats_hourly WHERE hour >= $1`, `DELETE FROM stats_causes_hourly WHERE hour >= $1`} {
+			if _, err := tx.Exec(ctx, q, from); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, hourly, from)
+		if err != nil {
+			return err
+		}
+		rows = tag.RowsAffected()
+		_, err = tx.Exec(ctx, causes, from)
+		return err
+	})
+	if err != nil {
+		return 0, false, DBError(err)
+	}
+	return rows, skipped, nil
+}
+
+func checkRange(from, to time.Time) error {
+	if !from.Before(to) {
+		return apperr.Field("from", "must be before to")
+	}
+	if to.Sub(from) > MaxStatsRange {
+		return apperr.Field("from", "must be at most %d days before to", int(MaxStatsRange/(24*time.Hour)))
+	}
+	return nil
+}
+
+// SourceStats returns tenant's hourly numbers of source for the hours
+// [from, to) (both truncated to the hour, UTC), oldest first, one entry per
+// hour (zeros where nothing happened). Errors: Invalid (from not before
+// to, or more than MaxStatsRange), Unavailable.
+func (l *Ledger) SourceStats(ctx context.Context, tenant, source string, from, to time.Time) ([]HourStats, error) {
+	from, to = from.UTC().Truncate(time.Hour), to.UTC().Truncate(time.Hour)
+	if err := checkRange(from, to); err != nil {
+		return nil, err
+	}
+	out := make([]HourStats, 0, int(to.Sub(from)/time.Hour))
+	at := map[time.Time]int{}
+	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		at[h] = len(out)
+		out = append(out, HourStats{Hour: h, Causes: map[string]int64{}})
+	}
+	rows, err := l.pool.Query(ctx, `SELECT hour, deliveries, duplicates_stopped, conflicts, would_duplicates,
+		missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max
+		FROM stats_hourly WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
+	if err != nil {
+		return nil, DBError(err)
+	}
+	var h HourStats
+	if _, err := pgx.ForEachRow(rows, []any{&h.Hour, &h.Deliveries, &h.DuplicatesStopped, &h.Conflicts,
+		&h.WouldDuplicates, &h.Missed, &h.Backfilled, &h.Dispatched, &h.DispatchLagSumMs, &h.DispatchLagMaxMs}, func() error {
+		i, ok := at[h.Hour.UTC()]
+		if !ok {
+			return fmt.Errorf("claim: stats hour %s outside the range read", h.Hour)
+		}
+		h.Hour, h.Causes = h.Hour.UTC(), out[i].Causes
+		out[i] = h
+		return nil
+	}); err != nil {
+		return nil, DBError(err)
+	}
+	rows, err = l.pool.Query(ctx, `SELECT hour, cause, n FROM stats_causes_hourly
+		WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
+	if err != nil {
+		return nil, DBError(err)
+	}
+	var hour time.Time
+	var cause string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&hour, &cause, &n}, func() error {
+		if i, ok := at[hour.UTC()]; ok {
+			out[i].Causes[cause] = n
+		}
+		return nil
+	}); err != nil {
+		return nil, DBError(err)
+	}
+	return out, nil
+}
+
+// Savings is what the layer saved a tenant over a span: the effects not
+// run again, the conflicts held and the missed events recovered.
+type Savings struct {
+	// DuplicatesStopped counts the copies stopped, ByCause splits them
+	// ("" when the delivery log names no cause).
+	DuplicatesStopped  int64
+	ByCause            map[string]int64
+	Conflicts          int64
+	Missed, Backfilled int64
+}
+
+// CauseCount is one cause of Savings.ByCause, for ordered display.
+type CauseCount struct {
+	Cause string
+	N     int64
+}
+
+// Causes returns ByCause largest first (ties by name).
+func (s Savings) Causes() []CauseCount {
+	out := make([]CauseCount, 0, len(s.ByCause))
+	for c, n := range s.ByCause {
+		out = append(out, CauseCount{c, n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].N != out[j].N {
+			return out[i].N > out[j].N
+		}
+		return out[i].Cause < out[j].Cause
+	})
+	return out
+}
+
+// Savings sums tenant's hourly numbers over [from, to) (hours, UTC), of
+// one source or, with source "", of all. Errors: Invalid, Unavailable.
+func (l *Ledger) Savings(ctx context.Context, tenant, source string, from, to time.Time) (Savings, error) {
+	from, to = from.UTC().Truncate(time.Hour), to.UTC().Truncate(time.Hour)
+	if err := checkRange(from, to); err != nil {
+		return Savings{}, err
+	}
+	s := Savings{ByCause: map[string]int64{}}
+	src := any(nil)
+	if source != "" {
+		src = source
+	}
+	if err := l.pool.QueryRow(ctx, `SELECT COALESCE(sum(duplicates_stopped), 0)::bigint, COALESCE(sum(conflicts), 0)::bigint,
+		COALESCE(sum(missed), 0)::bigint, COALESCE(sum(backfilled), 0)::bigint
+		FROM stats_hourly WHERE tenant = $1 AND ($2::text IS NULL OR source = $2) AND hour >= $3 AND hour < $4`,
+		tenant, src, from, to).Scan(&s.DuplicatesStopped, &s.Conflicts, &s.Missed, &s.Backfilled); err != nil {
+		return Savings{}, DBError(err)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT cause, sum(n)::bigint FROM stats_causes_hourly
+		WHERE tenant = $1 AND ($2::text IS NULL OR source = $2) AND hour >= $3 AND hour < $4 GROUP BY cause`,
+		tenant, src, from, to)
+	if err != nil {
+		return Savings{}, DBError(err)
+	}
+	var cause string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&cause, &n}, func() error {
+		s.ByCause[cause] = n
+		return nil
+	}); err != nil {
+		return Savings{}, DBError(err)
+	}
+	return s, nil
+}
+
+// SourceKnown reports whether tenant has a record or hourly numbers under
+// source (the console's source page is 404 for any other name).
+// Errors: Unavailable.
+func (l *Ledger) SourceKnown(ctx context.Context, tenant, source string) (bool, error) {
+	if strings.TrimSpace(source) == "" {
+		return false, nil
+	}
+	var ok bool
+	err := l.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM claims WHERE tenant = $1 AND source = $2)
+		OR EXISTS (SELECT 1 FROM stats_hourly WHERE tenant = $1 AND source = $2)`, tenant, source).Scan(&ok)
+	if err != nil {
+		return false, DBError(err)
+	}
+	return ok, nil
+}

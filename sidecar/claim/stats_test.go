@@ -1,0 +1,188 @@
+package claim_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+)
+
+func hashN(n int) string { return fmt.Sprintf("%064x", n) }
+
+// statsRows is stats_hourly and stats_causes_hourly as text, to compare
+// two rollups.
+func statsRows(t *testing.T, b *bundle) []string {
+	t.Helper()
+	rows, err := b.pool.Query(b.ctx, `SELECT format('%s|%s|%s|%s|%s|%s|%s|%s|%s', tenant, source, hour, deliveries,
+		duplicates_stopped, conflicts, missed, backfilled, dispatched) FROM stats_hourly
+		UNION ALL SELECT format('cause|%s|%s|%s|%s|%s', tenant, source, hour, cause, n) FROM stats_causes_hourly ORDER BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestRollupStatsCountsIdempotentAndLate seeds claims and ingest deliveries
+// of two tenants, rolls up twice (same rows), then commits a delivery
+// whose log row was written before the previous rollup ran (a late
+// commit): the next rollup counts it. The numbers outlive the delivery log.
+func TestRollupStatsCountsIdempotentAndLate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	ctx := b.ctx
+	claimOf := func(tenant, source, event string, hash int) claim.Result {
+		r, err := b.ledger.Claim(ctx, claim.Request{Tenant: tenant, Key: claim.Key{Source: source, EventID: event},
+			PayloadHash: hashN(hash)})
+		require.NoError(t, err)
+		return r
+	}
+	// Tenant a, source stripe: 3 events won, each completed; 2 duplicates
+	// of the first, 1 conflict on the second, 1 in_progress copy of an open
+	// fourth.
+	for i := 1; i <= 3; i++ {
+		r := claimOf("a", "stripe", fmt.Sprintf("e%d", i), i)
+		require.Equal(t, claim.Won, r.Outcome)
+		_, err := b.ledger.Complete(ctx, "a", r.ID, r.Token, "")
+		require.NoError(t, err)
+	}
+	require.Equal(t, claim.Duplicate, claimOf("a", "stripe", "e1", 1).Outcome)
+	require.Equal(t, claim.Duplicate, claimOf("a", "stripe", "e1", 1).Outcome)
+	require.Equal(t, claim.Conflict, claimOf("a", "stripe", "e2", 99).Outcome)
+	require.Equal(t, claim.Won, claimOf("a", "stripe", "e4", 4).Outcome)
+	require.Equal(t, claim.InProgress, claimOf("a", "stripe", "e4", 4).Outcome)
+	// Tenant a, source forms: ingest deliveries: 2 new, 1 redelivery, 1
+	// conflicting redelivery; the workflow's claim of one is no delivery.
+	receive := func(event string, hash int) claim.Receipt {
+		rc, err := b.ledger.ReceiveTx(ctx, b.pool, claim.Request{Tenant: "a", Key: claim.Key{Source: "forms", EventID: event},
+			PayloadHash: hashN(hash)})
+		require.NoError(t, err)
+		return rc
+	}
+	receive("f1", 1)
+	receive("f2", 2)
+	receive("f1", 1)
+	require.True(t, receive("f2", 3).Conflict)
+	require.Equal(t, claim.Won, claimOf("a", "forms", "f1", 1).Outcome)
+	// Tenant b: one claim, kept apart.
+	claimOf("b", "stripe", "e1", 1)
+
+	from := time.Now().Add(-claim.RollupWindow)
+	n, skipped, err := b.ledger.RollupStats(ctx, from)
+	require.NoError(t, err)
+	require.False(t, skipped)
+	require.GreaterOrEqual(t, n, int64(3), "one row per tenant, source and hour at least")
+	first := statsRows(t, b)
+	_, _, err = b.ledger.RollupStats(ctx, from)
+	require.NoError(t, err)
+	require.Equal(t, first, statsRows(t, b), "a second rollup changes nothing")
+
+	now := time.Now()
+	span := func(tenant, source string) claim.HourStats {
+		hs, err := b.ledger.SourceStats(ctx, tenant, source, now.Add(-3*time.Hour), now.Add(time.Hour))
+		require.NoError(t, err)
+		require.Len(t, hs, 4)
+		var sum claim.HourStats
+		sum.Causes = map[string]int64{}
+		for _, h := range hs {
+			sum.Deliveries += h.Deliveries
+			sum.DuplicatesStopped += h.DuplicatesStopped
+			sum.Conflicts += h.Conflicts
+			sum.Missed += h.Missed
+			sum.Backfilled += h.Backfilled
+			for c, n := range h.Causes {
+				sum.Causes[c] += n
+			}
+		}
+		return sum
+	}
+	st := span("a", "stripe")
+	// 4 won + 2 duplicate + 1 conflict + 1 in_progress claims.
+	require.Equal(t, int64(8), st.Deliveries)
+	require.Equal(t, int64(3), st.DuplicatesStopped)
+	require.Equal(t, int64(1), st.Conflicts)
+	var causes int64
+	for _, n := range st.Causes {
+		causes += n
+	}
+	require.Equal(t, st.DuplicatesStopped, causes, "the causes split the duplicates stopped")
+	fm := span("a", "forms")
+	require.Equal(t, int64(4), fm.Deliveries, "the workflow's claim of an ingested event is not a delivery")
+	require.Equal(t, int64(1), fm.DuplicatesStopped)
+	require.Equal(t, int64(1), fm.Conflicts)
+	require.Equal(t, int64(1), span("b", "stripe").Deliveries)
+
+	sv, err := b.ledger.Savings(ctx, "a", "", now.Add(-7*24*time.Hour), now.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, int64(4), sv.DuplicatesStopped)
+	require.Equal(t, int64(2), sv.Conflicts)
+
+	// A late commit: the delivery's log row is written (its "at" taken)
+	// before the rollup runs, and committed after it.
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = b.ledger.ReceiveTx(ctx, tx, claim.Request{Tenant: "a", Key: claim.Key{Source: "forms", EventID: "f9"},
+		PayloadHash: hashN(9)})
+	require.NoError(t, err)
+	_, _, err = b.ledger.RollupStats(ctx, from)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), span("a", "forms").Deliveries, "not committed yet")
+	require.NoError(t, tx.Commit(ctx))
+	_, _, err = b.ledger.RollupStats(ctx, from)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), span("a", "forms").Deliveries, "the late commit is counted by the next rollup")
+
+	// The numbers outlive the delivery log: hours before the window stay.
+	_, err = b.pool.Exec(ctx, `UPDATE stats_hourly SET hour = hour - interval '1 day' WHERE tenant = 'b'`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `DELETE FROM claims WHERE tenant = 'b'`)
+	require.NoError(t, err)
+	_, _, err = b.ledger.RollupStats(ctx, from)
+	require.NoError(t, err)
+	hs, err := b.ledger.SourceStats(ctx, "b", "stripe", now.Add(-30*time.Hour), now.Add(time.Hour))
+	require.NoError(t, err)
+	var kept int64
+	for _, h := range hs {
+		kept += h.Deliveries
+	}
+	require.Equal(t, int64(1), kept, "an hour before the window survives its records' purge")
+	known, err := b.ledger.SourceKnown(ctx, "b", "stripe")
+	require.NoError(t, err)
+	require.True(t, known)
+	known, err = b.ledger.SourceKnown(ctx, "b", "forms")
+	require.NoError(t, err)
+	require.False(t, known, "another tenant's source")
+}
+
+// TestRollupStatsLockSkips: a rollup that finds another one running skips.
+func TestRollupStatsLockSkips(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SELECT pg_advisory_xact_lock($1)`, int64(0x7374617473))
+	require.NoError(t, err)
+	_, skipped, err := b.ledger.RollupStats(b.ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.True(t, skipped)
+}
+
+func TestSourceStatsRange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	now := time.Now()
+	_, err := b.ledger.SourceStats(b.ctx, "a", "s", now, now.Add(-time.Hour))
+	require.Error(t, err)
+	_, err = b.ledger.SourceStats(b.ctx, "a", "s", now.Add(-40*24*time.Hour), now)
+	require.Error(t, err)
+}
