@@ -326,3 +326,18 @@ func (l *Ledger) SourceKnown(ctx context.Context, tenant, source string) (bool, 
 	}
 	return ok, nil
 }
+
+// StatsSources returns the sources of tenant with hourly numbers from
+// hour from on, sorted. Errors: Unavailable.
+func (l *Ledger) StatsSources(ctx context.Context, tenant string, from time.Time) ([]string, error) {
+	rows, err := l.pool.Query(ctx, `SELECT DISTINCT source FROM stats_hourly WHERE tenant = $1 AND hour >= $2 ORDER BY 1`,
+		tenant, from.UTC().Truncate(time.Hour))
+	if err != nil {
+		return nil, DBError(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, DBError(err)
+	}
+	return out, nil
+}

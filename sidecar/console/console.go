@@ -105,8 +105,8 @@ func New(cfg Config) *Console {
 		cfg.RequestTimeout = 10 * time.Second
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
-	for _, page := range []string{"signin", "overview", "list", "record", "confirm", "error"} {
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/saved.html"))
+	for _, page := range []string{"signin", "overview", "list", "record", "confirm", "error", "source"} {
 		t := template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+page+".html"))
 		c.pages[page] = t
 	}
@@ -132,6 +132,7 @@ func (c *Console) Mount(r fiber.Router) {
 	r.Get("/", c.session(c.overview))
 	r.Get("/claims", c.session(c.list))
 	r.Get("/claims/:id", c.session(c.record))
+	r.Get("/sources/:source", c.session(c.sourcePage))
 	r.Get("/claims/:id/:action", c.session(c.confirmPage))
 	r.Post("/claims/:id/:action", c.session(c.act))
 	r.Use(func(ctx *fiber.Ctx) error { return c.fail(ctx, apperr.New(apperr.NotFound, "no such page")) })

@@ -48,6 +48,7 @@ var funcs = template.FuncMap{
 		return Prefix + "/claims?" + v.Encode()
 	},
 	"recordURL": func(id string) string { return Prefix + "/claims/" + url.PathEscape(id) },
+	"sourceURL": func(source string) string { return sourceURL(source, "") },
 	"dflt": func(s, alt string) string {
 		if s == "" {
 			return alt
@@ -79,6 +80,10 @@ var openStates = []string{"received", "processing", "retryable_failed", "dead_le
 type overviewView struct {
 	Sources []claim.SourceSummary
 	States  []string
+	// Saved is what the layer saved the tenant in the last 7 days, Charted
+	// the sources with numbers in them (links to their charts).
+	Saved   savedView
+	Charted []string
 }
 
 // overview is GET /ui/: the tenant's open records, conflicts and dead
@@ -91,8 +96,19 @@ func (c *Console) overview(ctx *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	v := overviewView{Sources: ov, States: openStates}
+	to := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	from := to.Add(-7 * 24 * time.Hour)
+	saved, err := c.cfg.Ledger.Savings(dctx, sess.Tenant, "", from, to)
+	if err != nil {
+		return err
+	}
+	v.Saved = newSaved(saved, "the last 7 days")
+	if v.Charted, err = c.cfg.Ledger.StatsSources(dctx, sess.Tenant, from); err != nil {
+		return err
+	}
 	return c.render(ctx, fiber.StatusOK, "overview", page{Title: "Overview", Session: sess, CSRF: sess.CSRF,
-		Nav: "overview", Data: overviewView{Sources: ov, States: openStates}})
+		Nav: "overview", Data: v})
 }
 
 // PageSize is the list's page size unless limit says otherwise.

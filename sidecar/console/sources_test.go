@@ -1,0 +1,95 @@
+package console_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/console"
+)
+
+var figureRe = regexp.MustCompile(`(?s)<figure class="chart".*?</figure>`)
+
+// TestSourcePageCharts seeds claims, rolls the numbers up as the
+// maintenance loop does, and reads the source page: the console's strict
+// CSP is sent with it, every chart is well-formed XML with a title and a
+// description and nothing the CSP forbids, and its bars carry the seeded
+// counts; another tenant gets 404; a bad range is a 400 naming the field.
+func TestSourcePageCharts(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	for _, ev := range []string{"e1", "e2", "e3"} {
+		r := e.claim(t, tenantA, "stripe", ev)
+		_, err := e.ledger.Complete(e.ctx, tenantA, r.ID, r.Token, "")
+		require.NoError(t, err)
+	}
+	again := func(ev, hash string) claim.Outcome {
+		r, err := e.ledger.Claim(e.ctx, claim.Request{Tenant: tenantA, Key: claim.Key{Source: "stripe", EventID: ev},
+			PayloadHash: hash})
+		require.NoError(t, err)
+		return r.Outcome
+	}
+	same := strings.Repeat("ab", 32)
+	require.Equal(t, claim.Duplicate, again("e1", same))
+	require.Equal(t, claim.Duplicate, again("e1", same))
+	require.Equal(t, claim.Duplicate, again("e2", same))
+	require.Equal(t, claim.Conflict, again("e3", strings.Repeat("cd", 32)))
+	_, _, err := e.ledger.RollupStats(e.ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
+
+	b := e.browser(t)
+	b.signIn(keyA)
+	r := b.get("/ui/sources/stripe")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Equal(t, "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		r.header.Get("Content-Security-Policy"), "the source page keeps the console's CSP")
+	require.NotContains(t, r.body, "<script")
+	require.NotContains(t, r.body, "style=")
+	figs := figureRe.FindAllString(r.body, -1)
+	require.Len(t, figs, 5, "deliveries, duplicates, conflicts, missed/backfilled, dispatch lag")
+	sums := map[string]float64{}
+	for _, fig := range figs {
+		f, err := console.CheckChart(fig)
+		require.NoError(t, err, fig)
+		for _, m := range f.Marks {
+			sums[f.ID+"/"+m.Series] += m.Value
+		}
+	}
+	// 3 won + 3 duplicates + 1 conflict claims; the duplicates' cause is
+	// whatever the delivery log records (one series per cause).
+	require.Equal(t, 7.0, sums["chart-deliveries/deliveries"])
+	var dups float64
+	for k, v := range sums {
+		if strings.HasPrefix(k, "chart-duplicates/") {
+			dups += v
+		}
+	}
+	require.Equal(t, 3.0, dups)
+	require.Equal(t, 1.0, sums["chart-conflicts/conflicts"])
+	require.Equal(t, 0.0, sums["chart-missed/missed"])
+	require.Equal(t, []string{"3"}, texts(r.body, "saved-duplicates"))
+	require.Equal(t, []string{"1"}, texts(r.body, "saved-conflicts"))
+
+	week := b.get("/ui/sources/stripe?range=7d")
+	require.Equal(t, http.StatusOK, week.status)
+	require.Len(t, figureRe.FindAllString(week.body, -1), 5)
+	bad := b.get("/ui/sources/stripe?range=1y")
+	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
+	require.Contains(t, bad.body, "range")
+	require.NotContains(t, bad.body, "1y", "the caller's value is not echoed")
+	require.Equal(t, http.StatusNotFound, b.get("/ui/sources/nosuch").status)
+
+	home := b.get("/ui/")
+	require.Equal(t, http.StatusOK, home.status)
+	require.Equal(t, []string{"3"}, texts(home.body, "saved-duplicates"))
+	require.Contains(t, home.body, `href="/ui/sources/stripe"`)
+
+	other := e.browser(t)
+	other.signIn(keyB)
+	require.Equal(t, http.StatusNotFound, other.get("/ui/sources/stripe").status, "another tenant's source")
+}
