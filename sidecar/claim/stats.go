@@ -128,23 +128,37 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 	SELECT tenant, source, hour, sum(deliveries), sum(duplicates_stopped), sum(conflicts),
 		sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
 	FROM (` + logRows + `) r
-	GROUP BY 1, 2, 3`
+	GROUP BY 1, 2, 3
+	ON CONFLICT (tenant, source, hour) DO UPDATE SET
+		deliveries          = GREATEST(stats_hourly.deliveries, excluded.deliveries),
+		duplicates_stopped  = GREATEST(stats_hourly.duplicates_stopped, excluded.duplicates_stopped),
+		conflicts           = GREATEST(stats_hourly.conflicts, excluded.conflicts),
+		missed              = GREATEST(stats_hourly.missed, excluded.missed),
+		backfilled          = GREATEST(stats_hourly.backfilled, excluded.backfilled),
+		dispatched          = GREATEST(stats_hourly.dispatched, excluded.dispatched),
+		dispatch_lag_ms_sum = GREATEST(stats_hourly.dispatch_lag_ms_sum, excluded.dispatch_lag_ms_sum),
+		dispatch_lag_ms_max = GREATEST(stats_hourly.dispatch_lag_ms_max, excluded.dispatch_lag_ms_max)`
 	causes = `INSERT INTO stats_causes_hourly (tenant, source, hour, cause, n)
 	SELECT c.tenant, c.source, ` + hourExpr("d.at") + `, ` + cause + `, count(*)
 	FROM claim_deliveries d JOIN claims c ON c.id = d.claim_id
 	WHERE d.at >= $1 AND d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress')
-	GROUP BY 1, 2, 3, 4`
+	GROUP BY 1, 2, 3, 4
+	ON CONFLICT (tenant, source, hour, cause) DO UPDATE SET n = GREATEST(stats_causes_hourly.n, excluded.n)`
 	return hourly, causes
 }
 
-// RollupStats recomputes and replaces the hourly numbers of every tenant
-// and source from the start of from's hour (UTC) on, in one transaction
-// under an advisory lock: running it again changes nothing, and a
-// delivery-log row that committed after the previous run is counted now.
-// The maintenance loop calls it every tick with now − RollupWindow. Hours
-// before from are left as they are, so the numbers outlive the delivery
-// log the purges remove. It returns the hours written and skipped=true
-// when another rollup held the lock. Errors: Unavailable.
+// RollupStats recomputes the hourly numbers of every tenant and source
+// from the start of from's hour (UTC) on, in one transaction under an
+// advisory lock, and keeps for each number the larger of the stored and
+// the recomputed value. The delivery log only grows until a purge removes
+// a record's rows, so a count can only grow by rows committed since the
+// last run (a row committed late, its "at" taken before its commit, is
+// counted now), and never shrinks because the purge removed rows it
+// counted (payload retention may be as short as an hour, less than the
+// window). Running it again changes nothing. Hours before from are left
+// as they are. The maintenance loop calls it every tick with now −
+// RollupWindow. It returns the hours written and skipped=true when
+// another rollup held the lock. Errors: Unavailable.
 func (l *Ledger) RollupStats(ctx context.Context, from time.Time) (rows int64, skipped bool, err error) {
 	from = from.UTC().Truncate(time.Hour)
 	err = RunTx(ctx, l.pool, func(tx pgx.Tx) error {
@@ -162,11 +176,6 @@ func (l *Ledger) RollupStats(ctx context.Context, from time.Time) (rows int64, s
 			return err
 		}
 		hourly, causes := rollupSQL(withCause, withBackfill)
-		for _, q := range []string{`DELETE FROM stats_hourly WHERE hour >= $1`, `DELETE FROM stats_causes_hourly WHERE hour >= $1`} {
-			if _, err := tx.Exec(ctx, q, from); err != nil {
-				return err
-			}
-		}
 		tag, err := tx.Exec(ctx, hourly, from)
 		if err != nil {
 			return err

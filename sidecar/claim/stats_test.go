@@ -141,20 +141,13 @@ func TestRollupStatsCountsIdempotentAndLate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), span("a", "forms").Deliveries, "the late commit is counted by the next rollup")
 
-	// The numbers outlive the delivery log: hours before the window stay.
-	_, err = b.pool.Exec(ctx, `UPDATE stats_hourly SET hour = hour - interval '1 day' WHERE tenant = 'b'`)
-	require.NoError(t, err)
+	// The numbers outlive the delivery log: a purge that removes the rows
+	// of an hour in the window lowers nothing.
 	_, err = b.pool.Exec(ctx, `DELETE FROM claims WHERE tenant = 'b'`)
 	require.NoError(t, err)
 	_, _, err = b.ledger.RollupStats(ctx, from)
 	require.NoError(t, err)
-	hs, err := b.ledger.SourceStats(ctx, "b", "stripe", now.Add(-30*time.Hour), now.Add(time.Hour))
-	require.NoError(t, err)
-	var kept int64
-	for _, h := range hs {
-		kept += h.Deliveries
-	}
-	require.Equal(t, int64(1), kept, "an hour before the window survives its records' purge")
+	require.Equal(t, int64(1), span("b", "stripe").Deliveries, "the count survives its records' purge")
 	known, err := b.ledger.SourceKnown(ctx, "b", "stripe")
 	require.NoError(t, err)
 	require.True(t, known)

@@ -538,7 +538,8 @@ func notAnswering(ctx context.Context, err error) bool {
 		errors.As(err, &ne) && ne.Timeout()
 }
 
-// maintain runs the lease sweep and the retention purge periodically.
+// maintain runs the lease sweep, the retention purge and the stats rollup
+// periodically.
 func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 	if m.Config.MaintenanceInterval <= 0 {
 		return
@@ -560,6 +561,11 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 			logPurge(m.Log.Warn().Err(err), res).Msg("retention purge failed")
 		} else if res != (claim.PurgeResult{}) {
 			logPurge(m.Log.Info(), res).Msg("retention purge")
+		}
+		// The console's hourly numbers: the last hours recomputed (a row
+		// committed late is caught; what a purge removed stays counted).
+		if _, _, err := l.RollupStats(ctx, time.Now().Add(-claim.RollupWindow)); err != nil {
+			m.Log.Warn().Err(err).Msg("stats rollup failed")
 		}
 	}
 }
