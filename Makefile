@@ -158,11 +158,11 @@ screenshot: n8n build-node playwright
 	IC_SCREENSHOT=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestScreenshotExampleWorkflow -count=1 -v
 
 ## console-screenshots: README screenshots of the console, by its browser test (needs Chromium)
-# Writes sidecar/console/screenshots/*.png (TestConsoleBrowser with
+# Writes sidecar/console/screenshots/*.png (TestConsoleBrowser and TestConsoleCharts with
 # IC_CONSOLE_SCREENSHOTS=1: every check runs, the PNGs replace the committed
 # ones only when all passed).
 console-screenshots: playwright
-	IC_CONSOLE_SCREENSHOTS=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestConsoleBrowser$$' -count=1 -v
+	IC_CONSOLE_SCREENSHOTS=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestConsole(Browser|Charts)$$' -count=1 -v
 
 ## playwright: install the pinned playwright-core into IC_CACHE_DIR (cached; drives the system Chromium)
 # Only stdout (the path) goes to /dev/null.

@@ -85,6 +85,9 @@ func barChart(series []chartSeries, o chartOpts) template.HTML {
 	// Grid and y ticks: 0, half, top.
 	for _, f := range []float64{0, 0.5, 1} {
 		v := ymax * f
+		if f == 0.5 && o.Unit == "" && v != math.Trunc(v) {
+			continue // counts: no tick at 2.5
+		}
 		yy := y(v)
 		b.WriteString(`<line class="grid" x1="` + num(padLeft) + `" x2="` + num(chartW-padRight) + `" y1="` + num(yy) + `" y2="` + num(yy) + `"/>`)
 		b.WriteString(`<text class="tick" x="` + num(padLeft-4) + `" y="` + num(yy+3) + `" text-anchor="end">` + esc(short(v)) + `</text>`)

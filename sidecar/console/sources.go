@@ -34,7 +34,7 @@ var statsRanges = []statsRange{
 // causeText says a duplicate's cause (claim.Cause values of the delivery
 // log) in words; a cause not listed is shown as stored.
 var causeText = map[string]string{
-	"":                "cause not recorded",
+	"":                "no cause recorded",
 	"provider_retry":  "provider retries",
 	"another_door":    "another door (shared scope)",
 	"operator_replay": "operator replays",
