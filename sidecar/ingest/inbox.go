@@ -571,7 +571,7 @@ func ForwardableHeaders(visit func(func(name, value string)), credential ...stri
 				return
 			}
 		}
-		for _, bad := range []string{"signature", "hmac", "authorization", "cookie", "token", "secret", "x-hub-"} {
+		for _, bad := range []string{"signature", "hmac", "authorization", "cookie", "token", "secret", "x-hub-", "x-idempotency-origin"} {
 			if strings.Contains(n, bad) {
 				return
 			}

@@ -109,6 +109,8 @@ type SourceSpec struct {
 	// purged. Unset: 30, and 400 days or the payload retention if longer.
 	RetentionDays    int `yaml:"retention_days"`
 	KeyRetentionDays int `yaml:"key_retention_days"`
+	// Backfill is the source's gap detection (see BackfillSpec).
+	Backfill *BackfillSpec `yaml:"backfill"`
 }
 
 // ForwardSpec is where and how stored events are dispatched.
@@ -198,6 +200,8 @@ type Source struct {
 	// Forward is the dispatch target; its zero value (no URL) for a
 	// trigger source (TriggerOnly).
 	Forward Forward
+	// Backfill is the source's gap detection, nil when it has none.
+	Backfill *Backfill
 }
 
 // TriggerOnly reports whether s has no forward target: it serves only
@@ -380,6 +384,7 @@ func (s SourceSpec) ingestSettings() []string {
 		{"allowed_event_types", s.AllowedEventTypes != nil}, {"max_body_bytes", s.MaxBodyBytes != 0},
 		{"unauthenticated_status", s.UnauthenticatedStatus != 0}, {"options", s.Options != nil},
 		{"dedupe_scope", s.DedupeScope != ""}, {"key", s.Key != nil}, {"forward", !reflect.ValueOf(s.Forward).IsZero()},
+		{"backfill", s.Backfill != nil},
 	} {
 		if f.set {
 			set = append(set, f.name)
@@ -460,6 +465,10 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	if err != nil {
 		return nil, err
 	}
+	backfill, err := s.Backfill.compile(t, s, s.Forward.URL == "", getenv)
+	if err != nil {
+		return nil, err
+	}
 	scope := s.DedupeScope
 	if scope == "" {
 		scope = name
@@ -469,7 +478,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	src := &Source{Name: name, Scope: scope, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile, key: key,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
-		CredentialHeaders: creds, CredentialQueryParams: queryCreds, Methods: slices.Clone(p.Methods)}
+		CredentialHeaders: creds, CredentialQueryParams: queryCreds, Methods: slices.Clone(p.Methods), Backfill: backfill}
 	if src.MaxBodyBytes == 0 {
 		src.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -82,6 +82,16 @@ func (v *githubVerifier) Verify(r Request) (Result, error) {
 	if e := githubMAC.check(r.Header, v.keys, r.Body); e != nil {
 		return Result{}, e
 	}
+	return v.Identify(r.Header, r.Body)
+}
+
+// Identify implements [Identifier]: the identity from the delivery
+// headers, which GitHub's delivery log returns as they were sent
+// (GET …/hooks/{id}/deliveries/{delivery_id}: request.headers,
+// https://docs.github.com/rest/webhooks/repo-deliveries). The body is not
+// read.
+func (v *githubVerifier) Identify(h Header, _ []byte) (Result, error) {
+	r := Request{Header: h}
 	delivery := header(r.Header, GitHubDeliveryHeader)
 	if delivery == "" {
 		return Result{}, authenticated(missingHeader(GitHubDeliveryHeader))

@@ -126,6 +126,13 @@ func (v *squareVerifier) Verify(r Request) (Result, error) {
 	if e := squareMAC.check(r.Header, v.keys, v.url, r.Body); e != nil {
 		return Result{}, e
 	}
+	return v.Identify(r.Header, r.Body)
+}
+
+// Identify implements [Identifier]: the identity from the notification's
+// JSON, which is also the shape of an event SearchEvents returns
+// (https://developer.squareup.com/reference/square/events-api/SearchEvents).
+func (v *squareVerifier) Identify(_ Header, body []byte) (Result, error) {
 	var ev struct {
 		MerchantID flexString `json:"merchant_id"`
 		Type       string     `json:"type"`
@@ -134,7 +141,7 @@ func (v *squareVerifier) Verify(r Request) (Result, error) {
 			ID flexString `json:"id"`
 		} `json:"data"`
 	}
-	if e := unmarshalBody(r.Body, &ev); e != nil {
+	if e := unmarshalBody(body, &ev); e != nil {
 		return Result{}, authenticated(e)
 	}
 	if ev.EventID == "" {

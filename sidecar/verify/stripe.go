@@ -137,7 +137,19 @@ func (v *stripeVerifier) Verify(r Request) (Result, error) {
 	if now := v.now(); !within(now, ts, v.tol) {
 		return Result{}, windowErr(InHeader, StripeSignatureHeader, now, ts, v.tol)
 	}
+	res, err := v.Identify(r.Header, r.Body)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Events[0].Timestamp = ts
+	return res, nil
+}
 
+// Identify implements [Identifier]: the event's identity from its JSON
+// (a delivery's body, or an item of GET /v1/events, which is the same
+// Event object, https://docs.stripe.com/api/events/object). Timestamp is
+// left zero: only a signed delivery carries one.
+func (v *stripeVerifier) Identify(_ Header, body []byte) (Result, error) {
 	var ev struct {
 		ID      string `json:"id"`
 		Type    string `json:"type"`
@@ -152,7 +164,7 @@ func (v *stripeVerifier) Verify(r Request) (Result, error) {
 			ID string `json:"id"`
 		} `json:"related_object"`
 	}
-	if e := unmarshalBody(r.Body, &ev); e != nil {
+	if e := unmarshalBody(body, &ev); e != nil {
 		return Result{}, authenticated(e)
 	}
 	if ev.ID == "" {
@@ -173,5 +185,5 @@ func (v *stripeVerifier) Verify(r Request) (Result, error) {
 	if obj == "" {
 		obj = ev.RelatedObject.ID
 	}
-	return Result{Events: []Event{{ID: id, Type: ev.Type, Scope: account, ObjectID: obj, Timestamp: ts}}}, nil
+	return Result{Events: []Event{{ID: id, Type: ev.Type, Scope: account, ObjectID: obj}}}, nil
 }

@@ -1,0 +1,130 @@
+// Package backfill finds the events a provider holds that never reached
+// claimd (gap detection) and recovers them (backfill).
+//
+// Contract. A scan of a source lists the events its provider's own API
+// returns for the account over a window, [max(last scan − overlap,
+// now − window), now − grace): Stripe's GET /v1/events
+// (https://docs.stripe.com/api/events/list), GitHub's hook deliveries
+// (https://docs.github.com/rest/webhooks/repo-deliveries), Square's
+// SearchEvents (https://developer.squareup.com/reference/square/events-api/SearchEvents).
+// Every listed event is keyed by the source's own rules, through the
+// verifier's identity half and the source's key rule
+// (ingest.Source.IdentifyUnsigned): never by a key builder of its own, so
+// a backfilled event and its real delivery share one key. An event whose
+// key the ledger does not hold is missed; a scan then, by the source's
+// mode, only reports it, fetches the provider's copy and stores it as an
+// inbox event of origin backfill (dispatched once, with
+// X-Idempotency-Origin: backfill), or asks the provider to redeliver it
+// (GitHub), whose signed delivery then enters through the normal door.
+// The late real delivery of a backfilled event is a duplicate, also when
+// the provider rendered the event otherwise (claim.ReceiveBackfilledTx).
+//
+// Windows: younger than grace, an event is not judged (its delivery may
+// be in flight); older than the provider's window, it cannot be listed.
+//
+// Credentials: a source's backfill.credentials are read keys of the
+// provider's API (ingest.Secret). They travel in one request header and
+// nowhere else: never logged, stored, or put in an error or an answer;
+// a provider's 4xx body (Stripe's quotes part of the key) is never read
+// into an error or a log line, only its status and request id header.
+//
+// Rate limits: a 429 (GitHub also a 403 with x-ratelimit-remaining: 0)
+// waits Retry-After, else GitHub's x-ratelimit-reset, else a capped
+// exponential backoff with full jitter, and tries again; a scan's total
+// wait is bounded by backfill.max_wait_seconds, after which it ends
+// rate_limited without advancing its cursor.
+package backfill
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Range is the half-open creation-time range [From, To) a scan lists.
+type Range struct{ From, To time.Time }
+
+// Item is one event a provider lists.
+type Item struct {
+	// ProviderID is the provider's id of the event (Stripe evt_…, Square
+	// event_id) or of the delivery (GitHub's guid).
+	ProviderID string
+	// DeliveryID is GitHub's numeric delivery id (for the detail and
+	// redelivery calls); zero elsewhere.
+	DeliveryID int64
+	// Type is the event type as listed.
+	Type string
+	// CreatedAt is when the provider created the event (GitHub: delivered_at).
+	CreatedAt time.Time
+	// Failed is the provider's word that the delivery failed, shown, never
+	// trusted (a 2xx from a proxy that lost the event is still missed).
+	Failed bool
+	// Body is the event's JSON when the list carries it (Stripe, Square);
+	// nil when it must be fetched (GitHub).
+	Body []byte
+	// Header holds the delivery headers the list names (GitHub: the
+	// guid as X-GitHub-Delivery, the event as X-GitHub-Event), nil else.
+	Header http.Header
+}
+
+// Page is one page of a list.
+type Page struct{ Items []Item }
+
+// Lister reads one provider's event list for one source.
+type Lister interface {
+	// List calls fn with each page of the events created in r, newest
+	// first, until the list ends or fn returns an error (returned as is).
+	List(ctx context.Context, r Range, fn func(Page) error) error
+	// Fetch returns the event's body and the delivery headers to key and
+	// store it with (nil headers where the provider has none).
+	Fetch(ctx context.Context, it Item) (body []byte, hdr http.Header, err error)
+	// Redeliver asks the provider to deliver the event again to the
+	// source's endpoint; ErrNoRedelivery where it cannot.
+	Redeliver(ctx context.Context, it Item) error
+	// CanRedeliver reports whether Redeliver may succeed for it now.
+	CanRedeliver(it Item, now time.Time) bool
+}
+
+// Errors of a provider call. Their texts are fixed: they never quote a
+// provider's answer or a credential.
+var (
+	// ErrNoRedelivery: the provider offers no redelivery of this event.
+	ErrNoRedelivery = errors.New("the provider offers no redelivery of this event")
+	// ErrCredentialRefused: the provider refused the backfill credential
+	// (401, 403 without a rate limit, GitHub's 404 for a token without
+	// access).
+	ErrCredentialRefused = errors.New("the provider refused the backfill credential: check backfill.credentials (a read key of the provider's API) and its permissions")
+	// ErrRateLimited: the scan's rate-limit wait budget (max_wait_seconds)
+	// is spent.
+	ErrRateLimited = errors.New("the provider's rate limit outlasted backfill.max_wait_seconds")
+)
+
+// ProviderError is an unexpected answer of the provider's API: its status
+// only (the body is never read into it).
+type ProviderError struct{ Status int }
+
+func (e *ProviderError) Error() string {
+	return "the provider's API answered HTTP " + strconv.Itoa(e.Status)
+}
+
+// Observer receives scan events for metrics (claimd_backfill_*).
+type Observer interface {
+	// Scanned is a finished scan of source with its result.
+	Scanned(source, result string, at time.Time)
+	// Missed counts events found missed.
+	Missed(source string, n int)
+	// Recovered counts events recovered, how = fetched | redelivered.
+	Recovered(source, how string, n int)
+	// ProviderRequest is one call to the provider's API, by status class
+	// ("2xx", "4xx", "429", "5xx", "error").
+	ProviderRequest(source, codeClass string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Scanned(string, string, time.Time) {}
+func (nopObserver) Missed(string, int)                {}
+func (nopObserver) Recovered(string, string, int)     {}
+func (nopObserver) ProviderRequest(string, string)    {}

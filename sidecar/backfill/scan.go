@@ -1,0 +1,489 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+)
+
+// Trigger says who started a scan.
+type Trigger struct {
+	// Kind is "schedule", "api" or "console".
+	Kind string
+	// Actor is the operator's key prefix ("" for the schedule).
+	Actor string
+	// Mode overrides the source's mode for this scan ("" keeps it); it
+	// can only narrow it (see Scanner.Run).
+	Mode ingest.BackfillMode
+}
+
+// Trigger kinds.
+const (
+	TriggerSchedule = "schedule"
+	TriggerAPI      = "api"
+	TriggerConsole  = "console"
+)
+
+// Scan results.
+const (
+	ResultRunning           = "running"
+	ResultOK                = "ok"
+	ResultRateLimited       = "rate_limited"
+	ResultCredentialRefused = "credential_refused"
+	ResultError             = "error"
+)
+
+// States of a missed event (backfill_events.state).
+const (
+	StateMissed              = "missed"
+	StateFetched             = "fetched"
+	StateRedeliveryRequested = "redelivery_requested"
+	StateArrived             = "arrived"
+	StateLateReal            = "late_real"
+)
+
+// Scan is one scan's record (backfill_scans).
+type Scan struct {
+	ID          int64      `json:"id"`
+	Source      string     `json:"source"`
+	Trigger     string     `json:"trigger"`
+	Actor       string     `json:"actor,omitempty"`
+	Mode        string     `json:"mode"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	RangeStart  time.Time  `json:"range_start"`
+	RangeEnd    time.Time  `json:"range_end"`
+	Pages       int        `json:"pages"`
+	Listed      int        `json:"listed"`
+	Missed      int        `json:"missed"`
+	Backfilled  int        `json:"backfilled"`
+	Redelivered int        `json:"redelivered"`
+	Result      string     `json:"result"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// Scanner runs scans. Its zero value is not usable: set Inbox.
+type Scanner struct {
+	Inbox *ingest.Inbox
+	Log   zerolog.Logger
+	// HTTP, Sleep, Now, Jitter: see Client. Now is also the scan's clock.
+	HTTP   *http.Client
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Now    func() time.Time
+	Jitter func() float64
+	// Obs receives metrics events; nil none.
+	Obs Observer
+	// Overlap is how far before the last scan's end a scan lists again
+	// (clock skew, events the provider lists late); default 1 h.
+	Overlap time.Duration
+}
+
+func (s *Scanner) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Scanner) obs() Observer {
+	if s.Obs != nil {
+		return s.Obs
+	}
+	return nopObserver{}
+}
+
+// NewLister returns the Lister of src's provider over c.
+func NewLister(src *ingest.Source, c *Client) (Lister, error) {
+	b := src.Backfill
+	if b == nil {
+		return nil, errors.New("the source has no backfill configuration")
+	}
+	switch src.Provider {
+	case verify.TypeStripe:
+		return &stripeLister{c: c, base: b.BaseURL, key: b.Credentials[0], failed: b.OnlyFailed, pageSize: StripePageSize}, nil
+	}
+	return nil, fmt.Errorf("backfill is not implemented for provider %s", src.Provider)
+}
+
+// Run scans src once: it lists the provider's events over the window,
+// finds those the ledger lacks, records them (backfill_events) and, by
+// mode, fetches or has them redelivered; the scan is recorded in
+// backfill_scans and the source's cursor in backfill_state. A provider
+// failure ends the scan with its result (credential_refused,
+// rate_limited, error) and a fixed error text, and is not an error of
+// Run; Run's error is the database's (the scan row may then say running).
+// trig.Mode may narrow the source's mode (report always; fetch or
+// redeliver when the source's mode is auto or that mode).
+func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Scan, error) {
+	b := src.Backfill
+	if b == nil {
+		return Scan{}, errors.New("the source has no backfill configuration")
+	}
+	mode := b.Mode
+	if trig.Mode != "" && trig.Mode != mode {
+		if trig.Mode != ingest.BackfillReport && mode != ingest.BackfillAuto {
+			return Scan{}, fmt.Errorf("mode %s is not allowed for this source (its backfill.mode is %s)", trig.Mode, mode)
+		}
+		if trig.Mode == ingest.BackfillFetch && src.TriggerOnly() {
+			return Scan{}, errors.New("mode fetch needs a source with forward.url")
+		}
+		mode = trig.Mode
+	}
+	pool := s.Inbox.Pool()
+	now := s.now()
+	r := Range{From: now.Add(-b.Window), To: now.Add(-b.Grace)}
+	var until *time.Time
+	if err := pool.QueryRow(ctx, `SELECT scanned_until FROM backfill_state WHERE tenant = $1 AND source = $2`,
+		src.Tenant, src.Name).Scan(&until); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Scan{}, claim.DBError(err)
+	}
+	overlap := s.Overlap
+	if overlap == 0 {
+		overlap = time.Hour
+	}
+	if until != nil && until.Add(-overlap).After(r.From) {
+		r.From = until.Add(-overlap)
+	}
+	if !r.From.Before(r.To) {
+		r.From = r.To
+	}
+	sc := Scan{Source: src.Name, Trigger: trig.Kind, Actor: trig.Actor, Mode: string(mode), StartedAt: now,
+		RangeStart: r.From, RangeEnd: r.To, Result: ResultRunning}
+	var actor *string
+	if trig.Actor != "" {
+		actor = &trig.Actor
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, started_at, range_start, range_end)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, src.Tenant, src.Name, trig.Kind, actor, string(mode), now, r.From, r.To).
+		Scan(&sc.ID); err != nil {
+		return Scan{}, claim.DBError(err)
+	}
+	c := &Client{HTTP: s.HTTP, Sleep: s.Sleep, Now: s.Now, Jitter: s.Jitter, MaxWait: b.MaxWait, Log: s.Log, Source: src.Name,
+		Obs: s.Obs, GitHub: src.Provider == verify.TypeGitHub}
+	lister, err := NewLister(src, c)
+	var dbErr error
+	if err == nil {
+		err = lister.List(ctx, r, func(p Page) error {
+			sc.Pages++
+			if sc.Pages > b.MaxPages {
+				return errMaxPages
+			}
+			e := s.page(ctx, src, lister, mode, &sc, p)
+			if e != nil && !providerErr(e) {
+				dbErr = e
+			}
+			return e
+		})
+	}
+	if dbErr != nil {
+		return sc, dbErr
+	}
+	switch {
+	case err == nil:
+		sc.Result = ResultOK
+	case errors.Is(err, errMaxPages):
+		sc.Pages--
+		sc.Result, sc.Error = ResultError, fmt.Sprintf("the list has more than backfill.max_pages (%d) pages: the scan stopped there", b.MaxPages)
+	case errors.Is(err, ErrCredentialRefused):
+		sc.Result, sc.Error = ResultCredentialRefused, ErrCredentialRefused.Error()
+	case errors.Is(err, ErrRateLimited):
+		sc.Result, sc.Error = ResultRateLimited, ErrRateLimited.Error()
+	case ctx.Err() != nil:
+		sc.Result, sc.Error = ResultError, "the scan was cancelled"
+	default:
+		var pe *ProviderError
+		msg := "the scan failed"
+		if errors.As(err, &pe) || errors.Is(err, ErrNoRedelivery) || errors.As(err, new(providerFailure)) {
+			msg = err.Error()
+		} else if e := apperrMessage(err); e != "" {
+			msg = e
+		}
+		sc.Result, sc.Error = ResultError, msg
+	}
+	if sc.Result != ResultOK {
+		s.Log.Warn().Str("source", src.Name).Int64("scan", sc.ID).Str("result", sc.Result).Str("reason", sc.Error).
+			Msg("backfill scan did not complete")
+	}
+	fin := s.now()
+	sc.FinishedAt = &fin
+	wctx := context.WithoutCancel(ctx)
+	err = claim.RunTx(wctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(wctx, `UPDATE backfill_scans SET finished_at = $2, pages = $3, listed = $4, missed = $5,
+			backfilled = $6, redelivered = $7, result = $8, error = $9 WHERE id = $1`,
+			sc.ID, fin, sc.Pages, sc.Listed, sc.Missed, sc.Backfilled, sc.Redelivered, sc.Result, nullable(sc.Error)); err != nil {
+			return err
+		}
+		var scanned *time.Time
+		if sc.Result == ResultOK {
+			scanned = &r.To
+		}
+		next := fin.Add(b.Interval)
+		if b.Interval == 0 {
+			next = fin.Add(100 * 365 * 24 * time.Hour)
+		}
+		_, err := tx.Exec(wctx, `INSERT INTO backfill_state (tenant, source, scanned_until, next_scan_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (tenant, source) DO UPDATE SET scanned_until = COALESCE(excluded.scanned_until, backfill_state.scanned_until),
+			next_scan_at = excluded.next_scan_at`, src.Tenant, src.Name, scanned, next)
+		return err
+	})
+	if err != nil {
+		return sc, claim.DBError(err)
+	}
+	o := s.obs()
+	o.Scanned(src.Name, sc.Result, fin)
+	return sc, nil
+}
+
+var errMaxPages = errors.New("max pages")
+
+// providerErr reports whether err is a provider call's failure (ending
+// the scan with a result), not the database's.
+func providerErr(err error) bool {
+	var pe *ProviderError
+	return errors.Is(err, ErrCredentialRefused) || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrNoRedelivery) ||
+		errors.As(err, &pe) || errors.As(err, new(providerFailure)) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// providerFailure is any other provider failure (an unreadable answer,
+// an unreachable API), with a fixed text.
+type providerFailure string
+
+func (f providerFailure) Error() string { return string(f) }
+
+func apperrMessage(err error) string {
+	var verr *verify.Error
+	if errors.As(err, &verr) {
+		return "an event of the provider's list could not be keyed: " + verr.Error()
+	}
+	return ""
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// candidate is one listed event with its key.
+type candidate struct {
+	it Item
+	ev ingest.Event
+}
+
+// page judges one page: keys, known keys, findings, recovery. Its error
+// is a database error (the scan stops).
+func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode ingest.BackfillMode, sc *Scan, p Page) error {
+	sc.Listed += len(p.Items)
+	var cands []candidate
+	ids := make([]string, 0, len(p.Items))
+	for _, it := range p.Items {
+		ev, ok := s.key(src, it)
+		if !ok {
+			continue
+		}
+		cands = append(cands, candidate{it: it, ev: ev})
+		ids = append(ids, ev.Request.EventID)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	known, err := s.Inbox.Ledger().KnownKeys(ctx, src.Tenant, src.Scope, ids)
+	if err != nil {
+		return err
+	}
+	pool := s.Inbox.Pool()
+	// Findings of earlier scans: not missed again; a requested
+	// redelivery whose key is now known has arrived.
+	found := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = $1 AND scope = $2 AND event_id = ANY($3::text[])`,
+		src.Tenant, src.Scope, ids)
+	if err != nil {
+		return claim.DBError(err)
+	}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			rows.Close()
+			return claim.DBError(err)
+		}
+		found[id] = st
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return claim.DBError(err)
+	}
+	now := s.now()
+	missed, fetched, redelivered := 0, 0, 0
+	for _, cd := range cands {
+		id := cd.ev.Request.EventID
+		st, seen := found[id]
+		if known[id] {
+			if seen && (st == StateRedeliveryRequested || st == StateMissed) {
+				if _, err := pool.Exec(ctx, `UPDATE backfill_events SET state = 'arrived', updated_at = now(),
+					claim_id = (SELECT id FROM claims WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = '')
+					WHERE tenant = $1 AND scope = $2 AND event_id = $3`, src.Tenant, src.Scope, id); err != nil {
+					return claim.DBError(err)
+				}
+			}
+			continue
+		}
+		if seen && st != StateMissed {
+			continue // fetched (and purged since?) or redelivery requested: judged before
+		}
+		if !seen {
+			missed++
+		}
+		how := mode
+		if how == ingest.BackfillAuto {
+			how = ingest.BackfillFetch
+			if l.CanRedeliver(cd.it, now) {
+				how = ingest.BackfillRedeliver
+			}
+		}
+		switch how {
+		case ingest.BackfillFetch:
+			ok, err := s.fetch(ctx, src, l, sc.ID, cd)
+			if err != nil {
+				return err
+			}
+			if ok {
+				fetched++
+			}
+			continue
+		case ingest.BackfillRedeliver:
+			err := l.Redeliver(ctx, cd.it)
+			if err == nil {
+				if err := s.record(ctx, src, sc.ID, cd, StateRedeliveryRequested, ""); err != nil {
+					return err
+				}
+				redelivered++
+				continue
+			}
+			if errors.Is(err, ErrCredentialRefused) || errors.Is(err, ErrRateLimited) || ctx.Err() != nil {
+				sc.Missed += missed
+				sc.Backfilled += fetched
+				sc.Redelivered += redelivered
+				return err
+			}
+			s.Log.Warn().Str("source", src.Name).Str("provider_id", cd.it.ProviderID).Msg("backfill: redelivery refused by the provider; recorded as missed")
+		}
+		if !seen {
+			if err := s.record(ctx, src, sc.ID, cd, StateMissed, ""); err != nil {
+				return err
+			}
+		}
+	}
+	sc.Missed += missed
+	sc.Backfilled += fetched
+	sc.Redelivered += redelivered
+	o := s.obs()
+	if missed > 0 {
+		o.Missed(src.Name, missed)
+	}
+	if fetched > 0 {
+		o.Recovered(src.Name, "fetched", fetched)
+	}
+	if redelivered > 0 {
+		o.Recovered(src.Name, "redelivered", redelivered)
+	}
+	return nil
+}
+
+// key keys a listed item through the source's own rules; false for an
+// item the source does not take (a filtered type) or cannot key (logged
+// by its provider id, which is no secret).
+func (s *Scanner) key(src *ingest.Source, it Item) (ingest.Event, bool) {
+	body := it.Body
+	if body == nil {
+		body = []byte("{}")
+	}
+	evs, err := src.IdentifyUnsigned(headerOf(it.Header), body, "application/json")
+	if err != nil || len(evs) != 1 {
+		var verr *verify.Error
+		if !(errors.As(err, &verr) && verr.Code == verify.CodeEventTypeNotAllowed) {
+			s.Log.Warn().Str("source", src.Name).Str("provider_id", it.ProviderID).Msg("backfill: a listed event could not be keyed; skipped")
+		}
+		return ingest.Event{}, false
+	}
+	return evs[0], true
+}
+
+func headerOf(h http.Header) verify.Header {
+	if h == nil {
+		return nil
+	}
+	return h
+}
+
+// record writes (or, for a missed event seen before, keeps) a finding.
+func (s *Scanner) record(ctx context.Context, src *ingest.Source, scanID int64, cd candidate, state, claimID string) error {
+	return recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, state, claimID)
+}
+
+func recordTx(ctx context.Context, db claim.DBTX, src *ingest.Source, scanID int64, cd candidate, state, claimID string) error {
+	var created *time.Time
+	if !cd.it.CreatedAt.IsZero() {
+		created = &cd.it.CreatedAt
+	}
+	_, err := db.Exec(ctx, `INSERT INTO backfill_events (tenant, scope, event_id, source, provider_id, event_type,
+		provider_created_at, scan_id, state, payload_hash, claim_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::uuid)
+		ON CONFLICT (tenant, scope, event_id) DO UPDATE SET state = excluded.state, scan_id = excluded.scan_id,
+			payload_hash = COALESCE(excluded.payload_hash, backfill_events.payload_hash),
+			claim_id = COALESCE(excluded.claim_id, backfill_events.claim_id), updated_at = now()`,
+		src.Tenant, src.Scope, cd.ev.Request.EventID, src.Name, cd.it.ProviderID, nullable(cd.ev.Request.EventType),
+		created, scanID, state, nullable(cd.ev.Request.PayloadHash), nullable(claimID))
+	if err != nil {
+		return claim.DBError(err)
+	}
+	return nil
+}
+
+// fetch stores the provider's copy of a missed event (its body from the
+// list, or fetched) as an inbox event of origin backfill, with its
+// finding, in one transaction. false when its delivery arrived meanwhile.
+func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanID int64, cd candidate) (bool, error) {
+	ev := cd.ev
+	var headers map[string]string
+	if cd.it.Body == nil {
+		body, hdr, err := l.Fetch(ctx, cd.it)
+		if err != nil {
+			return false, err
+		}
+		ct := hdr.Get("Content-Type")
+		if ct == "" {
+			ct = "application/json"
+		}
+		evs, err := src.IdentifyUnsigned(headerOf(hdr), body, ct)
+		if err != nil || len(evs) != 1 || evs[0].Request.EventID != cd.ev.Request.EventID {
+			s.Log.Warn().Str("source", src.Name).Str("provider_id", cd.it.ProviderID).Msg("backfill: the fetched event does not key as listed; recorded as missed")
+			return false, recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, StateMissed, "")
+		}
+		ev = evs[0]
+		headers = src.StoredHeaders(func(f func(name, value string)) {
+			for k, vs := range hdr {
+				for _, v := range vs {
+					f(k, v)
+				}
+			}
+		})
+	}
+	detail := fmt.Sprintf("backfilled from provider event list (scan %d)", scanID)
+	_, stored, err := s.Inbox.StoreBackfilled(ctx, src, ev, headers, detail, func(tx pgx.Tx, claimID string) error {
+		return recordTx(ctx, tx, src, scanID, candidate{it: cd.it, ev: ev}, StateFetched, claimID)
+	})
+	if err != nil {
+		return false, err
+	}
+	return stored, nil
+}

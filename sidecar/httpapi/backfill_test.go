@@ -1,0 +1,282 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+)
+
+// Tests of gap detection and backfill (package backfill) through the real
+// ingest door, inbox and dispatcher on PostgreSQL, against the providers'
+// documented list APIs played by the stand-ins of internal/standin.
+
+const (
+	bfStripeSecret = "whsec_backfill_test_0001"
+	bfStripeKey    = "rk_test_backfill_standin_4f2a9c1e7b"
+)
+
+// bfSleeps records the scanner's waits instead of waiting.
+type bfSleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *bfSleeps) sleep(_ context.Context, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.d = append(s.d, d)
+	return nil
+}
+
+func (s *bfSleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+type bfStripeEnv struct {
+	*ingestEnv
+	sd      *standin.Stripe
+	target  *ingestTarget
+	scanner *backfill.Scanner
+	sleeps  *bfSleeps
+	src     *ingest.Source
+	now     time.Time
+}
+
+// setupBackfillStripe runs claimd's ingest with a stripe source whose
+// backfill lists the stand-in; extra is added to its backfill mapping.
+func setupBackfillStripe(t *testing.T, extra string) *bfStripeEnv {
+	t.Helper()
+	sd := standin.NewStripe(t, bfStripeKey)
+	target := newIngestTarget(t, nil)
+	sources := `sources:
+  stripe-bf:
+    tenant: acme
+    provider: stripe
+    secrets: ["` + bfStripeSecret + `"]
+    forward: {url: "` + target.srv.URL + `/webhook/stripe", require_claim: false}
+    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], base_url: "` + sd.URL + `", window_hours: 72, grace_seconds: 600` + extra + `}
+`
+	e := setupIngest(t, sources, ingestOptions{dispatch: true, env: map[string]string{"STRIPE_EVENTS_KEY": bfStripeKey}})
+	src := e.inbox.Source("stripe-bf")
+	require.NotNil(t, src)
+	require.NotNil(t, src.Backfill)
+	sleeps := &bfSleeps{}
+	now := time.Now().UTC().Truncate(time.Second)
+	log := zerolog.New(e.logs).Level(zerolog.DebugLevel)
+	sc := &backfill.Scanner{Inbox: e.inbox, Log: log, Sleep: sleeps.sleep, Now: func() time.Time { return now }}
+	return &bfStripeEnv{ingestEnv: e, sd: sd, target: target, scanner: sc, sleeps: sleeps, src: src, now: now}
+}
+
+func (b *bfStripeEnv) event(id string, age time.Duration) standin.StripeEvent {
+	return standin.StripeEvent{ID: id, Type: "invoice.paid", Created: b.now.Add(-age), APIVersion: "2024-06-20",
+		Object: map[string]any{"id": "in_" + id, "object": "invoice", "amount_paid": 4200}}
+}
+
+// deliver posts ev to the ingest door as Stripe's webhook would, rendered
+// at apiVersion ("" its own).
+func (b *bfStripeEnv) deliver(t *testing.T, ev standin.StripeEvent, apiVersion string) ingestReceipt {
+	t.Helper()
+	body, sig := ev.SignedDelivery(bfStripeSecret, time.Now(), apiVersion)
+	a := b.send(t, "stripe-bf", ingestDelivery{header: ingestHeaders{{"Content-Type", "application/json"},
+		{verify.StripeSignatureHeader, sig}}, body: body})
+	require.Equal(t, 200, a.status, "%s", a.body)
+	rs, _ := a.receipts(t)
+	require.Len(t, rs, 1)
+	return rs[0]
+}
+
+func (b *bfStripeEnv) scan(t *testing.T) backfill.Scan {
+	t.Helper()
+	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test"})
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		t.Logf("%T %v", e, e)
+	}
+	require.NoError(t, err)
+	return sc
+}
+
+func (b *bfStripeEnv) findings(t *testing.T) map[string]string {
+	t.Helper()
+	rows, err := b.pool.Query(b.ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = 'acme' AND scope = 'stripe-bf'`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, st string
+		require.NoError(t, rows.Scan(&id, &st))
+		out[id] = st
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func (b *bfStripeEnv) claimOf(t *testing.T, eventID string) (id, origin string, conflicts int) {
+	t.Helper()
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id::text, COALESCE(origin, ''), conflict_count FROM claims
+		WHERE tenant = 'acme' AND source = 'stripe-bf' AND event_id = $1`, eventID).Scan(&id, &origin, &conflicts))
+	return id, origin, conflicts
+}
+
+// TestBackfillStripeMissedEventFetchedOnce: an event Stripe lists and the
+// inbox lacks is missed, stored from the list (origin backfill) and
+// dispatched once with X-Idempotency-Origin: backfill; an event already in
+// the inbox is not missed; an event younger than the grace or older than
+// the window is not asked for (the stand-in checks created[gte] and
+// created[lt]); the real signed delivery arriving afterwards is a
+// duplicate, also when Stripe rendered it at another API version (no
+// conflict), and is not dispatched again; a second scan finds nothing new.
+func TestBackfillStripeMissedEventFetchedOnce(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripe(t, ", mode: fetch")
+	present := b.event("evt_present", 3*time.Hour)
+	lostSame := b.event("evt_lost_same", 2*time.Hour)
+	lostOther := b.event("evt_lost_other", 90*time.Minute)
+	young := b.event("evt_young", time.Minute)
+	old := b.event("evt_old", 100*time.Hour)
+	b.sd.Add(present, lostSame, lostOther, young, old)
+	rc := b.deliver(t, present, "")
+	require.Equal(t, "accepted", rc.Status)
+	b.waitDispatchState(t, rc.ClaimID, "dispatched")
+
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Equal(t, 3, sc.Listed, "present and the two lost: young and old are outside the range")
+	require.Equal(t, 2, sc.Missed)
+	require.Equal(t, 2, sc.Backfilled)
+	require.Equal(t, map[string]string{"evt_lost_same": "fetched", "evt_lost_other": "fetched"}, b.findings(t))
+	reqs := b.sd.Requests()
+	require.Len(t, reqs, 1)
+	require.Equal(t, []string{itoa64(b.now.Add(-72 * time.Hour).Unix())}, reqs[0].Query["created[gte]"])
+	require.Equal(t, []string{itoa64(b.now.Add(-600 * time.Second).Unix())}, reqs[0].Query["created[lt]"])
+	require.Equal(t, "Bearer "+bfStripeKey, reqs[0].Authorization)
+
+	for _, id := range []string{"evt_lost_same", "evt_lost_other"} {
+		cid, origin, _ := b.claimOf(t, id)
+		require.Equal(t, "backfill", origin)
+		b.waitDispatchState(t, cid, "dispatched")
+		got := b.target.forInbox(cid)
+		require.Len(t, got, 1, "dispatched once")
+		require.Equal(t, "backfill", got[0].header.Get(ingest.HeaderOrigin))
+		require.Equal(t, id, got[0].header.Get(ingest.HeaderEventID))
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(got[0].body, &ev))
+		require.Equal(t, id, ev["id"])
+		require.Equal(t, []string{"received", "dispatched"}, b.deliveryLog(t, cid))
+		require.Contains(t, b.scalar(t, `SELECT detail FROM claim_deliveries WHERE claim_id = $1 AND outcome = 'received'`, cid),
+			"backfilled from provider event list (scan ")
+	}
+	present0 := b.target.forInbox(rc.ClaimID)
+	require.Len(t, present0, 1, "the delivered event is not dispatched again")
+	require.Empty(t, present0[0].header.Get(ingest.HeaderOrigin))
+
+	// The real deliveries arrive late: duplicates, one of them rendered
+	// at the endpoint's pinned API version (other bytes).
+	require.Equal(t, "duplicate", b.deliver(t, lostSame, "").Status)
+	require.Equal(t, "duplicate", b.deliver(t, lostOther, "2020-08-27").Status)
+	for _, id := range []string{"evt_lost_same", "evt_lost_other"} {
+		cid, _, conflicts := b.claimOf(t, id)
+		require.Zero(t, conflicts, "another rendering of one event is no conflict")
+		require.Equal(t, []string{"received", "dispatched", "ingest_duplicate"}, b.deliveryLog(t, cid))
+	}
+	c := b.counts(t, "stripe-bf")
+	require.Equal(t, ingestCounts{claims: 3, inbox: 3, jobs: 3, conflicts: 0}, c)
+
+	sc2 := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc2.Result)
+	require.Zero(t, sc2.Missed)
+	require.Zero(t, sc2.Backfilled)
+	require.Equal(t, ingestCounts{claims: 3, inbox: 3, jobs: 3, conflicts: 0}, b.counts(t, "stripe-bf"))
+	require.Empty(t, b.sleeps.all())
+}
+
+// TestBackfillStripePagesAndRateLimit: a list of 7 events over pages of 2
+// is read to its end through starting_after (4 pages), each event judged
+// once; a 429 with Retry-After: 7 on the second page is waited out (the
+// recorded wait is 7 s, nothing really sleeps) and the page asked again.
+// Mode report stores nothing.
+func TestBackfillStripePagesAndRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripe(t, ", mode: report")
+	b.sd.PageSize = 2
+	for i := 0; i < 7; i++ {
+		b.sd.Add(b.event("evt_page_"+string(rune('a'+i)), time.Duration(i+1)*time.Hour))
+	}
+	var once sync.Once
+	b.scanner.Obs = bfObs{page: func() { once.Do(func() { b.sd.FailNext429("7") }) }}
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Equal(t, 4, sc.Pages)
+	require.Equal(t, 7, sc.Listed)
+	require.Equal(t, 7, sc.Missed)
+	require.Zero(t, sc.Backfilled)
+	require.Equal(t, []time.Duration{7 * time.Second}, b.sleeps.all())
+	reqs := b.sd.Requests()
+	var afters []string
+	statuses := []int{}
+	for _, r := range reqs {
+		statuses = append(statuses, r.Status)
+		afters = append(afters, strings.Join(r.Query["starting_after"], ","))
+	}
+	require.Equal(t, []int{200, 429, 200, 200, 200}, statuses)
+	require.Equal(t, []string{"", "evt_page_b", "evt_page_b", "evt_page_d", "evt_page_f"}, afters)
+	require.Len(t, b.findings(t), 7)
+	for _, st := range b.findings(t) {
+		require.Equal(t, "missed", st)
+	}
+	require.Equal(t, ingestCounts{}, b.counts(t, "stripe-bf"), "report stores nothing")
+}
+
+// bfObs calls page after each successful provider request.
+type bfObs struct{ page func() }
+
+func (bfObs) Scanned(string, string, time.Time) {}
+func (bfObs) Missed(string, int)                {}
+func (bfObs) Recovered(string, string, int)     {}
+func (o bfObs) ProviderRequest(_, class string) {
+	if class == "2xx" && o.page != nil {
+		o.page()
+	}
+}
+
+// TestBackfillStripeRevokedKey: a revoked key (401, whose body quotes part
+// of it) ends the scan credential_refused with a fixed text; nothing is
+// recorded or stored, and the key appears in no log line and no answer.
+func TestBackfillStripeRevokedKey(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripe(t, ", mode: fetch")
+	b.sd.Add(b.event("evt_unseen", 2*time.Hour))
+	b.sd.Revoke()
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultCredentialRefused, sc.Result)
+	require.Equal(t, backfill.ErrCredentialRefused.Error(), sc.Error)
+	require.Empty(t, b.findings(t))
+	require.Equal(t, ingestCounts{}, b.counts(t, "stripe-bf"))
+	ans, err := json.Marshal(sc)
+	require.NoError(t, err)
+	logs := b.logs.String()
+	for _, part := range []string{bfStripeKey, bfStripeKey[:8], bfStripeKey[len(bfStripeKey)-4:], "Invalid API Key"} {
+		require.NotContains(t, logs, part)
+		require.NotContains(t, string(ans), part)
+	}
+	require.Contains(t, logs, "req_standin0001", "the provider's request id is logged")
+	require.Equal(t, "credential_refused", b.scalar(t, `SELECT result FROM backfill_scans WHERE id = $1`, sc.ID))
+}
+
+func itoa64(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,104 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
+)
+
+// HeaderOrigin is set on a backfilled event's dispatch: "backfill" says
+// claimd took the event from the provider's own list, its delivery never
+// arrived. A provider's header of that name is never stored
+// (ForwardableHeaders), so only claimd sets it.
+const HeaderOrigin = "X-Idempotency-Origin"
+
+// IdentifyUnsigned keys and hashes an event the provider's own API
+// returned (its events list, its delivery log) exactly as a signed
+// delivery of it would be: the verifier's identity half
+// (verify.Identify: the same id, type and allowed_event_types), then the
+// source's key rule (Identify), then Prepare. h holds the delivery
+// headers where the API returns them (GitHub), else nil; body is the
+// event's JSON. Errors: verify.ErrNoIdentify for a provider without
+// one, else authenticated *verify.Error values naming the field.
+func (s *Source) IdentifyUnsigned(h verify.Header, body []byte, contentType string) ([]Event, error) {
+	if h == nil {
+		h = verify.HeaderFunc(func(string) string { return "" })
+	}
+	res, err := verify.Identify(s.Verifier, h, body)
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.Identify(h, res.Events, body)
+	if err != nil {
+		return nil, err
+	}
+	return s.Prepare(events, body, contentType)
+}
+
+// Pool is the inbox's database pool (the backfill scanner keeps its scans
+// and findings there).
+func (in *Inbox) Pool() *pgxpool.Pool { return in.pool }
+
+// Ledger is the inbox's claim ledger.
+func (in *Inbox) Ledger() *claim.Ledger { return in.ledger }
+
+// StoreBackfilled stores ev, an event IdentifyUnsigned made from the
+// provider's copy, as an inbox record of origin backfill with its
+// dispatch job, in ONE transaction with then (the caller's own rows, given
+// the new record's id). headers are stored and forwarded with it, plus
+// HeaderOrigin. It returns the record id and true, or "" and false when
+// the key exists (its delivery arrived meanwhile: nothing is written and
+// then is not called). detail is the delivery-log text. Errors as Store.
+func (in *Inbox) StoreBackfilled(ctx context.Context, src *Source, ev Event, headers map[string]string, detail string,
+	then func(tx pgx.Tx, claimID string) error) (string, bool, error) {
+	if src.TriggerOnly() {
+		return "", false, fmt.Errorf("source %q has no forward target: nothing to dispatch a backfilled event to", src.Name)
+	}
+	if err := in.ledger.Validate(ev.Request); err != nil {
+		return "", false, err
+	}
+	h := make(map[string]string, len(headers)+1)
+	for k, v := range headers {
+		h[k] = v
+	}
+	h["x-idempotency-origin"] = "backfill"
+	hdrJSON, err := json.Marshal(h)
+	if err != nil {
+		return "", false, err
+	}
+	var id string
+	var stored bool
+	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+		var err error
+		id, stored, err = in.ledger.ReceiveBackfilledTx(ctx, tx, ev.Request, detail)
+		if err != nil || !stored {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, src.Tenant, src.Name, ev.Payload, ev.ContentType, hdrJSON); err != nil {
+			return err
+		}
+		if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
+			&river.InsertOpts{Queue: queueName(src.Name), MaxAttempts: riverMaxAttempts}); err != nil {
+			return fmt.Errorf("enqueue dispatch: %w", err)
+		}
+		if then != nil {
+			return then(tx, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false, storeError(err)
+	}
+	if stored {
+		in.obs.Received(src.Name, Accepted)
+	}
+	return id, stored, nil
+}

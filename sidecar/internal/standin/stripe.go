@@ -1,0 +1,263 @@
+// Package standin holds local stand-ins for providers' APIs, for tests:
+// httptest servers that follow each provider's documented requests and
+// answers (cited in each file), hold seeded events, check the shape of
+// every request they get, and can be switched to answer a rate limit or
+// to refuse a revoked credential.
+package standin
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Stripe stands in for Stripe's GET /v1/events, per
+//
+//   - https://docs.stripe.com/api/events/list — created[gte], created[lt]
+//     (unix seconds), limit 1…100 (default 10), starting_after (an event
+//     id: the page after it), types[] (at most 20), delivery_success;
+//     newest first; {"object":"list","url":"/v1/events","has_more":…,"data":[…]};
+//   - https://docs.stripe.com/api/events/object — the Event object
+//     (id, object, api_version, created, data.object, livemode,
+//     pending_webhooks, request, type);
+//   - https://docs.stripe.com/keys/restricted-api-keys — a restricted key
+//     (rk_…) with Events: Read, as Authorization: Bearer;
+//   - https://docs.stripe.com/error-low-level — a 401 answers
+//     {"error":{"type":"invalid_request_error","message":"Invalid API Key provided: rk_…****"}},
+//     quoting part of the key (which claimd must never echo);
+//   - https://docs.stripe.com/rate-limits — a 429, here with Retry-After
+//     when the test asks for one.
+//
+// Every request is checked against that shape (t.Errorf names what is
+// wrong) and recorded.
+type Stripe struct {
+	*httptest.Server
+	t   testing.TB
+	key string
+
+	mu       sync.Mutex
+	events   []StripeEvent
+	revoked  bool
+	fail429  []string
+	requests []StripeRequest
+	// PageSize caps the page the stand-in answers (besides limit).
+	PageSize int
+}
+
+// StripeEvent is a seeded event: its fields, and its data object.
+type StripeEvent struct {
+	ID         string
+	Type       string
+	Created    time.Time
+	APIVersion string
+	// Object is data.object.
+	Object map[string]any
+	// Failed: its delivery failed (pending_webhooks 1,
+	// delivery_success=false lists it).
+	Failed bool
+}
+
+// StripeRequest is a request the stand-in got.
+type StripeRequest struct {
+	Query         map[string][]string
+	Authorization string
+	Status        int
+}
+
+// NewStripe starts the stand-in; key is the restricted key it accepts.
+func NewStripe(t testing.TB, key string) *Stripe {
+	s := &Stripe{t: t, key: key, PageSize: 100}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Add seeds events.
+func (s *Stripe) Add(evs ...StripeEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, evs...)
+}
+
+// FailNext429 makes the next request answer 429 with this Retry-After
+// value ("" for none).
+func (s *Stripe) FailNext429(retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail429 = append(s.fail429, retryAfter)
+}
+
+// Revoke makes the key refused from now on (401).
+func (s *Stripe) Revoke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = true
+}
+
+// Requests returns the requests so far.
+func (s *Stripe) Requests() []StripeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]StripeRequest(nil), s.requests...)
+}
+
+// JSON renders ev as Stripe's Event object. apiVersion, when not empty,
+// overrides the event's own version: a webhook endpoint pinned to another
+// version gets another rendering of the same event.
+func (ev StripeEvent) JSON(apiVersion string) []byte {
+	v := ev.APIVersion
+	if apiVersion != "" {
+		v = apiVersion
+	}
+	pending := 0
+	if ev.Failed {
+		pending = 1
+	}
+	obj := map[string]any{}
+	for k, val := range ev.Object {
+		obj[k] = val
+	}
+	if apiVersion != "" && apiVersion != ev.APIVersion {
+		obj["rendered_for"] = apiVersion // what another version would change
+	}
+	b, err := json.Marshal(map[string]any{
+		"id": ev.ID, "object": "event", "api_version": v, "created": ev.Created.Unix(),
+		"data": map[string]any{"object": obj}, "livemode": false, "pending_webhooks": pending,
+		"request": map[string]any{"id": nil, "idempotency_key": nil}, "type": ev.Type,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// SignedDelivery is ev as Stripe's webhook would deliver it to an
+// endpoint with signing secret secret at time at
+// (https://docs.stripe.com/webhooks#verify-manually): the body and the
+// Stripe-Signature header. apiVersion as for JSON.
+func (ev StripeEvent) SignedDelivery(secret string, at time.Time, apiVersion string) (body []byte, sig string) {
+	body = ev.JSON(apiVersion)
+	ts := strconv.FormatInt(at.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "."))
+	m.Write(body)
+	return body, "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func (s *Stripe) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := r.URL.Query()
+	rec := StripeRequest{Query: q, Authorization: r.Header.Get("Authorization")}
+	answer := func(status int, v any) {
+		rec.Status = status
+		s.requests = append(s.requests, rec)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Request-Id", fmt.Sprintf("req_standin%04d", len(s.requests)))
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	if r.Method != http.MethodGet || r.URL.Path != "/v1/events" {
+		s.t.Errorf("stripe stand-in: %s %s is not GET /v1/events", r.Method, r.URL.Path)
+		answer(404, map[string]any{"error": map[string]any{"type": "invalid_request_error", "message": "Unrecognized request URL"}})
+		return
+	}
+	if len(s.fail429) > 0 {
+		ra := s.fail429[0]
+		s.fail429 = s.fail429[1:]
+		if ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		answer(429, map[string]any{"error": map[string]any{"type": "rate_limit_error", "message": "Too many requests"}})
+		return
+	}
+	key, ok := strings.CutPrefix(rec.Authorization, "Bearer ")
+	if !ok || key != s.key || s.revoked {
+		shown := key
+		if len(shown) > 8 {
+			shown = shown[:8] + "****" + shown[len(shown)-4:]
+		}
+		answer(401, map[string]any{"error": map[string]any{"type": "invalid_request_error",
+			"message": "Invalid API Key provided: " + shown}})
+		return
+	}
+	gte, err1 := strconv.ParseInt(q.Get("created[gte]"), 10, 64)
+	lt, err2 := strconv.ParseInt(q.Get("created[lt]"), 10, 64)
+	if err1 != nil || err2 != nil {
+		s.t.Errorf("stripe stand-in: created[gte] and created[lt] must be unix seconds (claimd always bounds the window), got %v", q)
+	}
+	limit := 10
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			s.t.Errorf("stripe stand-in: limit must be 1…100, got %q", v)
+			answer(400, map[string]any{"error": map[string]any{"type": "invalid_request_error", "message": "Invalid limit"}})
+			return
+		}
+		limit = n
+	}
+	limit = min(limit, s.PageSize)
+	if len(q["types[]"]) > 20 {
+		s.t.Errorf("stripe stand-in: at most 20 types[]")
+	}
+	evs := append([]StripeEvent(nil), s.events...)
+	sort.SliceStable(evs, func(i, j int) bool {
+		if !evs[i].Created.Equal(evs[j].Created) {
+			return evs[i].Created.After(evs[j].Created)
+		}
+		return evs[i].ID > evs[j].ID
+	})
+	var sel []StripeEvent
+	for _, ev := range evs {
+		c := ev.Created.Unix()
+		if c < gte || c >= lt {
+			continue
+		}
+		if ts := q["types[]"]; len(ts) > 0 && !contains(ts, ev.Type) {
+			continue
+		}
+		if q.Get("delivery_success") == "false" && !ev.Failed {
+			continue
+		}
+		sel = append(sel, ev)
+	}
+	if after := q.Get("starting_after"); after != "" {
+		i := 0
+		for i < len(sel) && sel[i].ID != after {
+			i++
+		}
+		if i == len(sel) {
+			answer(400, map[string]any{"error": map[string]any{"type": "invalid_request_error", "message": "No such event"}})
+			return
+		}
+		sel = sel[i+1:]
+	}
+	more := len(sel) > limit
+	if more {
+		sel = sel[:limit]
+	}
+	data := make([]json.RawMessage, len(sel))
+	for i, ev := range sel {
+		data[i] = ev.JSON("")
+	}
+	answer(200, map[string]any{"object": "list", "url": "/v1/events", "has_more": more, "data": data})
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
