@@ -1,13 +1,16 @@
 package claim_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
 func hashN(n int) string { return fmt.Sprintf("%064x", n) }
@@ -178,4 +181,60 @@ func TestSourceStatsRange(t *testing.T) {
 	require.Error(t, err)
 	_, err = b.ledger.SourceStats(b.ctx, "a", "s", now.Add(-40*24*time.Hour), now)
 	require.Error(t, err)
+}
+
+// TestRollupStatsReadsCausesAndBackfill: when the delivery log has a cause
+// column (migration 00014) and backfill's events table exists (00013), the
+// rollup splits the duplicates by cause and counts the missed and
+// recovered events by the hour they were detected. The test brings its own
+// minimal backfill_events in a schema ahead of public on the search path,
+// so it does not depend on backfill's migration being there or not.
+func TestRollupStatsReadsCausesAndBackfill(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["search_path"] = "wp5bf, public" })
+	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, q := range []string{
+		`ALTER TABLE claim_deliveries ADD COLUMN IF NOT EXISTS cause text`,
+		`CREATE SCHEMA wp5bf`,
+		`CREATE TABLE wp5bf.backfill_events (tenant text NOT NULL, scope text NOT NULL, event_id text NOT NULL,
+			detected_at timestamptz NOT NULL DEFAULT now(), state text NOT NULL)`,
+		`INSERT INTO wp5bf.backfill_events (tenant, scope, event_id, state) VALUES
+			('a', 'stripe', 'm1', 'missed'), ('a', 'stripe', 'm2', 'fetched'), ('a', 'stripe', 'm3', 'arrived'),
+			('a', 'stripe', 'm4', 'redelivery_requested'), ('b', 'stripe', 'm1', 'fetched')`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	r, err := l.Claim(ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: "stripe", EventID: "e1"}, PayloadHash: hashN(1)})
+	require.NoError(t, err)
+	_, err = l.Complete(ctx, "a", r.ID, r.Token, "")
+	require.NoError(t, err)
+	for range 3 {
+		d, err := l.Claim(ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: "stripe", EventID: "e1"}, PayloadHash: hashN(1)})
+		require.NoError(t, err)
+		require.Equal(t, claim.Duplicate, d.Outcome)
+	}
+	// Two of the three duplicates with a cause, as the claim statement
+	// would write it.
+	_, err = pool.Exec(ctx, `UPDATE claim_deliveries SET cause = 'provider_retry' WHERE id IN
+		(SELECT id FROM claim_deliveries WHERE outcome = 'duplicate' ORDER BY id LIMIT 2)`)
+	require.NoError(t, err)
+	_, _, err = l.RollupStats(ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
+	now := time.Now()
+	sv, err := l.Savings(ctx, "a", "stripe", now.Add(-time.Hour), now.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, int64(3), sv.DuplicatesStopped)
+	require.Equal(t, map[string]int64{"provider_retry": 2, "": 1}, sv.ByCause)
+	require.Equal(t, int64(4), sv.Missed, "every event backfill found missing")
+	require.Equal(t, int64(2), sv.Backfilled, "fetched and arrived; a requested redelivery is not yet recovered")
+	hs, err := l.SourceStats(ctx, "a", "stripe", now.Add(-time.Hour), now.Add(time.Hour))
+	require.NoError(t, err)
+	var deliveries int64
+	for _, h := range hs {
+		deliveries += h.Deliveries
+	}
+	require.Equal(t, int64(4), deliveries, "the backfill rows add no delivery")
 }
