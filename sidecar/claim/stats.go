@@ -96,14 +96,22 @@ var claimOutcomesSQL = func() string {
 // counts of the delivery log (joined to claims for tenant and source) and,
 // when backfill's table exists, of backfill_events (keyed by the hour an
 // event was detected; scope is claims.source).
+//
+// A record claimd made itself from a provider's event list (origin
+// 'backfill', logged 'received' with a detail starting "backfilled ",
+// sidecar/backfill) is no delivery: backfill_events counts it. Neither is
+// the workflow's claim of an ingested or backfilled record (it has a
+// receipt hash or an origin): the claim statement's outcomes count as
+// deliveries only for records that came through neither door.
 func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 	cause := "''"
 	if withCause {
 		cause = "COALESCE(d.cause, '')"
 	}
 	logRows := `SELECT c.tenant, c.source, ` + hourExpr("d.at") + ` AS hour,
-		count(*) FILTER (WHERE d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
-			OR (d.outcome IN (` + claimOutcomesSQL + `) AND c.receipt_hash IS NULL)) AS deliveries,
+		count(*) FILTER (WHERE (d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
+				AND COALESCE(d.detail, '') NOT LIKE 'backfilled %')
+			OR (d.outcome IN (` + claimOutcomesSQL + `) AND c.receipt_hash IS NULL AND c.origin IS NULL)) AS deliveries,
 		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress')) AS duplicates_stopped,
 		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict')) AS conflicts,
 		0::bigint AS missed, 0::bigint AS backfilled,

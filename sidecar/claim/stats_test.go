@@ -238,3 +238,40 @@ func TestRollupStatsReadsCausesAndBackfill(t *testing.T) {
 	}
 	require.Equal(t, int64(4), deliveries, "the backfill rows add no delivery")
 }
+
+// TestRollupStatsBackfilledIsNoDelivery: a record backfill stored from
+// the provider's list, and the workflow's claim of it, add no delivery;
+// the late real delivery is one, and a duplicate stopped.
+func TestRollupStatsBackfilledIsNoDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{})
+	ctx := b.ctx
+	key := claim.Key{Source: "stripe", EventID: "evt_lost"}
+	_, stored, err := b.ledger.ReceiveBackfilledTx(ctx, b.pool, claim.Request{Tenant: "a", Key: key, PayloadHash: hashN(1)},
+		"backfilled from provider event list (scan 1)")
+	require.NoError(t, err)
+	require.True(t, stored)
+	r, err := b.ledger.Claim(ctx, claim.Request{Tenant: "a", Key: key, PayloadHash: hashN(1)})
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, r.Outcome)
+	deliveries := func() (n, dups int64) {
+		_, _, err := b.ledger.RollupStats(ctx, time.Now().Add(-claim.RollupWindow))
+		require.NoError(t, err)
+		now := time.Now()
+		hs, err := b.ledger.SourceStats(ctx, "a", "stripe", now.Add(-time.Hour), now.Add(time.Hour))
+		require.NoError(t, err)
+		for _, h := range hs {
+			n += h.Deliveries
+			dups += h.DuplicatesStopped
+		}
+		return n, dups
+	}
+	n, dups := deliveries()
+	require.Zero(t, n, "a backfilled record and its workflow claim are no delivery")
+	require.Zero(t, dups)
+	_, err = b.ledger.ReceiveTx(ctx, b.pool, claim.Request{Tenant: "a", Key: key, PayloadHash: hashN(2)})
+	require.NoError(t, err)
+	n, dups = deliveries()
+	require.Equal(t, int64(1), n, "the late real delivery")
+	require.Equal(t, int64(1), dups)
+}
