@@ -203,6 +203,9 @@ type recordView struct {
 	Actions map[string]bool
 	// Done is the action just done (a flash), "" for none.
 	Done string
+	// Expiry is when the record's key may be forgotten under the current
+	// policy (claim.Ledger.KeyExpiry).
+	Expiry claim.KeyExpiry
 }
 
 // record is GET /ui/claims/{id}: the record, its dispatch state and its
@@ -229,11 +232,12 @@ func (c *Console) loadRecord(ctx *fiber.Ctx, id string) (recordView, error) {
 	sess := sessionOf(ctx)
 	dctx, cancel := c.ctx(ctx)
 	defer cancel()
+	asked := time.Now()
 	rec, err := c.cfg.Ledger.Get(dctx, sess.Tenant, id)
 	if err != nil {
 		return recordView{}, err
 	}
-	v := recordView{Record: rec, Actions: map[string]bool{}}
+	v := recordView{Record: rec, Actions: map[string]bool{}, Expiry: c.cfg.Ledger.KeyExpiry(rec, asked)}
 	if c.cfg.Inbox != nil {
 		e, err := c.cfg.Inbox.Get(dctx, sess.Tenant, rec.ID)
 		switch apperr.CodeOf(err) {

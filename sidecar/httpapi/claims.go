@@ -166,6 +166,10 @@ type claimResult struct {
 }
 
 // recordJSON is a claim record on the wire. Times are RFC 3339 in UTC.
+// KeyExpiresAt and KeyExpiry say when the record's key may be forgotten
+// under the current policy (claim.Ledger.KeyExpiry): the exact date
+// ("fixed") of a terminal record, the earliest ("not_before") of an open
+// one.
 type recordJSON struct {
 	ClaimID        string         `json:"claim_id"`
 	IdempotencyKey string         `json:"idempotency_key"`
@@ -189,6 +193,8 @@ type recordJSON struct {
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	CompletedAt    *time.Time     `json:"completed_at,omitempty"`
+	KeyExpiresAt   time.Time      `json:"key_expires_at"`
+	KeyExpiry      string         `json:"key_expiry"`
 	Deliveries     []deliveryJSON `json:"deliveries,omitempty"`
 }
 
@@ -210,7 +216,13 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-func toRecordJSON(r claim.Record) recordJSON {
+// record is r on the wire with its key expiry (claim.Ledger.KeyExpiry);
+// asked is when the request was taken, before r was read.
+func (s *Server) record(r claim.Record, asked time.Time) recordJSON {
+	return toRecordJSON(r, s.cfg.Ledger.KeyExpiry(r, asked))
+}
+
+func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 	out := recordJSON{
 		ClaimID: r.ID, IdempotencyKey: r.IdempotencyKey, Source: r.Source, EventID: r.EventID, Action: r.Action,
 		EventType: r.EventType, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
@@ -218,6 +230,7 @@ func toRecordJSON(r claim.Record) recordJSON {
 		LeaseUntil: utc(r.LeaseUntil), NextAttemptAt: utc(r.NextAttemptAt), LastError: r.LastError,
 		ObjectID: r.ObjectID, ObjectVersion: r.ObjectVersion, ConflictCount: r.ConflictCount,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), CompletedAt: utc(r.CompletedAt),
+		KeyExpiresAt: e.At.UTC(), KeyExpiry: e.Kind(),
 	}
 	if r.State != claim.StateProcessing {
 		out.LeaseUntil = nil
@@ -230,9 +243,10 @@ func toRecordJSON(r claim.Record) recordJSON {
 }
 
 // toClaimResult is r on the wire, with retry_after_seconds (whole seconds,
-// rounded up) for in_progress and retry_later: see claim.Ledger.RetryAfter.
-func (s *Server) toClaimResult(ctx context.Context, r claim.Result, now time.Time) claimResult {
-	out := claimResult{Outcome: r.Outcome, ClaimToken: r.Token, recordJSON: toRecordJSON(r.Record)}
+// rounded up) for in_progress and retry_later: see claim.Ledger.RetryAfter;
+// asked is when the claim was taken (for its key expiry: see record).
+func (s *Server) toClaimResult(ctx context.Context, r claim.Result, asked, now time.Time) claimResult {
+	out := claimResult{Outcome: r.Outcome, ClaimToken: r.Token, recordJSON: s.record(r.Record, asked)}
 	if after, ok := s.cfg.Ledger.RetryAfter(ctx, r, now); ok {
 		secs := max(1, int(math.Ceil(after.Seconds())))
 		out.RetryAfterSeconds = &secs
@@ -241,6 +255,7 @@ func (s *Server) toClaimResult(ctx context.Context, r claim.Result, now time.Tim
 }
 
 func (s *Server) claimOne(c *fiber.Ctx) error {
+	asked := time.Now()
 	var b claimBody
 	doc, err := s.decodeBodyDoc(c, &b)
 	if err != nil {
@@ -266,7 +281,7 @@ func (s *Server) claimOne(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	return c.JSON(s.toClaimResult(ctx, res, time.Now()))
+	return c.JSON(s.toClaimResult(ctx, res, asked, time.Now()))
 }
 
 type batchBody struct {
@@ -289,6 +304,7 @@ func (i batchItem) MarshalJSON() ([]byte, error) {
 }
 
 func (s *Server) claimBatch(c *fiber.Ctx) error {
+	asked := time.Now()
 	var b batchBody
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
@@ -346,7 +362,7 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 	defer cancel()
 	now := time.Now()
 	for j, res := range results {
-		cr := s.toClaimResult(ctx, res, now)
+		cr := s.toClaimResult(ctx, res, asked, now)
 		items[idx[j]].claimResult = &cr
 	}
 	return c.JSON(fiber.Map{"results": items})
@@ -355,11 +371,12 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 func (s *Server) get(c *fiber.Ctx) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	rec, err := s.cfg.Ledger.Get(ctx, tenant(c), c.Params("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }
 
 func (s *Server) find(c *fiber.Ctx) error {
@@ -372,11 +389,12 @@ func (s *Server) find(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	rec, err := s.cfg.Ledger.Find(ctx, tenant(c), k)
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }
 
 // listJSON is the answer of GET /v1/claims/list.
@@ -406,13 +424,14 @@ func (s *Server) list(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	recs, next, err := s.cfg.Ledger.List(ctx, tenant(c), f)
 	if err != nil {
 		return err
 	}
 	out := listJSON{Claims: make([]recordJSON, 0, len(recs)), NextCursor: next}
 	for _, r := range recs {
-		out.Claims = append(out.Claims, toRecordJSON(r))
+		out.Claims = append(out.Claims, s.record(r, asked))
 	}
 	return c.JSON(out)
 }
@@ -429,11 +448,12 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	rec, err := s.cfg.Ledger.Complete(ctx, tenant(c), c.Params("id"), b.ClaimToken, b.ResultRef)
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }
 
 type failBody struct {
@@ -449,11 +469,12 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	rec, err := s.cfg.Ledger.Fail(ctx, tenant(c), c.Params("id"), b.ClaimToken, claim.FailKind(b.Retry), b.Error)
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }
 
 type extendBody struct {
@@ -468,11 +489,12 @@ func (s *Server) extend(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	rec, err := s.cfg.Ledger.Extend(ctx, tenant(c), c.Params("id"), b.ClaimToken, seconds(b.LeaseSeconds))
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }
 
 type resolveBody struct {
@@ -488,12 +510,13 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	p, _ := c.Locals(principalKey).(auth.Principal)
 	rec, err := s.cfg.Ledger.ResolveAs(ctx, p.Tenant, c.Params("id"), claim.ResolveOutcome(b.Outcome), b.ResultRef, b.Note, p.KeyPrefix)
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }
 
 type releaseBody struct {
@@ -512,10 +535,11 @@ func (s *Server) release(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	p, _ := c.Locals(principalKey).(auth.Principal)
 	rec, err := s.cfg.Ledger.Release(ctx, p.Tenant, c.Params("id"), b.Note, p.KeyPrefix)
 	if err != nil {
 		return err
 	}
-	return c.JSON(toRecordJSON(rec))
+	return c.JSON(s.record(rec, asked))
 }

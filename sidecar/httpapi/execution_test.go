@@ -137,7 +137,7 @@ func TestFailExecutionOverHTTP(t *testing.T) {
 			body: map[string]any{"claim_token": done.ClaimToken, "result_ref": "ref"}})
 		otherTenant := b.won(t, keyB, map[string]any{"source": "stripe", "event_id": "h1", "execution_id": "E"})
 		snapshot := func(key, id string) string {
-			return string(b.do(t, call{method: "GET", path: "/v1/claims/" + id, key: key}).body)
+			return stableRecord(t, b.do(t, call{method: "GET", path: "/v1/claims/" + id, key: key}).body)
 		}
 		before := map[string]string{rewon.ClaimID: snapshot(keyA, rewon.ClaimID), done.ClaimID: snapshot(keyA, done.ClaimID)}
 		otherBefore := snapshot(keyB, otherTenant.ClaimID)

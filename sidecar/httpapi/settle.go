@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -100,8 +101,9 @@ func settleItems[T any](s *Server, c *fiber.Ctx) ([]T, []int, []settledItem, err
 	return items, places, answer, nil
 }
 
-// fillSettled puts the ledger's results into the answer at their places.
-func fillSettled(answer []settledItem, places []int, results []claim.Settled) error {
+// fillSettled puts the ledger's results into the answer at their places;
+// asked is when the request was taken (for the records' key expiry).
+func (s *Server) fillSettled(answer []settledItem, places []int, results []claim.Settled, asked time.Time) error {
 	for j, r := range results {
 		i := places[j]
 		if r.Err != nil {
@@ -112,7 +114,7 @@ func fillSettled(answer []settledItem, places []int, results []claim.Settled) er
 			answer[i].Error = d
 			continue
 		}
-		rec := toRecordJSON(r.Record)
+		rec := s.record(r.Record, asked)
 		answer[i].recordJSON = &rec
 	}
 	return nil
@@ -130,11 +132,12 @@ func (s *Server) completeBatch(c *fiber.Ctx) error {
 	if len(reqs) > 0 {
 		ctx, cancel := s.ctx(c)
 		defer cancel()
+		asked := time.Now()
 		results, err := s.cfg.Ledger.CompleteBatch(ctx, tenant(c), reqs)
 		if err != nil {
 			return err
 		}
-		if err := fillSettled(answer, places, results); err != nil {
+		if err := s.fillSettled(answer, places, results, asked); err != nil {
 			return err
 		}
 	}
@@ -153,11 +156,12 @@ func (s *Server) failBatch(c *fiber.Ctx) error {
 	if len(reqs) > 0 {
 		ctx, cancel := s.ctx(c)
 		defer cancel()
+		asked := time.Now()
 		results, err := s.cfg.Ledger.FailBatch(ctx, tenant(c), reqs)
 		if err != nil {
 			return err
 		}
-		if err := fillSettled(answer, places, results); err != nil {
+		if err := s.fillSettled(answer, places, results, asked); err != nil {
 			return err
 		}
 	}
@@ -193,6 +197,7 @@ func (s *Server) failExecution(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
+	asked := time.Now()
 	res, err := s.cfg.Ledger.FailExecution(ctx, tenant(c), claim.ExecutionFailure{
 		ExecutionID: b.ExecutionID, Source: b.Source, Kind: claim.FailKind(b.Retry), Error: b.Error})
 	if err != nil {
@@ -203,7 +208,7 @@ func (s *Server) failExecution(c *fiber.Ctx) error {
 		Msg("claims of an execution failed")
 	out := failExecutionJSON{Claims: make([]recordJSON, 0, len(res.Records)), More: res.More}
 	for _, r := range res.Records {
-		out.Claims = append(out.Claims, toRecordJSON(r))
+		out.Claims = append(out.Claims, s.record(r, asked))
 	}
 	return c.JSON(out)
 }

@@ -251,11 +251,14 @@ func (e triggerEvent) MarshalJSON() ([]byte, error) {
 }
 
 // triggerReceipt is one event in the body of the answer to the provider:
-// never a claim token.
+// never a claim token. The key expiry is the event's claim result's, as
+// the ingest door's receipts carry it.
 type triggerReceipt struct {
-	EventID string        `json:"event_id"`
-	ClaimID string        `json:"claim_id"`
-	Outcome claim.Outcome `json:"outcome"`
+	EventID      string        `json:"event_id"`
+	ClaimID      string        `json:"claim_id"`
+	Outcome      claim.Outcome `json:"outcome"`
+	KeyExpiresAt time.Time     `json:"key_expires_at"`
+	KeyExpiry    string        `json:"key_expiry"`
 }
 
 // trigger is POST /v1/trigger/{source}. The call answers 200 whenever it
@@ -365,6 +368,7 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		s.logTrigger(src, adm.decision, 0)
 		return s.triggerAnswer(c, src, triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
 	}
+	asked := time.Now()
 	results, err := s.claimEvents(c, events, b)
 	if err != nil {
 		return err
@@ -375,9 +379,10 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 	receipts := make([]triggerReceipt, len(results))
 	retryAfter := 0 // the soonest retry_after_seconds of an unfinished event
 	for i, res := range results {
-		cr := s.toClaimResult(ctx, res, now)
+		cr := s.toClaimResult(ctx, res, asked, now)
 		out.Events[i].result = &cr
-		receipts[i] = triggerReceipt{EventID: res.EventID, ClaimID: res.ID, Outcome: res.Outcome}
+		receipts[i] = triggerReceipt{EventID: res.EventID, ClaimID: res.ID, Outcome: res.Outcome,
+			KeyExpiresAt: cr.KeyExpiresAt, KeyExpiry: cr.KeyExpiry}
 		if cr.RetryAfterSeconds != nil && (retryAfter == 0 || *cr.RetryAfterSeconds < retryAfter) {
 			retryAfter = *cr.RetryAfterSeconds
 		}

@@ -74,6 +74,7 @@ type trigEvent struct {
 	ResultRef         string          `json:"result_ref"`
 	PayloadHash       string          `json:"payload_hash"`
 	Payload           json.RawMessage `json:"payload"`
+	KeyExpiresAt      string          `json:"key_expires_at"`
 }
 
 // trigReply is the answer of POST /v1/trigger/{source}.
@@ -170,7 +171,8 @@ func TestTriggerClaimLifecycle(t *testing.T) {
 	require.Nil(t, w.Payload, "a single-event delivery carries no payload")
 	require.Equal(t, http.StatusOK, won.Response.Status)
 	require.NotContains(t, *won.Response.Body, w.ClaimToken, "no claim token in the provider's answer")
-	require.JSONEq(t, `{"received":[{"event_id":"evt_life","claim_id":"`+w.ClaimID+`","outcome":"won"}],"rejected_items":0}`, *won.Response.Body)
+	require.JSONEq(t, `{"received":[{"event_id":"evt_life","claim_id":"`+w.ClaimID+`","outcome":"won","key_expires_at":"`+
+		w.KeyExpiresAt+`","key_expiry":"not_before"}],"rejected_items":0}`, *won.Response.Body)
 	require.Equal(t, [3]int{1, 0, 0}, e.trigCounts(t), "one claim, no inbox row, no dispatch job")
 
 	// The same request again (its answer was lost): the same win.

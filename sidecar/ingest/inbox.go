@@ -41,11 +41,17 @@ const (
 	Conflict  Status = "conflict"  // known key, different payload: kept for review, not dispatched
 )
 
-// Receipt is the answer for one event of a delivery.
+// Receipt is the answer for one event of a delivery. KeyExpiresAt and
+// KeyExpiry say when the record's key may be forgotten under the current
+// policy (claim.Ledger.KeyExpiry of the record as stored or found: a
+// duplicate or conflict names the existing record's): a resend after
+// that date is a new event.
 type Receipt struct {
-	EventID string `json:"event_id"`
-	ClaimID string `json:"claim_id"`
-	Status  Status `json:"status"`
+	EventID      string    `json:"event_id"`
+	ClaimID      string    `json:"claim_id"`
+	Status       Status    `json:"status"`
+	KeyExpiresAt time.Time `json:"key_expires_at"`
+	KeyExpiry    string    `json:"key_expiry"`
 }
 
 // Observer receives ingest and dispatch events for metrics.
@@ -600,10 +606,16 @@ type InboxEvent struct {
 	LastDispatchError  string     `json:"last_dispatch_error,omitempty"`
 	ReceivedAt         time.Time  `json:"received_at"`
 	DispatchedAt       *time.Time `json:"dispatched_at,omitempty"`
+	// KeyExpiresAt and KeyExpiry: when the record's key may be forgotten
+	// under the current policy (claim.Ledger.KeyExpiry).
+	KeyExpiresAt time.Time `json:"key_expires_at"`
+	KeyExpiry    string    `json:"key_expiry"`
 }
 
+// inboxEventSQL reads an inbox event with what its record's key expiry
+// needs: the record's source (the dedupe scope) and last change.
 const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispatch_state, e.dispatch_attempts,
-	e.last_dispatch_status, COALESCE(e.last_dispatch_error, ''), e.received_at, e.dispatched_at
+	e.last_dispatch_status, COALESCE(e.last_dispatch_error, ''), e.received_at, e.dispatched_at, c.source, c.updated_at
 	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 AND e.tenant = $2`
 
 // Get returns the inbox event's dispatch status. Errors: NotFound (also for
@@ -613,14 +625,20 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 	if _, err := uuid.Parse(id); err != nil {
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
+	var scope string
+	var updatedAt time.Time
+	asked := time.Now()
 	err := in.pool.QueryRow(ctx, inboxEventSQL, id, tenant).Scan(&e.ClaimID, &e.Source, &e.EventID, &e.ClaimState,
-		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt)
+		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt,
+		&scope, &updatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
 	if err != nil {
 		return InboxEvent{}, claim.DBError(err)
 	}
+	x := in.ledger.KeyExpiryOf(scope, claim.State(e.ClaimState), updatedAt, asked)
+	e.KeyExpiresAt, e.KeyExpiry = x.At, x.Kind()
 	return e, nil
 }
 
