@@ -2,6 +2,7 @@ package backfill
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +73,34 @@ func TestClientRateLimitBudget(t *testing.T) {
 	d, ok = g.rateLimitWait(http.Header{}, 1)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, d, time.Minute)
+}
+
+func TestLinkNext(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{`<https://api.github.com/x?cursor=a>; rel="next", <https://api.github.com/x?cursor=z>; rel="last"`}, "https://api.github.com/x?cursor=a"},
+		{[]string{`<https://api.github.com/x?page=1>; rel="prev"`, `<https://api.github.com/x?page=3>; rel="next"`}, "https://api.github.com/x?page=3"},
+		{[]string{`<https://a/x>; rel="prev next"`}, "https://a/x"},
+		{[]string{`<https://a/x>; REL=next`}, "https://a/x"},
+		{[]string{`<https://a/x>; rel="last"`}, ""},
+		{[]string{`https://a/x; rel="next"`}, ""},
+		{[]string{`<https://a/x`}, ""},
+		{nil, ""},
+	} {
+		require.Equal(t, tc.want, LinkNext(tc.in), "%q", tc.in)
+	}
+}
+
+func FuzzLinkNext(f *testing.F) {
+	for _, s := range []string{`<https://a/x?c=1>; rel="next"`, `<a>; rel=next, <b>; rel="last"`, `<`, `<>;rel=`, `,,,`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := LinkNext([]string{v})
+		if got != "" && !strings.Contains(v, "<"+got+">") {
+			t.Fatalf("%q is not a link target of %q", got, v)
+		}
+	})
 }

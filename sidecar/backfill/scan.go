@@ -110,6 +110,8 @@ func NewLister(src *ingest.Source, c *Client) (Lister, error) {
 	switch src.Provider {
 	case verify.TypeStripe:
 		return &stripeLister{c: c, base: b.BaseURL, key: b.Credentials[0], failed: b.OnlyFailed, pageSize: StripePageSize}, nil
+	case verify.TypeGitHub:
+		return newGitHubLister(c, b)
 	}
 	return nil, fmt.Errorf("backfill is not implemented for provider %s", src.Provider)
 }
@@ -128,15 +130,9 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	if b == nil {
 		return Scan{}, errors.New("the source has no backfill configuration")
 	}
-	mode := b.Mode
-	if trig.Mode != "" && trig.Mode != mode {
-		if trig.Mode != ingest.BackfillReport && mode != ingest.BackfillAuto {
-			return Scan{}, fmt.Errorf("mode %s is not allowed for this source (its backfill.mode is %s)", trig.Mode, mode)
-		}
-		if trig.Mode == ingest.BackfillFetch && src.TriggerOnly() {
-			return Scan{}, errors.New("mode fetch needs a source with forward.url")
-		}
-		mode = trig.Mode
+	mode, err := ModeFor(src, trig.Mode)
+	if err != nil {
+		return Scan{}, err
 	}
 	pool := s.Inbox.Pool()
 	now := s.now()
@@ -155,6 +151,19 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	}
 	if !r.From.Before(r.To) {
 		r.From = r.To
+	}
+	// Findings of earlier scans settled since: a requested redelivery
+	// whose key the ledger now holds has arrived; a fetched event whose
+	// record now has a receipt hash got its real delivery late.
+	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = 'arrived', claim_id = c.id, updated_at = now()
+		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state = 'redelivery_requested'
+		AND c.tenant = e.tenant AND c.source = e.scope AND c.event_id = e.event_id AND c.action = ''`, src.Tenant, src.Name); err != nil {
+		return Scan{}, claim.DBError(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = 'late_real', updated_at = now()
+		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state = 'fetched' AND c.id = e.claim_id
+		AND c.receipt_hash IS NOT NULL`, src.Tenant, src.Name); err != nil {
+		return Scan{}, claim.DBError(err)
 	}
 	sc := Scan{Source: src.Name, Trigger: trig.Kind, Actor: trig.Actor, Mode: string(mode), StartedAt: now,
 		RangeStart: r.From, RangeEnd: r.To, Result: ResultRunning}
@@ -245,6 +254,32 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 
 var errMaxPages = errors.New("max pages")
 
+// ModeFor is the mode a scan of src runs in when asked for want ("" the
+// source's own): a scan may narrow the source's mode, never widen it —
+// report always; fetch or redeliver when the source's mode is auto (and
+// the source and provider allow it) or that very mode. The error's text
+// names the modes, nothing of the caller's input.
+func ModeFor(src *ingest.Source, want ingest.BackfillMode) (ingest.BackfillMode, error) {
+	mode := src.Backfill.Mode
+	if want == "" || want == mode || want == ingest.BackfillReport {
+		if want != "" {
+			mode = want
+		}
+		return mode, nil
+	}
+	switch {
+	case want != ingest.BackfillFetch && want != ingest.BackfillRedeliver && want != ingest.BackfillAuto:
+		return "", errors.New("mode must be report, fetch, redeliver or auto")
+	case mode != ingest.BackfillAuto:
+		return "", fmt.Errorf("this source's backfill.mode is %s: a scan may ask for report or %s only", mode, mode)
+	case want == ingest.BackfillFetch && src.TriggerOnly():
+		return "", errors.New("fetch needs a source with forward.url")
+	case want == ingest.BackfillRedeliver && src.Provider != verify.TypeGitHub:
+		return "", errors.New("redeliver needs a provider that redelivers through its API (github)")
+	}
+	return want, nil
+}
+
 // providerErr reports whether err is a provider call's failure (ending
 // the scan with a result), not the database's.
 func providerErr(err error) bool {
@@ -287,7 +322,10 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 	var cands []candidate
 	ids := make([]string, 0, len(p.Items))
 	for _, it := range p.Items {
-		ev, ok := s.key(src, it)
+		ev, ok, err := s.key(ctx, src, l, &it)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			continue
 		}
@@ -402,10 +440,19 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 // key keys a listed item through the source's own rules; false for an
 // item the source does not take (a filtered type) or cannot key (logged
 // by its provider id, which is no secret).
-func (s *Scanner) key(src *ingest.Source, it Item) (ingest.Event, bool) {
+func (s *Scanner) key(ctx context.Context, src *ingest.Source, l Lister, it *Item) (ingest.Event, bool, error) {
+	if it.Body == nil && src.HasKeyRule() {
+		// The source's key rule may read the body or any header: key
+		// the delivery as it was sent.
+		body, hdr, err := l.Fetch(ctx, *it)
+		if err != nil {
+			return ingest.Event{}, false, err
+		}
+		it.Body, it.Header = body, hdr
+	}
 	body := it.Body
 	if body == nil {
-		body = []byte("{}")
+		body = []byte("{}") // the list names the event by its headers (GitHub)
 	}
 	evs, err := src.IdentifyUnsigned(headerOf(it.Header), body, "application/json")
 	if err != nil || len(evs) != 1 {
@@ -413,9 +460,9 @@ func (s *Scanner) key(src *ingest.Source, it Item) (ingest.Event, bool) {
 		if !(errors.As(err, &verr) && verr.Code == verify.CodeEventTypeNotAllowed) {
 			s.Log.Warn().Str("source", src.Name).Str("provider_id", it.ProviderID).Msg("backfill: a listed event could not be keyed; skipped")
 		}
-		return ingest.Event{}, false
+		return ingest.Event{}, false, nil
 	}
-	return evs[0], true
+	return evs[0], true, nil
 }
 
 func headerOf(h http.Header) verify.Header {
@@ -455,11 +502,13 @@ func recordTx(ctx context.Context, db claim.DBTX, src *ingest.Source, scanID int
 func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanID int64, cd candidate) (bool, error) {
 	ev := cd.ev
 	var headers map[string]string
+	hdr := cd.it.Header
 	if cd.it.Body == nil {
-		body, hdr, err := l.Fetch(ctx, cd.it)
+		body, h, err := l.Fetch(ctx, cd.it)
 		if err != nil {
 			return false, err
 		}
+		hdr = h
 		ct := hdr.Get("Content-Type")
 		if ct == "" {
 			ct = "application/json"
@@ -470,6 +519,10 @@ func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanI
 			return false, recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, StateMissed, "")
 		}
 		ev = evs[0]
+	}
+	if hdr != nil {
+		// The delivery's own headers, as a delivery's are stored:
+		// credentials (the signature) left out.
 		headers = src.StoredHeaders(func(f func(name, value string)) {
 			for k, vs := range hdr {
 				for _, v := range vs {

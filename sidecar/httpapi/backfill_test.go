@@ -15,6 +15,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -60,6 +61,13 @@ type bfStripeEnv struct {
 // backfill lists the stand-in; extra is added to its backfill mapping.
 func setupBackfillStripe(t *testing.T, extra string) *bfStripeEnv {
 	t.Helper()
+	return setupBackfillStripeWith(t, extra, nil)
+}
+
+// setupBackfillStripeWith is setupBackfillStripe with the scan job's
+// worker registered and the server's metrics m (nil: none, and no worker).
+func setupBackfillStripeWith(t *testing.T, extra string, m *metrics.Metrics) *bfStripeEnv {
+	t.Helper()
 	sd := standin.NewStripe(t, bfStripeKey)
 	target := newIngestTarget(t, nil)
 	sources := `sources:
@@ -69,15 +77,26 @@ func setupBackfillStripe(t *testing.T, extra string) *bfStripeEnv {
     secrets: ["` + bfStripeSecret + `"]
     forward: {url: "` + target.srv.URL + `/webhook/stripe", require_claim: false}
     backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], base_url: "` + sd.URL + `", window_hours: 72, grace_seconds: 600` + extra + `}
+  stripe-other:
+    tenant: other
+    provider: stripe
+    secrets: ["` + bfStripeSecret + `"]
+    forward: {url: "` + target.srv.URL + `/webhook/other"}
+    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], base_url: "` + sd.URL + `", interval_minutes: 0}
 `
-	e := setupIngest(t, sources, ingestOptions{dispatch: true, env: map[string]string{"STRIPE_EVENTS_KEY": bfStripeKey}})
+	sleeps := &bfSleeps{}
+	now := time.Now().UTC().Truncate(time.Second)
+	sc := &backfill.Scanner{Sleep: sleeps.sleep, Now: func() time.Time { return now }}
+	o := ingestOptions{dispatch: true, env: map[string]string{"STRIPE_EVENTS_KEY": bfStripeKey}}
+	if m != nil {
+		o.workers, o.metrics = backfill.Workers(sc), m
+		sc.Obs = m.Backfill()
+	}
+	e := setupIngest(t, sources, o)
 	src := e.inbox.Source("stripe-bf")
 	require.NotNil(t, src)
 	require.NotNil(t, src.Backfill)
-	sleeps := &bfSleeps{}
-	now := time.Now().UTC().Truncate(time.Second)
-	log := zerolog.New(e.logs).Level(zerolog.DebugLevel)
-	sc := &backfill.Scanner{Inbox: e.inbox, Log: log, Sleep: sleeps.sleep, Now: func() time.Time { return now }}
+	sc.Inbox, sc.Log = e.inbox, zerolog.New(e.logs).Level(zerolog.DebugLevel)
 	return &bfStripeEnv{ingestEnv: e, sd: sd, target: target, scanner: sc, sleeps: sleeps, src: src, now: now}
 }
 
@@ -200,6 +219,8 @@ func TestBackfillStripeMissedEventFetchedOnce(t *testing.T) {
 	require.Zero(t, sc2.Missed)
 	require.Zero(t, sc2.Backfilled)
 	require.Equal(t, ingestCounts{claims: 3, inbox: 3, jobs: 3, conflicts: 0}, b.counts(t, "stripe-bf"))
+	require.Equal(t, map[string]string{"evt_lost_same": "late_real", "evt_lost_other": "late_real"}, b.findings(t),
+		"the real deliveries came late")
 	require.Empty(t, b.sleeps.all())
 }
 
@@ -279,4 +300,114 @@ func TestBackfillStripeRevokedKey(t *testing.T) {
 func itoa64(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestBackfillAPIAndSchedule: POST /v1/sources/{source}/backfill/scans
+// queues the scan job, which a dispatching replica runs (River, unique
+// per source); GET …/scans and …/events show its result and findings;
+// another tenant's source is 404 and a bad mode or state is named. The
+// schedule queues a scan when the source's next one is due, not before.
+// The metrics count the scan, the missed and the recovered events.
+func TestBackfillAPIAndSchedule(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(nil)
+	b := setupBackfillStripeWith(t, ", mode: auto, interval_minutes: 15", m)
+	b.sd.Add(b.event("evt_api_lost", 2*time.Hour))
+
+	a := b.apiPost(t, "/v1/sources/stripe-bf/backfill/scans", `{"mode":"fetch"}`)
+	require.Equal(t, 202, a.status, "%s", a.body)
+	var started struct {
+		ScanJob        int64 `json:"scan_job"`
+		AlreadyRunning bool  `json:"already_running"`
+	}
+	require.NoError(t, json.Unmarshal(a.body, &started))
+	require.Positive(t, started.ScanJob)
+	var scans struct {
+		Scans []backfill.Scan `json:"scans"`
+	}
+	b.eventually(t, "the API's scan finished", func() bool {
+		r := b.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.NoError(t, json.Unmarshal(r.body, &scans))
+		return len(scans.Scans) == 1 && scans.Scans[0].Result != backfill.ResultRunning
+	})
+	sc := scans.Scans[0]
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Equal(t, "api", sc.Trigger)
+	require.Equal(t, "fetch", sc.Mode)
+	require.NotEmpty(t, sc.Actor, "the key prefix")
+	require.Equal(t, 1, sc.Missed)
+	require.Equal(t, 1, sc.Backfilled)
+
+	r := b.api(t, "GET", "/v1/sources/stripe-bf/backfill/events?state=fetched")
+	require.Equal(t, 200, r.status)
+	var evs struct {
+		Events []backfill.Finding `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &evs))
+	require.Len(t, evs.Events, 1)
+	require.Equal(t, "evt_api_lost", evs.Events[0].EventID)
+	require.NotEmpty(t, evs.Events[0].ClaimID)
+	b.waitDispatchState(t, evs.Events[0].ClaimID, "dispatched")
+	require.Len(t, b.target.forInbox(evs.Events[0].ClaimID), 1)
+	r = b.api(t, "GET", "/v1/sources/stripe-bf/backfill/events?state=missed")
+	require.NoError(t, json.Unmarshal(r.body, &evs))
+	require.Empty(t, evs.Events)
+
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		field              string
+	}{
+		{"GET", "/v1/sources/stripe-other/backfill/scans", "", 404, ""},
+		{"POST", "/v1/sources/stripe-other/backfill/scans", "", 404, ""},
+		{"GET", "/v1/sources/stripe-other/backfill/events", "", 404, ""},
+		{"GET", "/v1/sources/nope/backfill/scans", "", 404, ""},
+		{"POST", "/v1/sources/stripe-bf/backfill/scans", `{"mode":"redeliver"}`, 422, "mode"},
+		{"POST", "/v1/sources/stripe-bf/backfill/scans", `{"mode":"<script>"}`, 422, "mode"},
+		{"GET", "/v1/sources/stripe-bf/backfill/events?state=%3Cscript%3E", "", 422, "state"},
+	} {
+		var got ingestAnswer
+		if tc.method == "POST" {
+			got = b.apiPost(t, tc.path, tc.body)
+		} else {
+			got = b.api(t, tc.method, tc.path)
+		}
+		require.Equal(t, tc.status, got.status, "%s %s: %s", tc.method, tc.path, got.body)
+		require.NotContains(t, string(got.body), "script", "nothing of the input echoed")
+		if tc.field != "" {
+			require.Contains(t, string(got.body), `"field":"`+tc.field+`"`)
+		}
+	}
+
+	// The schedule: nothing due right after the scan (interval 15 min),
+	// one scan queued once it is due.
+	n, err := backfill.Schedule(b.ctx, b.inbox, time.Now())
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = backfill.Schedule(b.ctx, b.inbox, time.Now().Add(16*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "stripe-bf is due; stripe-other scans on demand only (interval 0)")
+	b.eventually(t, "the scheduled scan finished", func() bool {
+		return b.scalar(t, `SELECT count(*)::text FROM backfill_scans WHERE source = 'stripe-bf' AND trigger = 'schedule' AND result <> 'running'`) == "1"
+	})
+
+	mfs, err := m.Registry.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range mm.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			if c := mm.GetCounter(); c != nil {
+				got[key] = c.GetValue()
+			}
+		}
+	}
+	require.Equal(t, 2.0, got["claimd_backfill_scans_total,result=ok,source=stripe-bf"])
+	require.Equal(t, 1.0, got["claimd_backfill_missed_total,source=stripe-bf"])
+	require.Equal(t, 1.0, got["claimd_backfill_recovered_total,how=fetched,source=stripe-bf"])
+	require.GreaterOrEqual(t, got["claimd_backfill_provider_requests_total,code_class=2xx,source=stripe-bf"], 2.0)
 }

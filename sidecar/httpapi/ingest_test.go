@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -82,6 +83,10 @@ type ingestOptions struct {
 	// waiter wires a claim.Waiter (wait_seconds waits), its listener
 	// connected when setupIngest returns.
 	waiter bool
+	// workers adds River workers (ingest.Options.Workers).
+	workers func(*river.Workers)
+	// metrics, when set, is the server's metrics.
+	metrics *metrics.Metrics
 }
 
 func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
@@ -100,7 +105,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 	logs := &ingestLogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log,
-		Dispatch: o.dispatch, PollInterval: 100 * time.Millisecond})
+		Dispatch: o.dispatch, PollInterval: 100 * time.Millisecond, Workers: o.workers})
 	require.NoError(t, err)
 	require.NoError(t, inbox.Start(ctx))
 	t.Cleanup(func() {
@@ -109,7 +114,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 		require.NoError(t, inbox.Stop(sctx))
 	})
 	scfg := httpapi.Config{
-		Ledger: ledger, Logger: log, Inbox: inbox, Metrics: metrics.New(ledger.Stats),
+		Ledger: ledger, Logger: log, Inbox: inbox, Metrics: cmp.Or(o.metrics, metrics.New(ledger.Stats)),
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute),
 	}
 	if o.waiter {

@@ -356,6 +356,9 @@ func New(cfg Config) *Server {
 		v1.Post("/trigger/:source", s.trigger)
 		v1.Get("/inbox/:id", s.inboxGet)
 		v1.Post("/inbox/:id/replay", s.inboxReplay)
+		v1.Post("/sources/:source/backfill/scans", s.backfillStart)
+		v1.Get("/sources/:source/backfill/scans", s.backfillScans)
+		v1.Get("/sources/:source/backfill/events", s.backfillEvents)
 	}
 	if cfg.Console != nil {
 		ui := s.app.Group(console.Prefix, s.readConsoleBody)

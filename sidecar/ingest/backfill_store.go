@@ -3,12 +3,15 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
@@ -102,3 +105,43 @@ func (in *Inbox) StoreBackfilled(ctx context.Context, src *Source, ev Event, hea
 	}
 	return id, stored, nil
 }
+
+// Enqueue inserts a job of a kind registered through Options.Workers on
+// River's default queue (worked by a replica with Dispatch). skipped
+// reports that a unique job of the same kind and args was queued or
+// running already (opts.UniqueOpts), so none was inserted. Errors: the
+// database's (claim.DBError).
+func (in *Inbox) Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (id int64, skipped bool, err error) {
+	res, err := in.river.Insert(ctx, args, opts)
+	var unknown *river.UnknownJobKindError
+	if errors.As(err, &unknown) {
+		return 0, false, &apperr.Error{Code: apperr.Internal, Message: "no worker is registered for this job", Err: err}
+	}
+	if err != nil {
+		return 0, false, claim.DBError(err)
+	}
+	return res.Job.ID, res.UniqueSkippedAsDuplicate, nil
+}
+
+// Sources returns every configured verified source, ingest doors and
+// trigger sources, sorted by name.
+func (in *Inbox) Sources() []*Source {
+	c := in.cfg.Load()
+	if c == nil {
+		return nil
+	}
+	out := make([]*Source, 0, len(c.Sources)+len(c.Triggers))
+	for _, m := range []map[string]*Source{c.Sources, c.Triggers} {
+		for _, s := range m {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// HasKeyRule reports whether the source replaces the provider's event id
+// with its own key rule (key:), which may read the event's body or
+// headers: a lister that lists ids without bodies fetches each event
+// before keying it then.
+func (s *Source) HasKeyRule() bool { return s.key != nil }

@@ -84,6 +84,10 @@ type Options struct {
 	// Ledger's (claim.Ledger.GroupConfig), Workers 0 turns it off (every
 	// delivery its own transaction).
 	Group *claim.GroupConfig
+	// Workers, when set, adds River workers of other kinds (the backfill
+	// scan, package backfill); their jobs run on River's default queue,
+	// in a process with Dispatch (see Inbox.Enqueue).
+	Workers func(*river.Workers)
 }
 
 // MaxIdleConnsPerTarget is how many idle keep-alive connections the
@@ -130,6 +134,9 @@ func New(o Options) (*Inbox, error) {
 	in.newGroupers(gc)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{in: in})
+	if o.Workers != nil {
+		o.Workers(workers)
+	}
 	rc := &river.Config{
 		Workers:     workers,
 		RetryPolicy: &retryPolicy{in: in},

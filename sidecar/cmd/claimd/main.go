@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
@@ -211,6 +212,8 @@ type Main struct {
 	gate    *startupGate
 	repl    *replicationMonitor
 	starter *starter
+	// backfillTick queues the backfill scans that are due (maintain).
+	backfillTick func(context.Context)
 	// replicationMaxAge overrides replicationMaxAge (tests).
 	replicationMaxAge time.Duration
 	// Ready is closed once the listener is up.
@@ -258,10 +261,22 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Gap detection: scan jobs run on the dispatching replicas; the
+	// maintenance loop queues the scans that are due.
+	scanner := &backfill.Scanner{Log: m.Log, Obs: met.Backfill()}
 	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: m.Config.Ingest,
-		Logger: m.Log, Observer: met, Dispatch: m.Config.Dispatch, RiverLogger: riverLogger(m.Log)})
+		Logger: m.Log, Observer: met, Dispatch: m.Config.Dispatch, RiverLogger: riverLogger(m.Log),
+		Workers: backfill.Workers(scanner)})
 	if err != nil {
 		return err
+	}
+	scanner.Inbox = inbox
+	m.backfillTick = func(ctx context.Context) {
+		if n, err := backfill.Schedule(ctx, inbox, time.Now()); err != nil {
+			m.Log.Warn().Err(err).Msg("backfill schedule failed")
+		} else if n > 0 {
+			m.Log.Info().Int("scans_queued", n).Msg("backfill schedule")
+		}
 	}
 	// Claims that wait for a concurrent holder (wait_seconds) are woken by
 	// PostgreSQL notifications on a connection of the waiter's own; its
@@ -566,6 +581,9 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 		// committed late is caught; what a purge removed stays counted).
 		if _, _, err := l.RollupStats(ctx, time.Now().Add(-claim.RollupWindow)); err != nil {
 			m.Log.Warn().Err(err).Msg("stats rollup failed")
+		}
+		if m.backfillTick != nil {
+			m.backfillTick(ctx)
 		}
 	}
 }
