@@ -284,6 +284,8 @@ describe('Claim output routing', () => {
 			retry_after_seconds: null,
 			next_attempt_at: null,
 			lease_until: '2030-01-01T00:00:00Z',
+			key_expires_at: '2028-01-10T12:00:00Z',
+			key_expiry: 'not_before',
 		});
 		const waiting = outputs[3][0];
 		expect(waiting.pairedItem).toEqual({ item: 1 });

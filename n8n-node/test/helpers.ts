@@ -115,6 +115,9 @@ export function claimResult(
 		attempt: 1,
 		state: outcome === 'won' ? 'processing' : 'completed',
 		payload_hash: 'ab'.repeat(32),
+		// As claimd: an open record's earliest date, a finished one's exact date.
+		key_expires_at: outcome === 'won' ? '2028-01-10T12:00:00Z' : '2028-01-09T12:00:00Z',
+		key_expiry: outcome === 'won' ? 'not_before' : 'fixed',
 		...(outcome === 'won'
 			? { claim_token: `token-${eventId}`, lease_until: '2030-01-01T00:00:00Z' }
 			: {}),

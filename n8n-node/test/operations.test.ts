@@ -33,6 +33,8 @@ function record(claimId: string, extra: IDataObject = {}): IDataObject {
 		state: 'completed',
 		attempt: 1,
 		result_ref: null,
+		key_expires_at: '2028-01-09T12:00:00Z',
+		key_expiry: 'fixed',
 		...extra,
 	};
 }
@@ -109,6 +111,8 @@ describe('Complete', () => {
 			retry_after_seconds: null,
 			next_attempt_at: null,
 			lease_until: null,
+			key_expires_at: '2028-01-09T12:00:00Z',
+			key_expiry: 'fixed',
 			event_type: 'invoice.paid',
 		});
 		expect((items[0].json.idempotency as IDataObject).state).toBe('processing');

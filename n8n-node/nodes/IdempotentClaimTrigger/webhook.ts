@@ -298,7 +298,8 @@ function itemQuery(req: IncomingRequest, credentialQuery: readonly string[]): ID
  * One item per event that runs: json is what n8n's Webhook node gives
  * (headers, params, query, body) with `idempotency`: the Claim node's
  * object, plus event_type and on_error. The body of an item of a batch is
- * the event's own payload. A test item has outcome "test" and no claim token.
+ * the event's own payload. A test item has outcome "test" and no claim token
+ * (nor key expiry: nothing was claimed).
  * The query parameters claimd names as the source's credentials
  * (credentialQuery: a token in the webhook URL) are left out of `query`
  * and of header values that repeat the URL.
@@ -312,8 +313,17 @@ export function eventItems(
 	credentialQuery: readonly string[] = [],
 ): INodeExecutionData[] {
 	return events.map((event) => {
+		// A test event claims nothing: no token and no record, so no key expiry.
 		const result = (
-			test ? { ...event, outcome: 'test', claim_token: undefined } : event
+			test
+				? {
+						...event,
+						outcome: 'test',
+						claim_token: undefined,
+						key_expires_at: undefined,
+						key_expiry: undefined,
+					}
+				: event
 		) as ClaimResult;
 		const json: IDataObject = {
 			headers: itemHeaders(req, credentialQuery),

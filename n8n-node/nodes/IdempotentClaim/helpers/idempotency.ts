@@ -30,6 +30,8 @@ export function claimSidecar(result: ClaimResult): IDataObject {
 		retry_after_seconds: orNull(result.retry_after_seconds),
 		next_attempt_at: orNull(result.next_attempt_at),
 		lease_until: orNull(result.lease_until),
+		key_expires_at: orNull(result.key_expires_at),
+		key_expiry: orNull(result.key_expiry),
 	};
 }
 
@@ -48,6 +50,8 @@ const SIDECAR_KEYS = [
 	'retry_after_seconds',
 	'next_attempt_at',
 	'lease_until',
+	'key_expires_at',
+	'key_expiry',
 ];
 
 /** Facts of the claim answer that a claim record does not repeat. */

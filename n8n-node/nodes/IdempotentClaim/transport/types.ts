@@ -53,10 +53,27 @@ export interface ClaimResult extends IDataObject {
 	lease_until?: string;
 	retry_after_seconds?: number;
 	payload_hash?: string;
+	/**
+	 * When claimd may forget this key (RFC 3339, UTC) under the source's
+	 * current key retention: a resend after it is a new event. Exact with
+	 * key_expiry "fixed" (a finished record), the earliest with "not_before"
+	 * (the record is still open).
+	 */
+	key_expires_at?: string;
+	key_expiry?: KeyExpiry | string;
 }
+
+/**
+ * How exact key_expires_at is: "fixed" for a finished record (its last
+ * change plus the key retention), "not_before" for an open one (the clock
+ * starts when it settles).
+ */
+export type KeyExpiry = 'fixed' | 'not_before';
 
 /** A claim record, as answered by complete / fail / extend / resolve / lookup. */
 export interface ClaimRecord extends IDataObject {
 	claim_id?: string;
 	idempotency_key?: string;
+	key_expires_at?: string;
+	key_expiry?: KeyExpiry | string;
 }
