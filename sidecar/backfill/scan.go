@@ -112,6 +112,8 @@ func NewLister(src *ingest.Source, c *Client) (Lister, error) {
 		return &stripeLister{c: c, base: b.BaseURL, key: b.Credentials[0], failed: b.OnlyFailed, pageSize: StripePageSize}, nil
 	case verify.TypeGitHub:
 		return newGitHubLister(c, b)
+	case verify.TypeSquare:
+		return &squareLister{c: c, base: b.BaseURL, key: b.Credentials[0], version: b.SquareVersion, locations: b.SquareLocationIDs}, nil
 	}
 	return nil, fmt.Errorf("backfill is not implemented for provider %s", src.Provider)
 }
