@@ -181,3 +181,29 @@ func TestKeyExpiryIsThePurgeBoundary(t *testing.T) {
 		})
 	}
 }
+
+// A reload of the policies changes the date of a kept record, and the
+// purge follows the reloaded policy: the answer and the purge never part.
+func TestKeyExpiryFollowsAPolicyReload(t *testing.T) {
+	t.Parallel()
+	b := setup(t, expiryPolicies)
+	k := claim.Request{Tenant: "a", Key: claim.Key{Source: "short", EventID: "reload"}}
+	r, err := b.ledger.Claim(b.ctx, k)
+	require.NoError(t, err)
+	done, err := b.ledger.Complete(b.ctx, "a", r.ID, r.Token, "")
+	require.NoError(t, err)
+	require.True(t, b.ledger.KeyExpiry(done, time.Now()).At.Equal(done.UpdatedAt.Add(5*time.Hour)))
+
+	b.travel(t, r.ID, 4*time.Hour)
+	rec, err := b.ledger.Get(b.ctx, "a", r.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.ledger.SetPolicies(claim.Policies{Default: expiryPolicies.Default,
+		BySource: map[string]claim.Policy{"short": {Retention: time.Hour, KeyRetention: 3 * time.Hour}}}))
+	e := b.ledger.KeyExpiry(rec, time.Now())
+	require.True(t, e.At.Equal(rec.UpdatedAt.Add(3*time.Hour)), "the reloaded key retention")
+	require.True(t, e.At.Before(b.dbNow(t)))
+	_, err = b.ledger.Purge(b.ctx, 1000)
+	require.NoError(t, err)
+	_, err = b.ledger.Get(b.ctx, "a", r.ID)
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(err), "the purge follows the same reloaded policy")
+}

@@ -324,3 +324,25 @@ func (e *ingestEnv) checkExpiry(t *testing.T, c expiryCase) {
 func stripeSig(at int64, body []byte) string {
 	return verifytest.StripeHeader(at, body, expiryStripeSecret)
 }
+
+// The contract: every schema of an answer that holds a record requires
+// both fields; the answers without a record (a batch item's error, a
+// trigger test event) do not name them, and the contract test's closed
+// schemas then refuse them there.
+func TestOpenAPIKeyExpiry(t *testing.T) {
+	t.Parallel()
+	doc := loadDoc(t)
+	schemas := doc.Components.Schemas
+	for _, name := range []string{"ClaimResult", "Record", "IngestReceipt", "InboxEvent"} {
+		s := schemas[name].Value
+		require.Subset(t, s.Required, []string{"key_expires_at", "key_expiry"}, name)
+		require.Equal(t, "#/components/schemas/KeyExpiresAt", s.Properties["key_expires_at"].Ref, name)
+		require.Equal(t, "#/components/schemas/KeyExpiry", s.Properties["key_expiry"].Ref, name)
+	}
+	for _, name := range []string{"BatchItemError", "TriggerTestEvent"} {
+		require.NotContains(t, schemas[name].Value.Properties, "key_expires_at", name)
+		require.NotContains(t, schemas[name].Value.Properties, "key_expiry", name)
+	}
+	require.Equal(t, "date-time", schemas["KeyExpiresAt"].Value.Format)
+	require.ElementsMatch(t, []any{claim.ExpiryFixed, claim.ExpiryNotBefore}, schemas["KeyExpiry"].Value.Enum)
+}
