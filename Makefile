@@ -120,6 +120,7 @@ lint: node-deps
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run; do [ ! -f "$$f" ] || bash -n "$$f"; done
 	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/*.sh sidecar/deploy/n8n-entrypoint.sh; fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
+	@echo "npm --prefix n8n-node run typecheck"; $(with_node24) $(NPM) --prefix n8n-node run typecheck
 	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh
 
 ## bench: figures only: payload hash MB/s, then claims/s next to pgbench (BENCH_ARGS)

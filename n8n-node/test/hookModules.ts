@@ -73,6 +73,7 @@ export interface ConfigModule {
 					retrySeconds: number;
 					maxPending: number;
 					waitMs: number;
+					delayMs: number;
 				};
 		  }
 		| { ok: false; problem: string };
@@ -141,6 +142,9 @@ export interface HookModule {
 		fetch?: typeof fetch;
 		settlerOptions?: Partial<SettlerOptions>;
 		stopDrainMs?: number;
+		/** Arms a timer (default: setTimeout, unref'd); the hook and its settler use it. */
+		setTimer?: (fn: () => void, ms: number) => unknown;
+		clearTimer?: (timer: never) => void;
 	}): Hook;
 }
 

@@ -186,10 +186,22 @@ describe('settings', () => {
 		[{ IDEMPOTENT_CLAIM_SETTLE_RETRY_SECONDS: '1h' }, /whole number/],
 		[{ IDEMPOTENT_CLAIM_MAX_PENDING: '-1' }, /whole number/],
 		[{ IDEMPOTENT_CLAIM_SETTLE_WAIT_MS: '60000' }, /at most 30000/],
-		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '10001' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be at most 10000/],
-		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '-5' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/],
-		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '0.5' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/],
-		[{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '50ms' }, /IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/],
+		[
+			{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '10001' },
+			/IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be at most 10000/,
+		],
+		[
+			{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '-5' },
+			/IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/,
+		],
+		[
+			{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '0.5' },
+			/IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/,
+		],
+		[
+			{ IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: '50ms' },
+			/IDEMPOTENT_CLAIM_SETTLE_DELAY_MS must be a whole number/,
+		],
 	])('refuses %o', (env, problem) => {
 		const read = configLib.readConfig({ ...ENV, ...env }, () => 'k');
 		expect(read.ok).toBe(false);
@@ -213,7 +225,10 @@ describe('settings', () => {
 				delayMs: 50,
 			},
 		});
-		const noDelay = configLib.readConfig({ ...ENV, IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: ' 0 ' }, () => '');
+		const noDelay = configLib.readConfig(
+			{ ...ENV, IDEMPOTENT_CLAIM_SETTLE_DELAY_MS: ' 0 ' },
+			() => '',
+		);
 		expect(noDelay.ok && noDelay.config.delayMs).toBe(0);
 		const missingFile = configLib.readConfig(
 			{ IDEMPOTENT_CLAIM_URL: 'http://c', IDEMPOTENT_CLAIM_API_KEY_FILE: '/nope' },
