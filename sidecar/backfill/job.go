@@ -116,3 +116,19 @@ func Schedule(ctx context.Context, in *ingest.Inbox, now time.Time) (int, error)
 func Workers(s *Scanner) func(*river.Workers) {
 	return func(w *river.Workers) { river.AddWorker(w, &Worker{Scanner: s}) }
 }
+
+// Retention is how long scans and their findings are kept: longer than
+// any provider's window, so a finding is never forgotten while its event
+// can still be listed (it would be judged missed again).
+const Retention = 90 * 24 * time.Hour
+
+// Purge deletes the scans that finished before before, with their
+// findings, and returns how many scans it deleted.
+func Purge(ctx context.Context, db claim.DBTX, before time.Time) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM backfill_scans WHERE id IN (SELECT id FROM backfill_scans
+		WHERE finished_at < $1 ORDER BY id LIMIT 1000)`, before)
+	if err != nil {
+		return 0, claim.DBError(err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -133,6 +133,7 @@ func (c *Console) Mount(r fiber.Router) {
 	r.Get("/claims", c.session(c.list))
 	r.Get("/claims/:id", c.session(c.record))
 	r.Get("/sources/:source", c.session(c.sourcePage))
+	r.Post("/sources/:source/backfill", c.session(c.backfillScan))
 	r.Get("/claims/:id/:action", c.session(c.confirmPage))
 	r.Post("/claims/:id/:action", c.session(c.act))
 	r.Use(func(ctx *fiber.Ctx) error { return c.fail(ctx, apperr.New(apperr.NotFound, "no such page")) })

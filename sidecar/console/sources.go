@@ -83,6 +83,8 @@ type sourceView struct {
 	// Rolled is when the numbers end (the current hour's numbers grow
 	// with each maintenance tick).
 	Until time.Time
+	// Backfill is the source's gap detection (backfill.go), nil without.
+	Backfill *backfillView
 }
 
 type rangeLink struct {
@@ -127,7 +129,11 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if !known {
+	bf, err := c.backfillOf(dctx, sess, source, ctx.Query("scan"))
+	if err != nil {
+		return err
+	}
+	if !known && bf == nil {
 		return apperr.New(apperr.NotFound, "no such page")
 	}
 	to := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
@@ -141,7 +147,7 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 		return err
 	}
 	v := sourceView{Source: source, Range: rng.Name, Saved: newSaved(saved, rng.Words), Until: to,
-		Charts: sourceCharts(hours, rng)}
+		Charts: sourceCharts(hours, rng), Backfill: bf}
 	for _, r := range statsRanges {
 		v.Ranges = append(v.Ranges, rangeLink{Name: r.Name, URL: sourceURL(source, r.Name), Current: r.Name == rng.Name})
 	}

@@ -392,6 +392,15 @@ func TestBackfillAPIAndSchedule(t *testing.T) {
 		return b.scalar(t, `SELECT count(*)::text FROM backfill_scans WHERE source = 'stripe-bf' AND trigger = 'schedule' AND result <> 'running'`) == "1"
 	})
 
+	// Retention: scans finished before the cut go, with their findings.
+	purged, err := backfill.Purge(b.ctx, b.pool, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, purged)
+	purged, err = backfill.Purge(b.ctx, b.pool, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, purged)
+	require.Equal(t, "0", b.scalar(t, `SELECT count(*)::text FROM backfill_events WHERE source = 'stripe-bf'`))
+
 	mfs, err := m.Registry.Gather()
 	require.NoError(t, err)
 	got := map[string]float64{}

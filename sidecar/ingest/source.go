@@ -57,6 +57,7 @@ import (
 //	    lease_policy: review         # on lease expiry: review (the default; → unknown) or reclaim
 //	    retention_days: 30           # payload retention
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
+//	    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], mode: auto}  # gap detection (BackfillSpec): stripe, github, square
 //
 // A source without provider is a claim-only source (policies, no ingest).
 // A source with provider but without forward (no forward.url) is a trigger

@@ -277,6 +277,9 @@ func (m *Main) Run(ctx context.Context) error {
 		} else if n > 0 {
 			m.Log.Info().Int("scans_queued", n).Msg("backfill schedule")
 		}
+		if _, err := backfill.Purge(ctx, pool, time.Now().Add(-backfill.Retention)); err != nil {
+			m.Log.Warn().Err(err).Msg("backfill purge failed")
+		}
 	}
 	// Claims that wait for a concurrent holder (wait_seconds) are woken by
 	// PostgreSQL notifications on a connection of the waiter's own; its
