@@ -390,6 +390,9 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 				how = ingest.BackfillRedeliver
 			}
 		}
+		if how == ingest.BackfillFetch && src.TriggerOnly() {
+			how = ingest.BackfillReport // nothing to dispatch a copy to: recorded missed
+		}
 		switch how {
 		case ingest.BackfillFetch:
 			ok, err := s.fetch(ctx, src, l, sc.ID, cd)

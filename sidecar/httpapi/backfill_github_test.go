@@ -15,6 +15,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
 // Gap detection for GitHub: the hook's delivery log (Link cursor pages),
@@ -39,6 +40,13 @@ type bfGitHubEnv struct {
 
 func setupBackfillGitHub(t *testing.T, extra string) *bfGitHubEnv {
 	t.Helper()
+	return setupBackfillGitHubSource(t, "", extra)
+}
+
+// setupBackfillGitHubSource is setupBackfillGitHub with srcExtra added to
+// the source (a key rule).
+func setupBackfillGitHubSource(t *testing.T, srcExtra, extra string) *bfGitHubEnv {
+	t.Helper()
 	gh := standin.NewGitHub(t, bfGitHubToken, bfGitHubHook, bfGitHubSecret)
 	target := newIngestTarget(t, nil)
 	sources := `sources:
@@ -46,7 +54,7 @@ func setupBackfillGitHub(t *testing.T, extra string) *bfGitHubEnv {
     tenant: acme
     provider: github
     secrets: ["` + bfGitHubSecret + `"]
-    forward: {url: "` + target.srv.URL + `/webhook/gh", require_claim: false}
+    forward: {url: "` + target.srv.URL + `/webhook/gh", require_claim: false}` + srcExtra + `
     backfill: {credentials: ["${GH_EVENTS_TOKEN}"], base_url: "` + gh.URL + `", grace_seconds: 600, github: {hook: ` + bfGitHubHook + `}` + extra + `}
 `
 	e := setupIngest(t, sources, ingestOptions{dispatch: true, env: map[string]string{"GH_EVENTS_TOKEN": bfGitHubToken}})
@@ -239,4 +247,35 @@ func TestBackfillGitHubPagesRateLimitRevoked(t *testing.T) {
 		require.NotContains(t, s, bfGitHubToken)
 		require.NotContains(t, s, "Bad credentials")
 	}
+}
+
+// TestBackfillGitHubKeyRule: with a key rule that reads the payload (the
+// pull request's id) and a header (the event), a listed delivery is
+// fetched before it is keyed (the list carries no body), then keyed by the
+// rule exactly as its delivery was: the delivered one is not missed, the
+// lost one is found under the rule's key.
+func TestBackfillGitHubKeyRule(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillGitHubSource(t, "\n    key: {fields: [\"/pull_request/id\"], headers: [\"X-GitHub-Event\"]}", ", mode: report")
+	present := b.gh.Add(b.delivery("guid-rule-present", 3*time.Hour, 200))
+	lost := b.gh.Add(b.delivery("guid-rule-lost-x", 2*time.Hour, 502))
+	rc := b.deliver(t, present, false)
+	require.Equal(t, "accepted", rc.Status)
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Equal(t, 1, sc.Missed)
+	var id struct {
+		PullRequest struct {
+			ID int `json:"id"`
+		} `json:"pull_request"`
+	}
+	require.NoError(t, json.Unmarshal(lost.Payload, &id))
+	require.Equal(t, map[string]string{verify.JoinKey("pull_request", fmt.Sprint(id.PullRequest.ID)): "missed"}, b.findings(t))
+	details := 0
+	for _, r := range b.gh.Requests() {
+		if strings.Count(r.Path, "/deliveries/") == 1 {
+			details++
+		}
+	}
+	require.Equal(t, 2, details, "each listed delivery fetched before it is keyed")
 }

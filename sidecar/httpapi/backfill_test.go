@@ -68,6 +68,13 @@ func setupBackfillStripe(t *testing.T, extra string) *bfStripeEnv {
 // worker registered and the server's metrics m (nil: none, and no worker).
 func setupBackfillStripeWith(t *testing.T, extra string, m *metrics.Metrics) *bfStripeEnv {
 	t.Helper()
+	return setupBackfillStripeSource(t, "", extra, m)
+}
+
+// setupBackfillStripeSource is setupBackfillStripeWith with srcExtra
+// added to the stripe-bf source (a key rule).
+func setupBackfillStripeSource(t *testing.T, srcExtra, extra string, m *metrics.Metrics) *bfStripeEnv {
+	t.Helper()
 	sd := standin.NewStripe(t, bfStripeKey)
 	target := newIngestTarget(t, nil)
 	sources := `sources:
@@ -75,7 +82,7 @@ func setupBackfillStripeWith(t *testing.T, extra string, m *metrics.Metrics) *bf
     tenant: acme
     provider: stripe
     secrets: ["` + bfStripeSecret + `"]
-    forward: {url: "` + target.srv.URL + `/webhook/stripe", require_claim: false}
+    forward: {url: "` + target.srv.URL + `/webhook/stripe", require_claim: false}` + srcExtra + `
     backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], base_url: "` + sd.URL + `", window_hours: 72, grace_seconds: 600` + extra + `}
   stripe-other:
     tenant: other
@@ -419,4 +426,29 @@ func TestBackfillAPIAndSchedule(t *testing.T) {
 	require.Equal(t, 1.0, got["claimd_backfill_missed_total,source=stripe-bf"])
 	require.Equal(t, 1.0, got["claimd_backfill_recovered_total,how=fetched,source=stripe-bf"])
 	require.GreaterOrEqual(t, got["claimd_backfill_provider_requests_total,code_class=2xx,source=stripe-bf"], 2.0)
+}
+
+// TestBackfillStripeKeyRule: with the source's own key rule (the invoice
+// and the event type instead of the event id), a listed event is keyed by
+// that rule, exactly as its delivery: the one delivered is not missed,
+// the lost one is stored under the rule's key, and its real delivery
+// afterwards is a duplicate of it.
+func TestBackfillStripeKeyRule(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripeSource(t, "\n    key: {fields: [\"/data/object/id\", \"/type\"]}", ", mode: fetch", nil)
+	present, lost := b.event("evt_rule_present", 3*time.Hour), b.event("evt_rule_lost", 2*time.Hour)
+	b.sd.Add(present, lost)
+	rc := b.deliver(t, present, "")
+	require.Equal(t, "accepted", rc.Status)
+	require.Equal(t, verify.JoinKey("in_evt_rule_present", "invoice.paid"), rc.EventID)
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Equal(t, 1, sc.Missed)
+	require.Equal(t, 1, sc.Backfilled)
+	key := verify.JoinKey("in_evt_rule_lost", "invoice.paid")
+	require.Equal(t, map[string]string{key: "fetched"}, b.findings(t))
+	late := b.deliver(t, lost, "2020-08-27")
+	require.Equal(t, "duplicate", late.Status)
+	require.Equal(t, key, late.EventID)
+	require.Equal(t, ingestCounts{claims: 2, inbox: 2, jobs: 2}, b.counts(t, "stripe-bf"))
 }
