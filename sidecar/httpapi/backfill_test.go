@@ -452,3 +452,21 @@ func TestBackfillStripeKeyRule(t *testing.T) {
 	require.Equal(t, key, late.EventID)
 	require.Equal(t, ingestCounts{claims: 2, inbox: 2, jobs: 2}, b.counts(t, "stripe-bf"))
 }
+
+// TestBackfillStripeAllowedEventTypes: a listed event of a type the
+// source's allowed_event_types leaves out is not missed (its delivery
+// would have been filtered too): the verifier's own filter applies.
+func TestBackfillStripeAllowedEventTypes(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripeSource(t, "\n    allowed_event_types: [\"customer.*\"]", ", mode: fetch", nil)
+	inv := b.event("evt_filtered", 2*time.Hour)
+	cus := b.event("evt_customer", 2*time.Hour)
+	cus.Type = "customer.created"
+	b.sd.Add(inv, cus)
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Equal(t, 2, sc.Listed)
+	require.Equal(t, 1, sc.Missed)
+	require.Equal(t, map[string]string{"evt_customer": "fetched"}, b.findings(t))
+	require.NotContains(t, b.logs.String(), "could not be keyed", "a filtered type is no failure")
+}
