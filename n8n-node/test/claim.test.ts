@@ -64,6 +64,17 @@ describe('Claim request shape', () => {
 		);
 	});
 
+	it("sends the execution's mode, so a retried execution's copy reads as an operator replay", async () => {
+		const items = webhookItems(['evt_1']);
+		const ctx = createContext({ items, params: claimParams(items) });
+		ctx.getMode.mockReturnValue('retry');
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [claimResult('evt_1', 'duplicate')],
+		});
+		await run(ctx);
+		expect(claimsOf(ctx)[0]).toMatchObject({ execution_id: 'exec-42', execution_mode: 'retry' });
+	});
+
 	it('joins the base URL without a double slash', async () => {
 		const items = webhookItems(['evt_1']);
 		const ctx = createContext({ items, params: claimParams(items), baseUrl: `${BASE_URL}/` });

@@ -146,6 +146,97 @@ type Request struct {
 	// share a claim (two items of one execution with one key), and must not
 	// change when the same request is retried. Not part of the key.
 	RequestID string
+	// Door is the source name (ingest door or trigger source) a provider
+	// delivery came through, "" for a workflow's claim. Two doors of one
+	// dedupe_scope share records; the door tells them apart in the
+	// delivery log (Delivery.Door) and explains a copy from the other
+	// door (CauseAnotherDoor). Not part of the key.
+	Door string
+	// Fingerprint is the SHA-256 of the provider request the event came
+	// in (ingest.Event sets it; 32 bytes, nil for none): equal for the
+	// very same request bytes, different for a provider retry signed
+	// again. Kept in the delivery log; never a secret.
+	Fingerprint []byte
+	// RetrySignal is what the provider's retry headers say about this
+	// delivery ("square-retry-number: 3; square-retry-reason: timeout"),
+	// "" when it sends none (verify.Provider.RetryHeaders).
+	RetrySignal string
+	// ExecutionMode is the claiming n8n execution's mode (n8n's
+	// getMode(): "webhook", "trigger", "retry", "manual", …), "" when
+	// unknown; at most MaxExecutionModeLen bytes. A claim made in "retry"
+	// or "manual" mode that finds the key done is an operator's replay
+	// (CauseOperatorReplay).
+	ExecutionMode string
+}
+
+// MaxExecutionModeLen is the longest Request.ExecutionMode, in bytes.
+const MaxExecutionModeLen = 64
+
+// Cause is why a duplicate copy of an event came: the delivery log's
+// explanation of each duplicate (and in_progress) entry, decided by the
+// statement that writes the entry (the duplicate_cause function of
+// migration 00014).
+type Cause string
+
+// Duplicate causes, in the order they are tested.
+const (
+	// CauseOperatorReplay: an operator replayed the dispatch, resolved or
+	// released the record before this copy, or the claiming n8n
+	// execution ran in retry or manual mode. Nothing to fix: the layer
+	// kept the effect from running twice.
+	CauseOperatorReplay Cause = "operator_replay"
+	// CauseBackfill: the first real delivery of an event claimd had
+	// already stored from the provider's own event list (backfill): it
+	// arrived late, or it is the redelivery claimd asked for. Nothing to
+	// fix; a late delivery says the door was unreachable for a while.
+	CauseBackfill Cause = "backfill"
+	// CauseAnotherDoor: another source of the same dedupe_scope (another
+	// door) delivered this event first. Expected when a provider posts
+	// to two endpoints; check the provider's webhook list otherwise.
+	CauseAnotherDoor Cause = "another_door"
+	// CauseProviderRetry: the provider sent the event again (its retry
+	// header, a re-signed request, or the same bytes again). Usually the
+	// provider did not get a 2xx in time: check the door's answer times.
+	CauseProviderRetry Cause = "provider_retry"
+	// CauseDispatchRetry: claimd's dispatcher posted the event to n8n
+	// more than once (an attempt timed out or failed after n8n had
+	// started it). Raise forward.timeout or answer the webhook sooner.
+	CauseDispatchRetry Cause = "dispatch_retry"
+	// CauseN8nTwice: two n8n executions ran one delivery (one dispatch,
+	// or one trigger request): a resent webhook request inside n8n, two
+	// workflows on one path. The note names both executions.
+	CauseN8nTwice Cause = "n8n_twice"
+	// CauseUpstreamRepeat: the workflow claimed the key again and claimd
+	// did not deliver it: whatever starts the workflow (n8n's own
+	// webhook retried by a provider, a schedule reading the same rows)
+	// repeated it.
+	CauseUpstreamRepeat Cause = "upstream_repeat"
+)
+
+// Causes lists every duplicate cause.
+var Causes = []Cause{CauseOperatorReplay, CauseBackfill, CauseAnotherDoor, CauseProviderRetry, CauseDispatchRetry,
+	CauseN8nTwice, CauseUpstreamRepeat}
+
+// Explain is the cause in plain words for people (the console's record
+// page); "" for "" and for a cause this version does not know.
+func (c Cause) Explain() string {
+	switch c {
+	case CauseOperatorReplay:
+		return "an operator replayed, resolved or released it, or someone retried the n8n execution or ran the workflow by hand"
+	case CauseBackfill:
+		return "the provider's real delivery arrived after claimd had already backfilled the event from the provider's event list"
+	case CauseAnotherDoor:
+		return "another source sharing this dedupe scope delivered it first"
+	case CauseProviderRetry:
+		return "the provider sent it again"
+	case CauseDispatchRetry:
+		return "claimd posted it to n8n more than once (an earlier attempt timed out or failed after n8n had started it)"
+	case CauseN8nTwice:
+		return "n8n ran one delivery in two executions"
+	case CauseUpstreamRepeat:
+		return "the workflow claimed it again although claimd did not deliver it again"
+	}
+	return ""
 }
 
 // Result is the answer to a claim attempt.
@@ -154,6 +245,9 @@ type Result struct {
 	// Token is the claim token; set only when Outcome is Won. A replay of
 	// the winning request (same RequestID) gets the token it won.
 	Token string
+	// Cause is why this claim is a copy, for Duplicate and InProgress
+	// (as logged with it), "" otherwise.
+	Cause Cause
 	Record
 }
 
@@ -192,6 +286,7 @@ type Record struct {
 	Deliveries []Delivery
 
 	token string // current claim token; never leaves the package
+	cause Cause  // the cause a claim statement logged with this decision
 }
 
 // DeliveryWonReplayed is the delivery-log outcome of a replayed claim: the
@@ -212,4 +307,14 @@ type Delivery struct {
 	// the API key's prefix (auth.Principal.KeyPrefix), never the key; ""
 	// for every other entry.
 	Actor string
+	// Door is the source name a provider delivery came through ("" for a
+	// workflow's claim and for transitions).
+	Door string
+	// Cause is why a duplicate or in_progress entry's copy came, "" for
+	// any other entry (and for entries logged before causes were).
+	Cause Cause
+	// CauseNote is the cause's evidence in plain words: the provider's
+	// retry header, both doors, both execution ids, the number of
+	// dispatch posts.
+	CauseNote string
 }

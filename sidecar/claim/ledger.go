@@ -52,6 +52,14 @@ func (nopObserver) Claimed(string, Outcome, int)    {}
 func (nopObserver) Completed(string, time.Duration) {}
 func (nopObserver) Failed(string, FailKind)         {}
 
+// DuplicateObserver is an Observer that is also told the cause of every
+// duplicate (and in_progress) copy the ledger logs: source is the
+// record's source (the scope) for a claim, the door (source name) for a
+// delivery to the ingest door, which tells it too (ingest.Inbox).
+type DuplicateObserver interface {
+	Duplicated(source string, c Cause)
+}
+
 // GroupObserver is an Observer that is also told the size of every group
 // (group.go) a Ledger runs: kind "claim" or "settle", n calls.
 type GroupObserver interface {
@@ -216,10 +224,12 @@ func (l *Ledger) Validate(r Request) error {
 		return apperr.Field("execution_id", "must be at most %d bytes", MaxExecIDLen)
 	case len(r.RequestID) > MaxRequestIDLen:
 		return apperr.Field("request_id", "must be at most %d bytes", MaxRequestIDLen)
+	case len(r.ExecutionMode) > MaxExecutionModeLen:
+		return apperr.Field("execution_mode", "must be at most %d bytes", MaxExecutionModeLen)
 	}
 	return textFields(map[string]string{"source": r.Source, "event_id": r.EventID, "action": r.Action,
 		"event_type": r.EventType, "object_id": r.ObjectID, "execution_id": r.ExecutionID,
-		"request_id": r.RequestID})
+		"request_id": r.RequestID, "execution_mode": r.ExecutionMode, "door": r.Door, "retry_signal": r.RetrySignal})
 }
 
 // storable reports whether s can be stored in a PostgreSQL text column:
@@ -370,7 +380,7 @@ func (l *Ledger) claimMany(ctx context.Context, db batchSender, reqs []Request) 
 		}
 		n := 0
 		for rows.Next() {
-			rec, err := scanRecord(rows)
+			rec, err := scanClaim(rows)
 			if err != nil {
 				rows.Close()
 				br.Close()
@@ -434,6 +444,8 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		lease, base, cap                               = make([]float64, n), make([]float64, n), make([]float64, n)
 		version                                        = make([]*int64, n)
 		maxAttempts                                    = make([]int32, n)
+		door, retrySignal, execMode                    = make([]*string, n), make([]*string, n), make([]*string, n)
+		fingerprint                                    = make([][]byte, n)
 	)
 	for j, i := range idx {
 		r := reqs[i]
@@ -444,9 +456,11 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		hash[j], objectID[j], version[j] = nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion
 		maxAttempts[j], policy[j], execID[j] = int32(p.MaxAttempts), string(r.leasePolicy(p)), nullable(r.ExecutionID)
 		base[j], cap[j], requestID[j] = p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID)
+		door[j], fingerprint[j] = nullable(r.Door), r.Fingerprint
+		retrySignal[j], execMode[j] = nullable(r.RetrySignal), nullable(r.ExecutionMode)
 	}
 	return []any{tenant, source, eventID, action, eventType, token, lease, hash, objectID, version,
-		maxAttempts, policy, execID, base, cap, requestID}
+		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode}
 }
 
 // KeyOrder returns the indexes of reqs sorted by key (tenant, source,
@@ -494,7 +508,7 @@ func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error
 // claimValid is ClaimTx of a claim already validated.
 func (l *Ledger) claimValid(ctx context.Context, db DBTX, r Request) (Result, error) {
 	sql, args := l.claimArgs(r)
-	rec, err := scanRecord(db.QueryRow(ctx, sql, args...))
+	rec, err := scanClaim(db.QueryRow(ctx, sql, args...))
 	if err != nil {
 		return Result{}, DBError(err)
 	}
@@ -510,6 +524,7 @@ func (l *Ledger) claimArgs(r Request) (string, []any) {
 		r.leaseOr(p).Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
 		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
 		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
+		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal), nullable(r.ExecutionMode),
 	}
 }
 
@@ -534,11 +549,16 @@ func (r Request) leasePolicy(p Policy) LeasePolicy {
 // record's claim token: the one this request proposed, or, for a replay of
 // the winning request (same request id), the one it won before.
 func (l *Ledger) result(rec Record) Result {
-	res := Result{Outcome: rec.LastOutcome, Record: rec}
+	res := Result{Outcome: rec.LastOutcome, Record: rec, Cause: rec.cause}
 	if rec.LastOutcome == Won {
 		res.Token = rec.token
 	}
 	l.obs.Claimed(rec.Source, res.Outcome, rec.Attempt)
+	if res.Cause != "" {
+		if o, ok := l.obs.(DuplicateObserver); ok {
+			o.Duplicated(rec.Source, res.Cause)
+		}
+	}
 	return res
 }
 
@@ -567,7 +587,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 			// without claimManySQL's arrays and plan setting
 			// (genericPlanSQL).
 			sql, args := l.claimArgs(reqs[0])
-			rec, err := scanRecord(tx.QueryRow(ctx, sql, args...))
+			rec, err := scanClaim(tx.QueryRow(ctx, sql, args...))
 			if err != nil {
 				return err
 			}
@@ -769,7 +789,8 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 	}
 	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
-		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail, &d.Actor)
+		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail, &d.Actor,
+			&d.Door, &d.Cause, &d.CauseNote)
 		return d, err
 	})
 	if err != nil {
@@ -990,6 +1011,15 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// scanClaim reads a row of claimSQL or claimManySQL: recordColumns and
+// the cause logged with the decision ("" for none).
+func scanClaim(row pgx.Row) (Record, error) {
+	var cause string
+	rec, err := scanRecord(row, &cause)
+	rec.cause = Cause(cause)
+	return rec, err
 }
 
 // scanRecord scans recordColumns, then extra destinations for columns

@@ -14,6 +14,9 @@ type Receipt struct {
 	Inserted bool
 	// Conflict is true when the key was known with a different payload hash.
 	Conflict bool
+	// Cause is why a duplicate delivery came (as logged with it), "" for
+	// a new event or a conflict.
+	Cause Cause
 }
 
 // ReceiveTx stores a verified provider event as an inbox record in state
@@ -74,17 +77,19 @@ func (l *Ledger) receiveArgs(r Request) []any {
 	p := l.Policy(r.Source)
 	return []any{r.Tenant, r.Source, r.EventID, nullable(r.EventType),
 		nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion, p.MaxAttempts,
-		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds()}
+		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds(),
+		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal)}
 }
 
 // scanReceipt reads the row receiveSQL returned for r.
 func scanReceipt(row pgx.Row, r Request) (Receipt, error) {
 	var rc Receipt
-	rec, err := scanRecord(row, &rc.Inserted)
+	var cause string
+	rec, err := scanRecord(row, &rc.Inserted, &cause)
 	if err != nil {
 		return Receipt{}, err
 	}
-	rc.Record = rec
+	rc.Record, rc.Cause = rec, Cause(cause)
 	rc.Conflict = !rc.Inserted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash
 	return rc, nil
 }

@@ -66,7 +66,9 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // action, event_type, token (the new claim token proposed), lease
 // (seconds), hash (payload hash), object_id, object_version, max_attempts,
 // lease_policy, execution_id, backoff_base, backoff_cap (seconds),
-// request_id. In the DO UPDATE the proposed values are read back from
+// request_id, door, fingerprint, retry (the provider's retry signal), mode
+// (the n8n execution mode). Every row returned carries, after
+// recordColumns, the cause logged with it ("" when none). In the DO UPDATE the proposed values are read back from
 // excluded: claim_token is the proposed token and lease_until the proposed
 // lease whenever the outcome can be won (a stale proposal is never won).
 var claimTemplate = strings.NewReplacer("{O}", outcomeExpr, "{S}", strings.ReplaceAll(newStateExpr, "{O}", outcomeExpr)).Replace(`
@@ -81,6 +83,7 @@ WITH i AS (
 	-- so such a claim is answered from the snapshot without locking or
 	-- rewriting the row: only its delivery-log entry is written (fast).
 	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
+		i.door AS i_door, i.fingerprint AS i_fingerprint, i.retry AS i_retry, i.mode AS i_mode,
 		(cl.state = 'completed'
 		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
 		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
@@ -138,17 +141,33 @@ WITH i AS (
 	RETURNING *
 ), fast AS (
 	SELECT * FROM cur WHERE i_fast
+), entry AS (
+	-- Each claim's delivery-log entry, and for a copy (duplicate,
+	-- in_progress) why it came (duplicate_cause, migration 00014),
+	-- decided here, by the statement that logs it.
+	SELECT e.*, CASE WHEN e.e_outcome IN ('duplicate', 'in_progress') THEN duplicate_cause(e.e_id,
+		CASE WHEN e.e_door IS NULL THEN 'claim' ELSE 'trigger' END, e.e_door, e.e_fingerprint,
+		e.e_retry, e.e_execution_id, e.e_mode) END AS why
+	FROM (
+		SELECT c.id AS e_id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed'
+			ELSE c.last_outcome END AS e_outcome, c.attempt AS e_attempt, i.hash AS e_hash,
+			i.execution_id AS e_execution_id, i.request_id AS e_request_id, i.door AS e_door,
+			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode
+		FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
+		UNION ALL
+		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode
+		FROM fast
+	) e
 ), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail)
-	SELECT c.id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed' ELSE c.last_outcome END,
-		c.attempt, i.hash, i.execution_id, 'request_id=' || i.request_id
-	FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
-	UNION ALL
-	SELECT id, 'duplicate', attempt, i_hash, i_execution_id, 'request_id=' || i_request_id FROM fast
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail,
+		door, fingerprint, cause, cause_note)
+	SELECT e_id, e_outcome, e_attempt, e_hash, e_execution_id, 'request_id=' || e_request_id,
+		e_door, e_fingerprint, (why).cause, (why).note
+	FROM entry
 )
-SELECT ` + recordColumns + ` FROM c
+SELECT ` + recordColumns + `, COALESCE((SELECT (why).cause FROM entry WHERE e_id = c.id), '') FROM c
 UNION ALL
-SELECT ` + duplicateColumns + ` FROM fast`)
+SELECT ` + duplicateColumns + `, COALESCE((SELECT (why).cause FROM entry WHERE e_id = fast.id), '') FROM fast`)
 
 // duplicateColumns is recordColumns with the outcome of a plain duplicate
 // in place of the stored last_outcome.
@@ -164,23 +183,26 @@ var duplicateColumns = func() string {
 // $3 event_id, $4 action, $5 event_type, $6 new claim token, $7 lease
 // seconds, $8 payload hash, $9 object id, $10 object version, $11 max
 // attempts, $12 lease policy, $13 execution id, $14 backoff base seconds,
-// $15 backoff cap seconds, $16 request id (see claimArgs).
+// $15 backoff cap seconds, $16 request id, $17 door, $18 fingerprint,
+// $19 retry signal, $20 execution mode (see claimArgs).
 var claimSQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT 1::bigint AS ord, $1::text AS tenant, $2::text AS source,
 		$3::text AS event_id, $4::text AS action, $5::text AS event_type, $6::uuid AS token,
 		$7::float8 AS lease, $8::text AS hash, $9::text AS object_id, $10::bigint AS object_version,
 		$11::int AS max_attempts, $12::text AS lease_policy, $13::text AS execution_id,
-		$14::float8 AS backoff_base, $15::float8 AS backoff_cap, $16::text AS request_id`, 1)
+		$14::float8 AS backoff_base, $15::float8 AS backoff_cap, $16::text AS request_id,
+		$17::text AS door, $18::bytea AS fingerprint, $19::text AS retry, $20::text AS mode`, 1)
 
 // claimManySQL is claimTemplate for many claims of distinct keys, one
 // array per column of claimSQL's parameters, in the same order ($1
-// tenants … $16 request ids, all of one length; see claimManyArgs); the
+// tenants … $20 execution modes, all of one length; see claimManyArgs); the
 // rows are taken in array order.
 var claimManySQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 		$5::text[], $6::uuid[], $7::float8[], $8::text[], $9::text[], $10::bigint[], $11::int[],
-		$12::text[], $13::text[], $14::float8[], $15::float8[], $16::text[])
+		$12::text[], $13::text[], $14::float8[], $15::float8[], $16::text[], $17::text[], $18::bytea[],
+		$19::text[], $20::text[])
 		WITH ORDINALITY AS u(tenant, source, event_id, action, event_type, token, lease, hash,
 		object_id, object_version, max_attempts, lease_policy, execution_id, backoff_base,
-		backoff_cap, request_id, ord)`, 1)
+		backoff_cap, request_id, door, fingerprint, retry, mode, ord)`, 1)
 
 // genericPlanSQL sets plan_cache_mode = force_generic_plan until the end
 // of the transaction it runs in (set_config with is_local: what SET LOCAL
@@ -371,7 +393,8 @@ const findSQL = `SELECT ` + recordColumns + ` FROM claims
 	WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = $4`
 
 const deliveriesSQL = `SELECT at, outcome, attempt, COALESCE(payload_hash, ''),
-	COALESCE(execution_id, ''), COALESCE(detail, ''), COALESCE(actor, '')
+	COALESCE(execution_id, ''), COALESCE(detail, ''), COALESCE(actor, ''),
+	COALESCE(door, ''), COALESCE(cause, ''), COALESCE(cause_note, '')
 	FROM claim_deliveries WHERE claim_id = $1 ORDER BY id LIMIT $2`
 
 // The retention purge, per set of sources: the sources named in $1, or,
@@ -514,7 +537,10 @@ WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'r
 //
 // $1 tenant, $2 source, $3 event_id, $4 event_type, $5 receipt hash,
 // $6 object id, $7 object version, $8 max attempts, $9 lease policy,
-// $10 backoff base, $11 backoff cap.
+// $10 backoff base, $11 backoff cap, $12 door (the source name),
+// $13 request fingerprint, $14 the provider's retry signal. After
+// recordColumns and inserted, each row carries the cause logged with a
+// duplicate ("" for none).
 const receiveSQL = `
 WITH cur AS (
 	-- A plain redelivery: the record exists with this very receipt hash
@@ -534,18 +560,26 @@ WITH cur AS (
 			AND cl.receipt_hash <> excluded.receipt_hash THEN 1 ELSE 0 END,
 		receipt_hash = COALESCE(cl.receipt_hash, excluded.receipt_hash)
 	RETURNING *, (xmax = 0) AS inserted
+), entry AS (
+	-- The delivery-log entry, and for a duplicate why it came
+	-- (duplicate_cause, migration 00014), decided here.
+	SELECT e.*, CASE WHEN e_outcome = 'ingest_duplicate' THEN duplicate_cause(e_id, 'ingest', $12::text,
+		$13::bytea, $14::text, NULL, NULL) END AS why
+	FROM (
+		SELECT id AS e_id, CASE WHEN inserted THEN 'received'
+		                        WHEN receipt_hash <> $5 THEN 'ingest_conflict'
+		                        ELSE 'ingest_duplicate' END AS e_outcome, attempt AS e_attempt FROM c
+		UNION ALL
+		SELECT id, 'ingest_duplicate', attempt FROM cur
+	) e
 ), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, detail)
-	SELECT id, CASE WHEN inserted THEN 'received'
-	                WHEN receipt_hash <> $5 THEN 'ingest_conflict'
-	                ELSE 'ingest_duplicate' END,
-		attempt, $5, 'provider delivery' FROM c
-	UNION ALL
-	SELECT id, 'ingest_duplicate', attempt, $5, 'provider delivery' FROM cur
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, detail, door, fingerprint, cause, cause_note)
+	SELECT e_id, e_outcome, e_attempt, $5, 'provider delivery', $12::text, $13::bytea, (why).cause, (why).note
+	FROM entry
 )
-SELECT ` + recordColumns + `, inserted FROM c
+SELECT ` + recordColumns + `, inserted, COALESCE((SELECT (why).cause FROM entry), '') FROM c
 UNION ALL
-SELECT ` + recordColumns + `, false FROM cur`
+SELECT ` + recordColumns + `, false, COALESCE((SELECT (why).cause FROM entry), '') FROM cur`
 
 // listSQL returns one page of a tenant's records in one open state, oldest
 // first by (updated_at, id), after the cursor position ($4, $5) when given.

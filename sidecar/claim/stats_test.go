@@ -216,8 +216,8 @@ func TestRollupStatsReadsCausesAndBackfill(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, claim.Duplicate, d.Outcome)
 	}
-	// Two of the three duplicates with a cause, as the claim statement
-	// would write it.
+	// The claim statement logs each duplicate's cause (upstream_repeat
+	// here: nothing dispatched it); two of the three get another.
 	_, err = pool.Exec(ctx, `UPDATE claim_deliveries SET cause = 'provider_retry' WHERE id IN
 		(SELECT id FROM claim_deliveries WHERE outcome = 'duplicate' ORDER BY id LIMIT 2)`)
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestRollupStatsReadsCausesAndBackfill(t *testing.T) {
 	sv, err := l.Savings(ctx, "a", "stripe", now.Add(-time.Hour), now.Add(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, int64(3), sv.DuplicatesStopped)
-	require.Equal(t, map[string]int64{"provider_retry": 2, "": 1}, sv.ByCause)
+	require.Equal(t, map[string]int64{"provider_retry": 2, "upstream_repeat": 1}, sv.ByCause)
 	require.Equal(t, int64(4), sv.Missed, "every event backfill found missing")
 	require.Equal(t, int64(2), sv.Backfilled, "fetched and arrived; a requested redelivery is not yet recovered")
 	hs, err := l.SourceStats(ctx, "a", "stripe", now.Add(-time.Hour), now.Add(time.Hour))

@@ -43,6 +43,10 @@ type claimBody struct {
 	// claim.MaxWait seconds; see claim.Waiter). Not part of the request
 	// the ledger decides.
 	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max=25"`
+	// ExecutionMode is the claiming n8n execution's mode (getMode():
+	// webhook, trigger, retry, manual…; see claim.Request.ExecutionMode),
+	// absent when unknown.
+	ExecutionMode string `json:"execution_mode" validate:"max=64"`
 }
 
 // wait is how long the claim may wait for a concurrent holder.
@@ -123,6 +127,7 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy, doc *strictjso
 	if b.LeasePolicy != nil {
 		r.LeasePolicy = claim.LeasePolicy(*b.LeasePolicy)
 	}
+	r.ExecutionMode = b.ExecutionMode
 	return r, nil
 }
 
@@ -162,6 +167,9 @@ type claimResult struct {
 	Outcome           claim.Outcome `json:"outcome"`
 	ClaimToken        string        `json:"claim_token,omitempty"`
 	RetryAfterSeconds *int          `json:"retry_after_seconds,omitempty"`
+	// Cause is why a duplicate or in_progress claim is a copy
+	// (claim.Cause), as its delivery-log entry says.
+	Cause string `json:"cause,omitempty"`
 	recordJSON
 }
 
@@ -206,6 +214,9 @@ type deliveryJSON struct {
 	ExecutionID string    `json:"execution_id,omitempty"`
 	Detail      string    `json:"detail,omitempty"`
 	Actor       string    `json:"actor,omitempty"`
+	Door        string    `json:"door,omitempty"`
+	Cause       string    `json:"cause,omitempty"`
+	CauseNote   string    `json:"cause_note,omitempty"`
 }
 
 func utc(t *time.Time) *time.Time {
@@ -237,7 +248,8 @@ func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 	}
 	for _, d := range r.Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryJSON{At: d.At.UTC(), Outcome: d.Outcome, Attempt: d.Attempt,
-			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail, Actor: d.Actor})
+			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail, Actor: d.Actor,
+			Door: d.Door, Cause: string(d.Cause), CauseNote: d.CauseNote})
 	}
 	return out
 }
@@ -251,6 +263,7 @@ func (s *Server) toClaimResult(ctx context.Context, r claim.Result, asked, now t
 		secs := max(1, int(math.Ceil(after.Seconds())))
 		out.RetryAfterSeconds = &secs
 	}
+	out.Cause = string(r.Cause)
 	return out
 }
 

@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"slices"
@@ -178,7 +180,58 @@ func (s *Source) Verify(d Delivery) (Verified, error) {
 	if err := fail(err); err != nil {
 		return Verified{}, err
 	}
+	fp, retry := s.fingerprint(header, d.RawQuery, d.Body)
+	for i := range prepared {
+		prepared[i].Request.Fingerprint, prepared[i].Request.RetrySignal = fp, retry
+	}
 	return Verified{Events: prepared, Rejected: len(res.Rejected), Reply: res.Reply, Nonce: res.Nonce}, nil
+}
+
+// fingerprint is the SHA-256 of one provider request as the delivery log
+// keeps it (claim.Request.Fingerprint), and the provider's retry signal
+// (claim.Request.RetrySignal, "" for none). The hash covers, each
+// length-prefixed, the values of the source's credential headers (a
+// provider that signs each retry again, as Stripe does with a new
+// timestamp, makes a new fingerprint), of its retry headers, the raw query
+// and the raw body: the very same request bytes again hash alike. It is a
+// hash of a MAC and of what the provider sent, so it holds no secret.
+// The retry signal names each retry header present with its value, cut to
+// 64 printable ASCII bytes (these headers are not signed: evidence, never
+// a decision).
+func (s *Source) fingerprint(header func(string) []string, rawQuery string, body []byte) ([]byte, string) {
+	h := sha256.New()
+	put := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	for _, name := range s.CredentialHeaders {
+		for _, v := range header(name) {
+			put([]byte(v))
+		}
+	}
+	var signal []string
+	for _, name := range s.RetryHeaders {
+		for _, v := range header(name) {
+			put([]byte(v))
+			signal = append(signal, name+": "+printable(v, 64))
+		}
+	}
+	put([]byte(rawQuery))
+	put(body)
+	return h.Sum(nil), strings.Join(signal, "; ")
+}
+
+// printable is s without the bytes outside printable ASCII, cut to n bytes.
+func printable(s string, n int) string {
+	b := make([]byte, 0, min(len(s), n))
+	for i := 0; i < len(s) && len(b) < n; i++ {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // Prepare keys and hashes the verified (and identified) events of one
@@ -203,7 +256,7 @@ func (s *Source) Prepare(events []verify.Event, body []byte, contentType string)
 			return nil, err
 		}
 		r := claim.Request{Tenant: s.Tenant, Key: claim.Key{Source: s.Scope, EventID: eventID(ev)},
-			EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: h}
+			EventType: truncate(ev.Type, claim.MaxEventTypeLen), PayloadHash: h, Door: s.Name}
 		if ev.ObjectID != "" && ev.ObjectVersion != nil {
 			r.ObjectID, r.ObjectVersion = fitID(ev.ObjectID, claim.MaxObjectIDLen), ev.ObjectVersion
 		}

@@ -195,6 +195,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 			default:
 				b.Queue(rearmSQL, rc.ID, "provider redelivery after a dead-lettered dispatch", nil, nil)
 			}
+			rcpt.Cause = rc.Cause
 			out[rows[i].d][k] = rcpt
 		}
 		var jobs []river.InsertManyParams

@@ -52,6 +52,10 @@ type Receipt struct {
 	Status       Status    `json:"status"`
 	KeyExpiresAt time.Time `json:"key_expires_at"`
 	KeyExpiry    string    `json:"key_expiry"`
+
+	// Cause is why a duplicate came, as the delivery log has it; never
+	// answered to the provider.
+	Cause claim.Cause `json:"-"`
 }
 
 // Observer receives ingest and dispatch events for metrics.
@@ -203,8 +207,12 @@ func (in *Inbox) Store(ctx context.Context, src *Source, events []Event, nonce *
 	if err != nil {
 		return nil, storeError(err)
 	}
+	dup, _ := in.obs.(claim.DuplicateObserver)
 	for _, r := range receipts {
 		in.obs.Received(src.Name, r.Status)
+		if r.Cause != "" && dup != nil {
+			dup.Duplicated(src.Name, r.Cause)
+		}
 	}
 	return receipts, nil
 }

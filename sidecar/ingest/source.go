@@ -198,6 +198,10 @@ type Source struct {
 	// sends (verify.Provider.Methods: GET, HEAD), answered with its
 	// handshake; nil for most.
 	Methods []string
+	// RetryHeaders are the lower-case names of the headers the source's
+	// provider marks a retry with (verify.Provider.RetryHeaders), nil for
+	// most.
+	RetryHeaders []string
 	// Forward is the dispatch target; its zero value (no URL) for a
 	// trigger source (TriggerOnly).
 	Forward Forward
@@ -480,6 +484,7 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	src := &Source{Name: name, Scope: scope, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile, key: key,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
 		CredentialHeaders: creds, CredentialQueryParams: queryCreds, Methods: slices.Clone(p.Methods), Backfill: backfill}
+	src.RetryHeaders = slices.Clone(p.RetryHeaders)
 	if src.MaxBodyBytes == 0 {
 		src.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,7 @@ type Metrics struct {
 	authRefusals    *prometheus.CounterVec
 	keyLookups      prometheus.Counter
 	groupSize       *prometheus.HistogramVec
+	duplicates      *boundedCounter
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -96,6 +98,12 @@ func New(stats StatsFunc) *Metrics {
 		Help:    "Calls decided together in one transaction (group commit) by kind: claim, settle (Complete and Fail), ingest (deliveries of POST /ingest), or dispatch (dispatches marked done after a 2xx).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 	}, []string{"kind"})
+	m.duplicates = &boundedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_duplicates_total",
+		Help: "Duplicate (and in_progress) copies stopped, by source (the ingest door or trigger source, else the claim's source; " +
+			"the first 200 names, then \"_other\") and cause (operator_replay, backfill, another_door, provider_retry, dispatch_retry, n8n_twice, upstream_repeat).",
+	}, []string{"source", "cause"}), max: maxDuplicateSources, seen: map[string]bool{}}
+	m.Registry.MustRegister(m.duplicates.vec)
 	m.groupSize.WithLabelValues("claim")
 	m.groupSize.WithLabelValues("settle")
 	m.groupSize.WithLabelValues("ingest")
@@ -135,6 +143,39 @@ func (m *Metrics) Claimed(_ string, o claim.Outcome, attempt int) {
 	if o == claim.Won && attempt > 1 {
 		m.retries.Inc()
 	}
+}
+
+// Duplicated implements claim.DuplicateObserver: one copy stopped, and
+// why.
+func (m *Metrics) Duplicated(source string, c claim.Cause) {
+	m.duplicates.inc(source, string(c))
+}
+
+// maxDuplicateSources bounds the source label of claimd_duplicates_total:
+// a claim's source is the caller's (POST /v1/claims), so past this many
+// distinct names the rest count as "_other".
+const maxDuplicateSources = 200
+
+// boundedCounter is a counter vector over (source, label) whose source
+// label takes at most max distinct values.
+type boundedCounter struct {
+	vec  *prometheus.CounterVec
+	max  int
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (b *boundedCounter) inc(source, label string) {
+	b.mu.Lock()
+	if !b.seen[source] {
+		if len(b.seen) >= b.max {
+			source = "_other"
+		} else {
+			b.seen[source] = true
+		}
+	}
+	b.mu.Unlock()
+	b.vec.WithLabelValues(source, label).Inc()
 }
 
 // Completed implements claim.Observer.

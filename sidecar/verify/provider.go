@@ -84,6 +84,12 @@ type Provider struct {
 	// hash by default, so a retry is a duplicate, not a conflict. A source's
 	// own volatile_fields are added to them.
 	VolatileFields []string
+	// RetryHeaders are the lower-case names of the headers the provider
+	// sets on a retry of a delivery to say so (Square's
+	// square-retry-number and square-retry-reason). Their values are the
+	// delivery log's evidence of a provider retry (ingest.Event's
+	// Request.RetrySignal); nil when the provider sends none.
+	RetryHeaders []string
 	// Redelivery is how the provider retries and names events, for the
 	// README's provider table. Required.
 	Redelivery Redelivery

@@ -88,6 +88,9 @@ func init() {
 			Batches: "no",
 			Resends: "no",
 		},
+		// https://developer.squareup.com/docs/webhooks-api/delivery-sla:
+		// a retry carries square-retry-number and square-retry-reason.
+		RetryHeaders: []string{"square-retry-number", "square-retry-reason"},
 	})
 }
 

@@ -33,6 +33,8 @@ export interface ClaimRequest extends IDataObject {
 	object_id?: string;
 	object_version?: number;
 	execution_id?: string;
+	/** n8n's execution mode (getMode()); retry and manual copies read as an operator's replay. */
+	execution_mode?: string;
 	/** Identifies this request, the same on a retry: "execution:node:run:item". */
 	request_id?: string;
 }

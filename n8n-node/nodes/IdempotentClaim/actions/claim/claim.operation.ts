@@ -396,6 +396,10 @@ function buildClaim(
 	}
 
 	if (executionId) claim.execution_id = executionId;
+	// n8n's execution mode: a copy claimed in retry or manual mode is told
+	// apart as an operator's replay in the sidecar's delivery log.
+	const mode: unknown = this.getMode();
+	if (typeof mode === 'string' && mode !== '') claim.execution_mode = mode.slice(0, 64);
 	if (requestIdBase !== undefined) claim.request_id = `${requestIdBase}:${itemIndex}`;
 	return claim;
 }
