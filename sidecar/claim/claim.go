@@ -167,6 +167,14 @@ type Request struct {
 	// or "manual" mode that finds the key done is an operator's replay
 	// (CauseOperatorReplay).
 	ExecutionMode string
+	// Shadow asks for an observed, not enforced, decision (shadow mode):
+	// the claim is decided by the same statement on the same record as
+	// any other, its delivery-log entry is marked shadow, and the answer
+	// is Won whatever the decision was, with Result.WouldBe the decision
+	// and a claim token only when it is Won. A claim of a source whose
+	// policy is in shadow (Policy.Shadow) is a shadow claim whatever this
+	// says. Not part of the key.
+	Shadow bool
 }
 
 // MaxExecutionModeLen is the longest Request.ExecutionMode, in bytes.
@@ -248,6 +256,10 @@ type Result struct {
 	// Cause is why this claim is a copy, for Duplicate and InProgress
 	// (as logged with it), "" otherwise.
 	Cause Cause
+	// WouldBe is, for a shadow claim (Request.Shadow), the outcome the
+	// ledger decided and would have answered (Outcome is then Won);
+	// "" for any other claim.
+	WouldBe Outcome
 	Record
 }
 
@@ -317,4 +329,8 @@ type Delivery struct {
 	// retry header, both doors, both execution ids, the number of
 	// dispatch posts.
 	CauseNote string
+	// Shadow marks the entry of a shadow claim: the outcome is what
+	// claimd decided and recorded, but the caller was answered won and
+	// ran (Request.Shadow).
+	Shadow bool
 }

@@ -270,6 +270,7 @@ func truncate(s string, n int) string {
 // first (the claim may then still have been decided: the same request,
 // with its request id, gets a win back).
 func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
+	r = l.shadowed(r)
 	if err := l.Validate(r); err != nil {
 		return Result{}, err
 	}
@@ -310,7 +311,7 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 	switch {
 	case err == nil:
 		for i, c := range calls {
-			c.Finish(l.result(recs[i]), nil)
+			c.Finish(l.result(recs[i], c.Item.Shadow), nil)
 		}
 	case RetryableDB(err):
 		err = DBError(err)
@@ -446,6 +447,7 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		maxAttempts                                    = make([]int32, n)
 		door, retrySignal, execMode                    = make([]*string, n), make([]*string, n), make([]*string, n)
 		fingerprint                                    = make([][]byte, n)
+		shadow                                         = make([]bool, n)
 	)
 	for j, i := range idx {
 		r := reqs[i]
@@ -458,9 +460,10 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		base[j], cap[j], requestID[j] = p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID)
 		door[j], fingerprint[j] = nullable(r.Door), r.Fingerprint
 		retrySignal[j], execMode[j] = nullable(r.RetrySignal), nullable(r.ExecutionMode)
+		shadow[j] = r.Shadow
 	}
 	return []any{tenant, source, eventID, action, eventType, token, lease, hash, objectID, version,
-		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode}
+		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode, shadow}
 }
 
 // KeyOrder returns the indexes of reqs sorted by key (tenant, source,
@@ -499,6 +502,7 @@ func KeyOrder(reqs []Request) []int {
 // A serialization failure or deadlock (RetryableTx) aborts the caller's
 // transaction: run the whole of it again (RunTx does).
 func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error) {
+	r = l.shadowed(r)
 	if err := l.Validate(r); err != nil {
 		return Result{}, err
 	}
@@ -512,7 +516,7 @@ func (l *Ledger) claimValid(ctx context.Context, db DBTX, r Request) (Result, er
 	if err != nil {
 		return Result{}, DBError(err)
 	}
-	return l.result(rec), nil
+	return l.result(rec, r.Shadow), nil
 }
 
 // claimArgs returns claimSQL and its arguments for r, with a fresh claim
@@ -524,7 +528,7 @@ func (l *Ledger) claimArgs(r Request) (string, []any) {
 		r.leaseOr(p).Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
 		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
 		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
-		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal), nullable(r.ExecutionMode),
+		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal), nullable(r.ExecutionMode), r.Shadow,
 	}
 }
 
@@ -547,11 +551,17 @@ func (r Request) leasePolicy(p Policy) LeasePolicy {
 
 // result is the answer for rec as claimSQL left it. A win carries the
 // record's claim token: the one this request proposed, or, for a replay of
-// the winning request (same request id), the one it won before.
-func (l *Ledger) result(rec Record) Result {
+// the winning request (same request id), the one it won before. A shadow
+// claim's answer is Won with the decision in WouldBe (shadowAnswer).
+func (l *Ledger) result(rec Record, shadow bool) Result {
 	res := Result{Outcome: rec.LastOutcome, Record: rec, Cause: rec.cause}
 	if rec.LastOutcome == Won {
 		res.Token = rec.token
+	}
+	if shadow {
+		res = l.shadowAnswer(res)
+		l.obs.Claimed(rec.Source, res.Outcome, rec.Attempt)
+		return res
 	}
 	l.obs.Claimed(rec.Source, res.Outcome, rec.Attempt)
 	if res.Cause != "" {
@@ -579,6 +589,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	reqs = l.shadowedAll(reqs)
 	var recs []Record
 	err := RunTx(ctx, l.pool, func(tx pgx.Tx) (err error) {
 		if len(reqs) == 1 {
@@ -602,7 +613,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	}
 	results := make([]Result, len(reqs))
 	for i := range results {
-		results[i] = l.result(recs[i])
+		results[i] = l.result(recs[i], reqs[i].Shadow)
 	}
 	return results, nil
 }
@@ -790,7 +801,7 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
 		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail, &d.Actor,
-			&d.Door, &d.Cause, &d.CauseNote)
+			&d.Door, &d.Cause, &d.CauseNote, &d.Shadow)
 		return d, err
 	})
 	if err != nil {

@@ -69,6 +69,11 @@ type Policy struct {
 	// computes from payload, as ingest leaves them out of the receipt hash,
 	// so a retry stays a retry and never becomes a conflict. No default.
 	VolatileFields []string `json:"volatile_fields" yaml:"volatile_fields"`
+	// Shadow puts the source in shadow mode: every claim of it is a
+	// shadow claim (Request.Shadow), decided and recorded on the real
+	// records but answered Won. Turning it off enforces from the next
+	// claim on, decided against everything recorded in shadow.
+	Shadow bool `json:"shadow" yaml:"shadow"`
 }
 
 // Volatile returns the parsed VolatileFields; pointers that do not parse

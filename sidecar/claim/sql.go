@@ -83,7 +83,7 @@ WITH i AS (
 	-- so such a claim is answered from the snapshot without locking or
 	-- rewriting the row: only its delivery-log entry is written (fast).
 	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
-		i.door AS i_door, i.fingerprint AS i_fingerprint, i.retry AS i_retry, i.mode AS i_mode,
+		i.door AS i_door, i.fingerprint AS i_fingerprint, i.retry AS i_retry, i.mode AS i_mode, i.shadow AS i_shadow,
 		(cl.state = 'completed'
 		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
 		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
@@ -152,17 +152,17 @@ WITH i AS (
 		SELECT c.id AS e_id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed'
 			ELSE c.last_outcome END AS e_outcome, c.attempt AS e_attempt, i.hash AS e_hash,
 			i.execution_id AS e_execution_id, i.request_id AS e_request_id, i.door AS e_door,
-			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode
+			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode, i.shadow AS e_shadow
 		FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
 		UNION ALL
-		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode
+		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow
 		FROM fast
 	) e
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail,
-		door, fingerprint, cause, cause_note)
+		door, fingerprint, cause, cause_note, shadow)
 	SELECT e_id, e_outcome, e_attempt, e_hash, e_execution_id, 'request_id=' || e_request_id,
-		e_door, e_fingerprint, (why).cause, (why).note
+		e_door, e_fingerprint, (why).cause, (why).note, e_shadow
 	FROM entry
 )
 SELECT ` + recordColumns + `, COALESCE((SELECT (why).cause FROM entry WHERE e_id = c.id), '') FROM c
@@ -184,25 +184,28 @@ var duplicateColumns = func() string {
 // seconds, $8 payload hash, $9 object id, $10 object version, $11 max
 // attempts, $12 lease policy, $13 execution id, $14 backoff base seconds,
 // $15 backoff cap seconds, $16 request id, $17 door, $18 fingerprint,
-// $19 retry signal, $20 execution mode (see claimArgs).
+// $19 retry signal, $20 execution mode, $21 shadow (the delivery-log
+// entry is marked shadow: the decision is recorded, not enforced; see
+// Request.Shadow) (see claimArgs).
 var claimSQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT 1::bigint AS ord, $1::text AS tenant, $2::text AS source,
 		$3::text AS event_id, $4::text AS action, $5::text AS event_type, $6::uuid AS token,
 		$7::float8 AS lease, $8::text AS hash, $9::text AS object_id, $10::bigint AS object_version,
 		$11::int AS max_attempts, $12::text AS lease_policy, $13::text AS execution_id,
 		$14::float8 AS backoff_base, $15::float8 AS backoff_cap, $16::text AS request_id,
-		$17::text AS door, $18::bytea AS fingerprint, $19::text AS retry, $20::text AS mode`, 1)
+		$17::text AS door, $18::bytea AS fingerprint, $19::text AS retry, $20::text AS mode,
+		$21::boolean AS shadow`, 1)
 
 // claimManySQL is claimTemplate for many claims of distinct keys, one
 // array per column of claimSQL's parameters, in the same order ($1
-// tenants … $20 execution modes, all of one length; see claimManyArgs); the
+// tenants … $21 shadow flags, all of one length; see claimManyArgs); the
 // rows are taken in array order.
 var claimManySQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 		$5::text[], $6::uuid[], $7::float8[], $8::text[], $9::text[], $10::bigint[], $11::int[],
 		$12::text[], $13::text[], $14::float8[], $15::float8[], $16::text[], $17::text[], $18::bytea[],
-		$19::text[], $20::text[])
+		$19::text[], $20::text[], $21::boolean[])
 		WITH ORDINALITY AS u(tenant, source, event_id, action, event_type, token, lease, hash,
 		object_id, object_version, max_attempts, lease_policy, execution_id, backoff_base,
-		backoff_cap, request_id, door, fingerprint, retry, mode, ord)`, 1)
+		backoff_cap, request_id, door, fingerprint, retry, mode, shadow, ord)`, 1)
 
 // genericPlanSQL sets plan_cache_mode = force_generic_plan until the end
 // of the transaction it runs in (set_config with is_local: what SET LOCAL
@@ -394,7 +397,7 @@ const findSQL = `SELECT ` + recordColumns + ` FROM claims
 
 const deliveriesSQL = `SELECT at, outcome, attempt, COALESCE(payload_hash, ''),
 	COALESCE(execution_id, ''), COALESCE(detail, ''), COALESCE(actor, ''),
-	COALESCE(door, ''), COALESCE(cause, ''), COALESCE(cause_note, '')
+	COALESCE(door, ''), COALESCE(cause, ''), COALESCE(cause_note, ''), shadow
 	FROM claim_deliveries WHERE claim_id = $1 ORDER BY id LIMIT $2`
 
 // The retention purge, per set of sources: the sources named in $1, or,

@@ -47,6 +47,10 @@ type claimBody struct {
 	// webhook, trigger, retry, manual…; see claim.Request.ExecutionMode),
 	// absent when unknown.
 	ExecutionMode string `json:"execution_mode" validate:"max=64"`
+	// Shadow asks for shadow mode (observe only; claim.Request.Shadow):
+	// the answer is won, with shadow.would_be the decision. A claim of a
+	// source in shadow is one whatever this says.
+	Shadow bool `json:"shadow"`
 }
 
 // wait is how long the claim may wait for a concurrent holder.
@@ -128,6 +132,7 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy, doc *strictjso
 		r.LeasePolicy = claim.LeasePolicy(*b.LeasePolicy)
 	}
 	r.ExecutionMode = b.ExecutionMode
+	r.Shadow = b.Shadow
 	return r, nil
 }
 
@@ -170,7 +175,26 @@ type claimResult struct {
 	// Cause is why a duplicate or in_progress claim is a copy
 	// (claim.Cause), as its delivery-log entry says.
 	Cause string `json:"cause,omitempty"`
+	// Shadow is present on the answer of a shadow claim (outcome won):
+	// what claimd decided and recorded, and would have answered.
+	Shadow *shadowJSON `json:"shadow,omitempty"`
 	recordJSON
+}
+
+// shadowJSON is a shadow claim's decision on the wire: would_be the
+// outcome (won, duplicate, in_progress, conflict, …), cause why a
+// duplicate or in_progress copy came (claim.Cause).
+type shadowJSON struct {
+	WouldBe claim.Outcome `json:"would_be"`
+	Cause   string        `json:"cause,omitempty"`
+}
+
+// shadowOf is r's shadow member, nil for a claim that is not a shadow one.
+func shadowOf(r claim.Result) *shadowJSON {
+	if r.WouldBe == "" {
+		return nil
+	}
+	return &shadowJSON{WouldBe: r.WouldBe, Cause: string(r.Cause)}
 }
 
 // recordJSON is a claim record on the wire. Times are RFC 3339 in UTC.
@@ -217,6 +241,9 @@ type deliveryJSON struct {
 	Door        string    `json:"door,omitempty"`
 	Cause       string    `json:"cause,omitempty"`
 	CauseNote   string    `json:"cause_note,omitempty"`
+	// Shadow marks the entry of a shadow claim: outcome is what claimd
+	// decided, the caller was answered won.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 func utc(t *time.Time) *time.Time {
@@ -249,7 +276,7 @@ func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 	for _, d := range r.Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryJSON{At: d.At.UTC(), Outcome: d.Outcome, Attempt: d.Attempt,
 			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail, Actor: d.Actor,
-			Door: d.Door, Cause: string(d.Cause), CauseNote: d.CauseNote})
+			Door: d.Door, Cause: string(d.Cause), CauseNote: d.CauseNote, Shadow: d.Shadow})
 	}
 	return out
 }
@@ -264,6 +291,9 @@ func (s *Server) toClaimResult(ctx context.Context, r claim.Result, asked, now t
 		out.RetryAfterSeconds = &secs
 	}
 	out.Cause = string(r.Cause)
+	if out.Shadow = shadowOf(r); out.Shadow != nil {
+		out.Cause = "" // the answer is won: the copy's cause is the shadow decision's
+	}
 	return out
 }
 

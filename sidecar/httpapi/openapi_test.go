@@ -249,6 +249,15 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	require.Equal(t, "inv_1", d.ResultRef)
 	c := claims(map[string]any{"source": "stripe", "event_id": "evt_1", "payload": map[string]any{"amount": 999}})
 	require.Equal(t, "conflict", c.Outcome)
+	// Shadow mode: a copy answered won without a token, a new key won
+	// with one; the log marks the shadow entries.
+	sd := claims(map[string]any{"source": "stripe", "event_id": "evt_1", "payload_hash": w.PayloadHash, "shadow": true})
+	require.Equal(t, "won", sd.Outcome)
+	require.Empty(t, sd.ClaimToken)
+	sw := claims(map[string]any{"source": "stripe", "event_id": "evt_shadow", "shadow": true})
+	require.Equal(t, "won", sw.Outcome)
+	require.NotEmpty(t, sw.ClaimToken)
+	require.Contains(t, string(b.do(t, call{method: "GET", path: id(w), key: keyA}).body), `"shadow":true`)
 
 	// retry_later, then won again at attempt 2.
 	r := claims(map[string]any{"source": "mail", "key_parts": []string{"order", "42"}, "action": "send-email"})
@@ -298,7 +307,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	for _, d := range rec.Deliveries {
 		log = append(log, d.Outcome)
 	}
-	require.Equal(t, []string{"won", "in_progress", "lease_extended", "completed", "duplicate", "conflict"}, log)
+	require.Equal(t, []string{"won", "in_progress", "lease_extended", "completed", "duplicate", "conflict", "duplicate"}, log, "the last one a shadow entry")
 	require.Equal(t, "exec_1", rec.Deliveries[0].ExecutionID)
 	found := b.ok(t, call{method: "GET", path: "/v1/claims?source=mail&event_id=5:order%7C2:42&action=send-email", key: keyA})
 	require.Equal(t, r.ClaimID, found.ClaimID)
@@ -905,6 +914,12 @@ func conformTrigger(t *testing.T, b *bundle) {
 	require.Len(t, won.Events, 1)
 	decided(trig("trig", hookDelivery(t, "msg_t1", now, paid, hooksSecret), map[string]any{"request_id": "r-2", "wait_seconds": 0}),
 		"in_progress", http.StatusServiceUnavailable)
+	// Shadow mode: the copy is answered won (an execution starts) with
+	// shadow.would_be and no token.
+	shadowCopy := decided(trig("trig", hookDelivery(t, "msg_t1", now, paid, hooksSecret),
+		map[string]any{"request_id": "r-3", "shadow": true}), "won", http.StatusOK)
+	require.Contains(t, string(shadowCopy.Events[0]), `"would_be":"in_progress"`)
+	require.NotContains(t, string(shadowCopy.Events[0]), `claim_token`)
 	test := decided(trig("trig", hookDelivery(t, "msg_t2", now, paid, hooksSecret), map[string]any{"test": true}), "test", http.StatusOK)
 	require.Len(t, test.Events, 1)
 	decided(trig("trig", hookDelivery(t, "msg_t3", now, paid, otherSecret), nil), "unauthenticated", http.StatusUnauthorized)

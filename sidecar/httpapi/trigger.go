@@ -73,6 +73,12 @@ type triggerBody struct {
 	// WaitSeconds lets an in_progress event wait for its holder, 0 to
 	// claim.MaxWait seconds, as POST /v1/claims' wait_seconds.
 	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max=25"`
+	// Shadow: the trigger node's shadow mode (observe only): every event
+	// is claimed as a shadow claim (claim.Request.Shadow), answered won
+	// (so every delivery starts an execution) with shadow.would_be what
+	// claimd decided. Events of a source in shadow are shadow claims
+	// whatever this says.
+	Shadow bool `json:"shadow"`
 }
 
 // checkHeaders refuses a header list that is not pairs of a token name
@@ -429,6 +435,7 @@ func (s *Server) claimEvents(c *fiber.Ctx, events []ingest.Event, b triggerBody)
 	for i, ev := range events {
 		reqs[i] = ev.Request
 		reqs[i].RequestID = requestID(b.RequestID, i)
+		reqs[i].Shadow = b.Shadow
 	}
 	wait := b.wait()
 	waiting := wait > 0 && s.cfg.Waiter != nil

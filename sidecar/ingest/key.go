@@ -240,7 +240,7 @@ func checkScopes(cfg Config, specs map[string]SourceSpec) error {
 		case !f.volatile.same(src.volatile):
 			why = "volatile_fields"
 		case !reflect.DeepEqual(specs[f.Name].policy(), specs[name].policy()):
-			why = "claim policy (lease_policy, lease_seconds, max_attempts, backoff, retention_days, key_retention_days, volatile_fields)"
+			why = "claim policy (lease_policy, lease_seconds, max_attempts, backoff, retention_days, key_retention_days, volatile_fields, shadow)"
 		}
 		if why != "" {
 			return fmt.Errorf("source %q: its dedupe_scope %q is shared with source %q, which has another %s; sources of one scope must agree on it", name, src.Scope, f.Name, why)

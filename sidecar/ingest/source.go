@@ -58,6 +58,7 @@ import (
 //	    retention_days: 30           # payload retention
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
 //	    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], mode: auto}  # gap detection (BackfillSpec): stripe, github, square
+//	    shadow: false                # true: observe only (claims decided and recorded, answered won); not with forward.url
 //
 // A source without provider is a claim-only source (policies, no ingest).
 // A source with provider but without forward (no forward.url) is a trigger
@@ -112,6 +113,13 @@ type SourceSpec struct {
 	KeyRetentionDays int `yaml:"key_retention_days"`
 	// Backfill is the source's gap detection (see BackfillSpec).
 	Backfill *BackfillSpec `yaml:"backfill"`
+	// Shadow puts the source's scope in shadow mode (claim.Policy.Shadow):
+	// every claim of it (its trigger's, the workflow's) is decided and
+	// recorded but answered as a win, so that everything runs as without
+	// the layer while claimd counts what it would have stopped. For a
+	// trigger source or a claim-only source; refused with forward.url (the
+	// ingest door does not dispatch copies yet).
+	Shadow bool `yaml:"shadow"`
 }
 
 // ForwardSpec is where and how stored events are dispatched.
@@ -320,7 +328,7 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 			if set := spec.ingestSettings(); len(set) > 0 {
 				return Config{}, fmt.Errorf("source %q: %s set without provider: a claim-only source takes only claim settings "+
 					"(lease_policy, lease_seconds, max_lease_seconds, max_attempts, backoff_base_seconds, backoff_cap_seconds, "+
-					"retention_days, volatile_fields); add the provider, or remove them", name, strings.Join(set, ", "))
+					"retention_days, volatile_fields, shadow); add the provider, or remove them", name, strings.Join(set, ", "))
 			}
 			continue
 		}
@@ -411,6 +419,7 @@ func (s SourceSpec) policy() claim.Policy {
 		// The same volatile rule on every attempt: claims of this source
 		// leave these fields out of their payload hash too.
 		VolatileFields: s.volatileFields(),
+		Shadow:         s.Shadow,
 	}
 }
 
@@ -469,6 +478,11 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	key, err := s.Key.compile()
 	if err != nil {
 		return nil, err
+	}
+	if s.Shadow && s.Forward.URL != "" {
+		return nil, errors.New("shadow: true is not supported on a source with forward.url (an ingest door stores one " +
+			"copy of each event and dispatches it once, so shadow mode cannot let every copy through): use it on a " +
+			"trigger source (no forward) or on the claim-only source the workflow claims with, or remove shadow")
 	}
 	backfill, err := s.Backfill.compile(t, s, s.Forward.URL == "", getenv)
 	if err != nil {

@@ -34,6 +34,7 @@ type Metrics struct {
 	keyLookups      prometheus.Counter
 	groupSize       *prometheus.HistogramVec
 	duplicates      *boundedCounter
+	shadow          *boundedCounter
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -104,6 +105,13 @@ func New(stats StatsFunc) *Metrics {
 			"the first 200 names, then \"_other\") and cause (operator_replay, backfill, another_door, provider_retry, dispatch_retry, n8n_twice, upstream_repeat).",
 	}, []string{"source", "cause"}), max: maxDuplicateSources, seen: map[string]bool{}}
 	m.Registry.MustRegister(m.duplicates.vec)
+	m.shadow = &boundedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_shadow_decisions_total",
+		Help: "Claims decided in shadow mode (observe only: answered won, recorded as decided), by source (the claim's source, " +
+			"the dedupe scope; the first 200 names, then \"_other\") and would_be, the outcome claimd decided (won, duplicate, " +
+			"in_progress, conflict, …): duplicate and in_progress are copies enforcement would have stopped.",
+	}, []string{"source", "would_be"}), max: maxDuplicateSources, seen: map[string]bool{}}
+	m.Registry.MustRegister(m.shadow.vec)
 	m.groupSize.WithLabelValues("claim")
 	m.groupSize.WithLabelValues("settle")
 	m.groupSize.WithLabelValues("ingest")
@@ -149,6 +157,12 @@ func (m *Metrics) Claimed(_ string, o claim.Outcome, attempt int) {
 // why.
 func (m *Metrics) Duplicated(source string, c claim.Cause) {
 	m.duplicates.inc(source, string(c))
+}
+
+// ShadowDecided implements claim.ShadowObserver: one shadow claim and
+// what it would have been.
+func (m *Metrics) ShadowDecided(source string, wouldBe claim.Outcome) {
+	m.shadow.inc(source, string(wouldBe))
 }
 
 // maxDuplicateSources bounds the source label of claimd_duplicates_total:
