@@ -31,6 +31,21 @@ describe('findClaims', () => {
 		]);
 	});
 
+	it('skips a shadow copy: answered won, it holds no token (nothing to settle)', () => {
+		const found = lib.findClaims({
+			nodes: [trigger()],
+			runData: {
+				'Stripe Trigger': [
+					task([
+						item(won(1, { shadow: { would_be: 'won' } })),
+						item(won(2, { claim_token: null, shadow: { would_be: 'duplicate', cause: 'provider_retry' } })),
+					]),
+				],
+			},
+		});
+		expect(ids(found)).toEqual(['claim-1']);
+	});
+
 	it("finds Claim's Won output (node version 2) and not its other outcomes", () => {
 		const found = lib.findClaims({
 			nodes: [otherNode('Webhook', 'n8n-nodes-base.webhook'), claimNode()],

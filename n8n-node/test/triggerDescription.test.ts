@@ -124,9 +124,12 @@ describe('trigger description', () => {
 				'inProgress',
 				'onExecutionError',
 				'rawBody',
+				'shadow',
 				'waitSeconds',
 			].sort(),
 		);
+		// Off: a trigger enforces unless asked to only observe.
+		expect(byName(options, 'shadow')).toMatchObject({ type: 'boolean', default: false });
 		expect(byName(options, 'inProgress').default).toBe('answer');
 		expect(byName(options, 'waitSeconds')).toMatchObject({
 			default: 5,

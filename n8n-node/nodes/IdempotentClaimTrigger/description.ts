@@ -350,15 +350,6 @@ export const properties: INodeProperties[] = [
 				description: 'What happens when another delivery of the event holds it right now',
 			},
 			{
-				displayName: 'Wait Seconds',
-				name: 'waitSeconds',
-				type: 'number',
-				typeOptions: { minValue: 1, maxValue: MAX_WAIT_SECONDS },
-				default: DEFAULT_WAIT_SECONDS,
-				description: `How long claimd waits for the holder, 1 to ${MAX_WAIT_SECONDS} seconds; keep it below the provider's timeout`,
-				displayOptions: { show: { inProgress: ['wait'] } },
-			},
-			{
 				displayName: 'On Execution Error',
 				name: 'onExecutionError',
 				type: 'options',
@@ -392,6 +383,23 @@ export const properties: INodeProperties[] = [
 				default: false,
 				description:
 					'Whether to add the request body as received, byte for byte, as binary property "data"',
+			},
+			{
+				displayName: 'Shadow Mode (Observe Only)',
+				name: 'shadow',
+				type: 'boolean',
+				default: false,
+				description:
+					"Whether to only observe: every delivery starts an execution, as without claimd, while claimd decides and records what it would have done (idempotency.shadow.would_be: duplicate, in_progress, conflict…, and its cause). Only the delivery that would have won gets a claim token. The records are real: turn this off and the next copy is stopped. A source with shadow: true in claimd's sources file is observed whatever this says.",
+			},
+			{
+				displayName: 'Wait Seconds',
+				name: 'waitSeconds',
+				type: 'number',
+				typeOptions: { minValue: 1, maxValue: MAX_WAIT_SECONDS },
+				default: DEFAULT_WAIT_SECONDS,
+				description: `How long claimd waits for the holder, 1 to ${MAX_WAIT_SECONDS} seconds; keep it below the provider's timeout`,
+				displayOptions: { show: { inProgress: ['wait'] } },
 			},
 			exactNumbersOption,
 		],

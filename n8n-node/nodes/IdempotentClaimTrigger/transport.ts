@@ -69,6 +69,8 @@ export interface TriggerRequest {
 	test: boolean;
 	/** How long an in_progress event waits for its holder, 0 to 25. */
 	wait_seconds: number;
+	/** Shadow mode (observe only): every event answered won, with shadow.would_be. */
+	shadow?: boolean;
 }
 
 /** One event of a decided delivery: its claim result (identity only for a test). */

@@ -67,6 +67,8 @@ export interface Settings {
 	rawBody: boolean;
 	/** Options → Exact Numbers: JSON numbers a JavaScript number would change are kept as strings. */
 	exactNumbers: boolean;
+	/** Options → Shadow Mode: every delivery starts an execution; claimd records what it would have decided. */
+	shadow: boolean;
 	/** Parameters that are not valid, each with what was done instead. */
 	problems: Array<{ parameter: string; message: string }>;
 }
@@ -130,6 +132,7 @@ export function readSettings(
 		onError,
 		rawBody: options.rawBody === true,
 		exactNumbers: options.exactNumbers === true,
+		shadow: options.shadow === true,
 		problems,
 	};
 }
@@ -426,6 +429,7 @@ async function decide(
 		test: manual,
 		wait_seconds: settings.waitSeconds,
 	};
+	if (settings.shadow) request.shadow = true;
 	const call = await callTrigger.call(this, settings.source, request, settings.exactNumbers);
 	if (!call.ok) throw call.error;
 

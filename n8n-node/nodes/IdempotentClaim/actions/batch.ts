@@ -36,9 +36,17 @@ export function planBatch<T>(
 	items: INodeExecutionData[],
 	build: (itemIndex: number, item: INodeExecutionData) => T,
 	stopAtFirstError: boolean,
+	skip?: (itemIndex: number, item: INodeExecutionData) => ItemResult | undefined,
 ): BatchPlan<T> {
 	const plan: BatchPlan<T> = { results: new Array(items.length), entries: [], places: [] };
 	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
+		// An item with nothing to send (a shadow copy at Complete or Fail)
+		// has its result at once.
+		const skipped = skip?.(itemIndex, items[itemIndex]);
+		if (skipped !== undefined) {
+			plan.results[itemIndex] = skipped;
+			continue;
+		}
 		try {
 			plan.entries.push(build(itemIndex, items[itemIndex]));
 			plan.places.push(itemIndex);

@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { recordSidecar, withIdempotency } from '../helpers/idempotency';
-import { runNode } from '../helpers/parameters';
+import { isShadowCopy, recordSidecar, withIdempotency } from '../helpers/idempotency';
+import { nodeParameter, runNode } from '../helpers/parameters';
 import { NO_RETRY, retriesExhausted, sidecarRequest } from '../transport';
 import { unrecordedOutcomeError } from '../transport/errors';
 import type { ClaimRecord } from '../transport/types';
@@ -15,6 +15,16 @@ import {
 	type SettleRetry,
 } from './common';
 import type { ItemResult } from './types';
+
+/** Whether Claim Token resolves to a non-empty text for the item. */
+function tokenGiven(this: IExecuteFunctions, itemIndex: number): boolean {
+	try {
+		const token: unknown = nodeParameter.call(this, 'claimToken', itemIndex, '');
+		return typeof token === 'string' && token.trim() !== '';
+	} catch {
+		return false;
+	}
+}
 
 /** One report of an effect's outcome, Complete or Fail. */
 export interface SettleOperation {
@@ -64,6 +74,12 @@ export async function settle(
 			return { claim_id: claimId, claim_token: claimToken, ...fields };
 		},
 		false,
+		// A shadow copy (shadow mode: answered won, would not have won)
+		// holds no claim: nothing to report, the item passes through.
+		(itemIndex, item) =>
+			isShadowCopy(item.json.idempotency) && !tokenGiven.call(this, itemIndex)
+				? { output: 0, json: item.json }
+				: undefined,
 	);
 	if (plan.entries.length === 0) return plan.results;
 

@@ -16,7 +16,7 @@ function isObject(value: unknown): value is IDataObject {
  * Switch rules see one shape for every outcome.
  */
 export function claimSidecar(result: ClaimResult): IDataObject {
-	return {
+	const sidecar: IDataObject = {
 		key: orNull(result.idempotency_key),
 		source: orNull(result.source),
 		event_id: orNull(result.event_id),
@@ -33,6 +33,21 @@ export function claimSidecar(result: ClaimResult): IDataObject {
 		key_expires_at: orNull(result.key_expires_at),
 		key_expiry: orNull(result.key_expiry),
 	};
+	// Shadow mode: what claimd would have decided (would_be, cause); only
+	// on a shadow claim's item, so other items keep their shape.
+	if (isObject(result.shadow)) sidecar.shadow = { ...result.shadow };
+	return sidecar;
+}
+
+/**
+ * Whether an item's idempotency object is a shadow copy: a shadow claim
+ * that would not have won, so it holds no claim token and there is
+ * nothing to complete or fail.
+ */
+export function isShadowCopy(idempotency: unknown): boolean {
+	if (!isObject(idempotency) || !isObject(idempotency.shadow)) return false;
+	const token = idempotency.claim_token;
+	return idempotency.shadow.would_be !== 'won' && (typeof token !== 'string' || token === '');
 }
 
 /** Keys of the `idempotency` object that every operation outputs, null when unknown. */
@@ -55,7 +70,7 @@ const SIDECAR_KEYS = [
 ];
 
 /** Facts of the claim answer that a claim record does not repeat. */
-const CLAIM_ONLY_KEYS = ['claim_token', 'outcome'];
+const CLAIM_ONLY_KEYS = ['claim_token', 'outcome', 'shadow'];
 
 /**
  * The `idempotency` object after an operation that answers a claim record

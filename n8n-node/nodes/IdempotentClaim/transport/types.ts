@@ -37,6 +37,17 @@ export interface ClaimRequest extends IDataObject {
 	execution_mode?: string;
 	/** Identifies this request, the same on a retry: "execution:node:run:item". */
 	request_id?: string;
+	/** Shadow mode (observe only): answered won, with shadow.would_be what claimd decided. */
+	shadow?: boolean;
+}
+
+/**
+ * A shadow claim's decision: what claimd decided and recorded (would_be)
+ * while it answered won, and why a copy came (cause).
+ */
+export interface ShadowDecision extends IDataObject {
+	would_be: ClaimOutcome | string;
+	cause?: string;
 }
 
 /** A successful claim result (200 of POST /v1/claims, one entry of the batch results). */
@@ -63,6 +74,11 @@ export interface ClaimResult extends IDataObject {
 	 */
 	key_expires_at?: string;
 	key_expiry?: KeyExpiry | string;
+	/**
+	 * Present on a shadow claim's answer (outcome won): what claimd decided.
+	 * A claim token only when would_be is won; a copy holds nothing.
+	 */
+	shadow?: ShadowDecision;
 }
 
 /**

@@ -210,6 +210,37 @@ export const description: INodeProperties[] = [
 		displayOptions: { show },
 		options: [
 			{
+				displayName: 'Object ID',
+				name: 'objectId',
+				type: 'string',
+				default: '',
+				description:
+					'ID of the object the event changes. With Object Version, an event not newer than the last completed one for this object is reported as stale.',
+			},
+			{
+				displayName: 'Object Version',
+				name: 'objectVersion',
+				type: 'number',
+				default: 0,
+				description: 'Version of the object in this event (whole number), used with Object ID',
+			},
+			{
+				displayName: 'Shadow Mode (Observe Only)',
+				name: 'shadow',
+				type: 'boolean',
+				default: false,
+				description:
+					"Whether to only observe: every item leaves by Won, as if the node were not there, while the sidecar decides and records what it would have done (idempotency.shadow.would_be: duplicate, in_progress, conflict…; its cause in idempotency.shadow.cause). Only an item that would have won gets a claim token; Complete and Fail pass the others through. The records are real: turn this off and the next copy is stopped, decided against everything seen in shadow. A source with shadow: true in the sidecar's sources file is observed whatever this says.",
+			},
+			{
+				displayName: 'Wait for a Concurrent Holder (Seconds)',
+				name: 'waitSeconds',
+				type: 'number',
+				typeOptions: { minValue: 0, maxValue: MAX_WAIT_SECONDS },
+				default: 5,
+				description: `When another execution holds the claim (in progress), wait up to this many seconds for it to finish, then go on with what the claim is then: Duplicate with its result, or In Progress with the retry outcome when it failed. The sidecar is woken when the holder completes or fails; this execution waits meanwhile. Without this option (or 0) an in-progress claim leaves at once. At most ${MAX_WAIT_SECONDS}; keep it below the provider's request timeout.`,
+			},
+			{
 				displayName: 'When the Time Limit Passes Without Complete',
 				name: 'leasePolicy',
 				type: 'options',
@@ -236,29 +267,6 @@ export const description: INodeProperties[] = [
 							'The next delivery of the event wins the claim and runs the protected node again, so the side effect may happen twice. Only for destinations that honour the idempotency key sent with the effect (e.g. an Idempotency-Key header).',
 					},
 				],
-			},
-			{
-				displayName: 'Object ID',
-				name: 'objectId',
-				type: 'string',
-				default: '',
-				description:
-					'ID of the object the event changes. With Object Version, an event not newer than the last completed one for this object is reported as stale.',
-			},
-			{
-				displayName: 'Object Version',
-				name: 'objectVersion',
-				type: 'number',
-				default: 0,
-				description: 'Version of the object in this event (whole number), used with Object ID',
-			},
-			{
-				displayName: 'Wait for a Concurrent Holder (Seconds)',
-				name: 'waitSeconds',
-				type: 'number',
-				typeOptions: { minValue: 0, maxValue: MAX_WAIT_SECONDS },
-				default: 5,
-				description: `When another execution holds the claim (in progress), wait up to this many seconds for it to finish, then go on with what the claim is then: Duplicate with its result, or In Progress with the retry outcome when it failed. The sidecar is woken when the holder completes or fails; this execution waits meanwhile. Without this option (or 0) an in-progress claim leaves at once. At most ${MAX_WAIT_SECONDS}; keep it below the provider's request timeout.`,
 			},
 		],
 	},
@@ -394,6 +402,7 @@ function buildClaim(
 		}
 		if (wait > 0) claim.wait_seconds = wait;
 	}
+	if (options.shadow === true) claim.shadow = true;
 
 	if (executionId) claim.execution_id = executionId;
 	// n8n's execution mode: a copy claimed in retry or manual mode is told
