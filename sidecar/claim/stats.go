@@ -48,8 +48,11 @@ type HourStats struct {
 	// Conflicts counts the copies with the same key and another payload:
 	// held, never run.
 	Conflicts int64
-	// WouldDuplicates counts shadow mode's would-be duplicates (0 until
-	// shadow mode exists).
+	// WouldDuplicates counts shadow mode's would-be duplicates: shadow
+	// claims decided duplicate or in_progress (answered won, so they ran:
+	// copies enforcement would have stopped). They are not in
+	// DuplicatesStopped (nothing was stopped), and a shadow conflict is
+	// not in Conflicts (nothing was held).
 	WouldDuplicates int64
 	// Missed counts the events backfill found missing in the hour,
 	// Backfilled those of them it recovered (both 0 until backfill's
@@ -118,8 +121,9 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 		count(*) FILTER (WHERE (d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
 				AND COALESCE(d.detail, '') NOT LIKE 'backfilled %')
 			OR (d.outcome IN (` + claimOutcomesSQL + `) AND c.receipt_hash IS NULL AND c.origin IS NULL)) AS deliveries,
-		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress')) AS duplicates_stopped,
-		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict')) AS conflicts,
+		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress') AND NOT d.shadow) AS duplicates_stopped,
+		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict') AND NOT d.shadow) AS conflicts,
+		count(*) FILTER (WHERE d.outcome IN ('duplicate', 'in_progress') AND d.shadow) AS would_duplicates,
 		0::bigint AS missed, 0::bigint AS backfilled,
 		count(*) FILTER (WHERE d.outcome = 'dispatched') AS dispatched,
 		COALESCE(sum(EXTRACT(EPOCH FROM d.at - c.created_at) * 1000) FILTER (WHERE d.outcome = 'dispatched'), 0)::float8 AS lag_sum,
@@ -130,23 +134,24 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 	if withBackfill {
 		logRows += `
 	UNION ALL
-	SELECT tenant, scope, ` + hourExpr("detected_at") + `, 0, 0, 0,
+	SELECT tenant, scope, ` + hourExpr("detected_at") + `, 0, 0, 0, 0,
 		count(*), count(*) FILTER (WHERE state IN ('fetched', 'arrived', 'late_real')), 0, 0, 0
 	FROM backfill_events WHERE detected_at >= $1
 	GROUP BY 1, 2, 3`
 	}
-	// TODO(shadow, migration 00015): would_duplicates from the delivery
-	// log's shadow column once shadow mode writes it.
+	// would_duplicates: the shadow rows of the delivery log (migration
+	// 00017, shadow mode).
 	hourly = `INSERT INTO stats_hourly (tenant, source, hour, deliveries, duplicates_stopped, conflicts,
-		missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max)
+		would_duplicates, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max)
 	SELECT tenant, source, hour, sum(deliveries), sum(duplicates_stopped), sum(conflicts),
-		sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
+		sum(would_duplicates), sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
 	FROM (` + logRows + `) r
 	GROUP BY 1, 2, 3
 	ON CONFLICT (tenant, source, hour) DO UPDATE SET
 		deliveries          = GREATEST(stats_hourly.deliveries, excluded.deliveries),
 		duplicates_stopped  = GREATEST(stats_hourly.duplicates_stopped, excluded.duplicates_stopped),
 		conflicts           = GREATEST(stats_hourly.conflicts, excluded.conflicts),
+		would_duplicates    = GREATEST(stats_hourly.would_duplicates, excluded.would_duplicates),
 		missed              = GREATEST(stats_hourly.missed, excluded.missed),
 		backfilled          = GREATEST(stats_hourly.backfilled, excluded.backfilled),
 		dispatched          = GREATEST(stats_hourly.dispatched, excluded.dispatched),
@@ -155,7 +160,7 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 	causes = `INSERT INTO stats_causes_hourly (tenant, source, hour, cause, n)
 	SELECT c.tenant, c.source, ` + hourExpr("d.at") + `, ` + cause + `, count(*)
 	FROM claim_deliveries d JOIN claims c ON c.id = d.claim_id
-	WHERE d.at >= $1 AND d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress')
+	WHERE d.at >= $1 AND d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress') AND NOT d.shadow
 	GROUP BY 1, 2, 3, 4
 	ON CONFLICT (tenant, source, hour, cause) DO UPDATE SET n = GREATEST(stats_causes_hourly.n, excluded.n)`
 	return hourly, causes

@@ -275,3 +275,65 @@ func TestRollupStatsBackfilledIsNoDelivery(t *testing.T) {
 	require.Equal(t, int64(1), n, "the late real delivery")
 	require.Equal(t, int64(1), dups)
 }
+
+// TestRollupStatsWouldDuplicates: shadow claims (observe only) of one
+// source: the copies decided duplicate or in_progress are would-be
+// duplicates, not duplicates stopped (nothing was stopped), a shadow
+// conflict is no conflict held; every shadow claim is a delivery. After
+// enforcement is on, a copy is a duplicate stopped again.
+func TestRollupStatsWouldDuplicates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, claim.Policies{BySource: map[string]claim.Policy{"obs": {Shadow: true}}})
+	ctx := b.ctx
+	claimOf := func(event string, hash int) claim.Result {
+		r, err := b.ledger.Claim(ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: "obs", EventID: event},
+			PayloadHash: hashN(hash)})
+		require.NoError(t, err)
+		require.Equal(t, claim.Won, r.Outcome, "a shadow claim proceeds")
+		return r
+	}
+	first := claimOf("e1", 1)
+	require.Equal(t, claim.Won, first.WouldBe)
+	require.NotEmpty(t, first.Token)
+	require.Equal(t, claim.InProgress, claimOf("e1", 1).WouldBe)
+	_, err := b.ledger.Complete(ctx, "a", first.ID, first.Token, "")
+	require.NoError(t, err)
+	for range 2 {
+		d := claimOf("e1", 1)
+		require.Equal(t, claim.Duplicate, d.WouldBe)
+		require.Empty(t, d.Token, "a copy holds nothing")
+	}
+	require.Equal(t, claim.Conflict, claimOf("e1", 2).WouldBe)
+
+	_, _, err = b.ledger.RollupStats(ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
+	now := time.Now()
+	sum := func() claim.HourStats {
+		hs, err := b.ledger.SourceStats(ctx, "a", "obs", now.Add(-time.Hour), now.Add(time.Hour))
+		require.NoError(t, err)
+		var s claim.HourStats
+		for _, h := range hs {
+			s.Deliveries += h.Deliveries
+			s.DuplicatesStopped += h.DuplicatesStopped
+			s.Conflicts += h.Conflicts
+			s.WouldDuplicates += h.WouldDuplicates
+		}
+		return s
+	}
+	st := sum()
+	require.Equal(t, int64(5), st.Deliveries)
+	require.Equal(t, int64(3), st.WouldDuplicates, "one in_progress and two duplicate copies")
+	require.Zero(t, st.DuplicatesStopped)
+	require.Zero(t, st.Conflicts)
+
+	require.NoError(t, b.ledger.SetPolicies(claim.Policies{}))
+	d, err := b.ledger.Claim(ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: "obs", EventID: "e1"}, PayloadHash: hashN(1)})
+	require.NoError(t, err)
+	require.Equal(t, claim.Duplicate, d.Outcome, "enforced at once, against the shadow record")
+	require.Empty(t, d.WouldBe)
+	_, _, err = b.ledger.RollupStats(ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
+	st = sum()
+	require.Equal(t, int64(1), st.DuplicatesStopped)
+	require.Equal(t, int64(3), st.WouldDuplicates)
+}

@@ -85,6 +85,36 @@ type sourceView struct {
 	Until time.Time
 	// Backfill is the source's gap detection (backfill.go), nil without.
 	Backfill *backfillView
+	// Shadow is the shadow-mode line, nil when the source is not in
+	// shadow and has no would-be duplicates in the range.
+	Shadow *shadowView
+}
+
+// shadowView is what shadow mode saw over a range: Would would-be
+// duplicates (copies that ran but enforcement would have stopped) of
+// Deliveries deliveries, Percent of them (whole percent, rounded); On
+// when the source's policy is in shadow now.
+type shadowView struct {
+	Would, Deliveries int64
+	Percent           int64
+	Words             string
+	On                bool
+}
+
+// newShadowView sums hours for source; nil when there is nothing to say.
+func newShadowView(hours []claim.HourStats, words string, on bool) *shadowView {
+	v := shadowView{Words: words, On: on}
+	for _, h := range hours {
+		v.Would += h.WouldDuplicates
+		v.Deliveries += h.Deliveries
+	}
+	if !on && v.Would == 0 {
+		return nil
+	}
+	if v.Deliveries > 0 {
+		v.Percent = int64(math.Round(100 * float64(v.Would) / float64(v.Deliveries)))
+	}
+	return &v
 }
 
 type rangeLink struct {
@@ -147,7 +177,8 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 		return err
 	}
 	v := sourceView{Source: source, Range: rng.Name, Saved: newSaved(saved, rng.Words), Until: to,
-		Charts: sourceCharts(hours, rng), Backfill: bf}
+		Charts: sourceCharts(hours, rng), Backfill: bf,
+		Shadow: newShadowView(hours, rng.Words, c.cfg.Ledger.Policy(source).Shadow)}
 	for _, r := range statsRanges {
 		v.Ranges = append(v.Ranges, rangeLink{Name: r.Name, URL: sourceURL(source, r.Name), Current: r.Name == rng.Name})
 	}
@@ -218,6 +249,7 @@ func sourceCharts(hours []claim.HourStats, rng statsRange) []template.HTML {
 	conflicts := func(b bucket) float64 { return float64(b.Conflicts) }
 	missed := func(b bucket) float64 { return float64(b.Missed) }
 	backfilled := func(b bucket) float64 { return float64(b.Backfilled) }
+	would := func(b bucket) float64 { return float64(b.WouldDuplicates) }
 
 	// Duplicates by cause, largest cause first.
 	totals := claim.Savings{ByCause: map[string]int64{}}
@@ -244,7 +276,7 @@ func sourceCharts(hours []claim.HourStats, rng statsRange) []template.HTML {
 	if dispatched > 0 {
 		lagAvg = sum(func(b bucket) float64 { return b.DispatchLagSumMs }) / dispatched
 	}
-	return []template.HTML{
+	charts := []template.HTML{
 		barChart([]chartSeries{one("deliveries", deliveries)}, chartOpts{ID: "chart-deliveries", Title: "Deliveries",
 			Desc:   fmt.Sprintf("Copies that reached claimd over %s: %s in all.", rng.Words, short(sum(deliveries))),
 			XLabel: xl, YLabel: "deliveries", Labels: labels}),
@@ -269,6 +301,16 @@ func sourceCharts(hours []claim.HourStats, rng statsRange) []template.HTML {
 				rng.Words, short(dispatched), short(math.Round(lagAvg)), short(math.Round(lagMax))),
 			XLabel: xl, YLabel: "milliseconds", Unit: "ms", Labels: labels, Kind: lines}),
 	}
+	if w := sum(would); w > 0 {
+		// Shadow mode: only when it saw something, so that a source
+		// never in shadow keeps its five charts.
+		charts = append(charts, barChart([]chartSeries{one("would-be duplicates", would)}, chartOpts{ID: "chart-shadow",
+			Title: "Would-be duplicates (shadow mode)",
+			Desc: fmt.Sprintf("Copies that ran because the source was observed only, and that enforcement would have stopped, over %s: %s in all.",
+				rng.Words, short(w)),
+			XLabel: xl, YLabel: "would-be duplicates", Labels: labels}))
+	}
+	return charts
 }
 
 func (b bucket) avgLag() float64 { return b.DispatchLagAvgMs() }

@@ -93,3 +93,52 @@ func TestSourcePageCharts(t *testing.T) {
 	other.signIn(keyB)
 	require.Equal(t, http.StatusNotFound, other.get("/ui/sources/stripe").status, "another tenant's source")
 }
+
+// TestSourcePageShadow: a source observed only (shadow mode) shows how
+// many of its deliveries would have been stopped, a chart of the
+// would-be duplicates and how to enforce; once enforced the line says so.
+func TestSourcePageShadow(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	require.NoError(t, e.ledger.SetPolicies(claim.Policies{BySource: map[string]claim.Policy{"obs": {Shadow: true}}}))
+	first := e.claim(t, tenantA, "obs", "e1")
+	_, err := e.ledger.Complete(e.ctx, tenantA, first.ID, first.Token, "")
+	require.NoError(t, err)
+	for range 3 {
+		r, err := e.ledger.Claim(e.ctx, claim.Request{Tenant: tenantA, Key: claim.Key{Source: "obs", EventID: "e1"},
+			PayloadHash: strings.Repeat("ab", 32)})
+		require.NoError(t, err)
+		require.Equal(t, claim.Won, r.Outcome)
+		require.Equal(t, claim.Duplicate, r.WouldBe)
+	}
+	_, _, err = e.ledger.RollupStats(e.ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
+
+	b := e.browser(t)
+	b.signIn(keyA)
+	r := b.get("/ui/sources/obs")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.NotContains(t, r.body, "style=")
+	require.Equal(t, []string{"75 %"}, texts(r.body, "shadow-percent"), "3 of 4 deliveries")
+	require.Equal(t, []string{"3"}, texts(r.body, "shadow-would"))
+	require.Contains(t, r.body, "<code>shadow: true</code>")
+	figs := figureRe.FindAllString(r.body, -1)
+	require.Len(t, figs, 6, "the five charts and the would-be duplicates")
+	var would float64
+	for _, fig := range figs {
+		f, err := console.CheckChart(fig)
+		require.NoError(t, err, fig)
+		for _, m := range f.Marks {
+			if f.ID == "chart-shadow" {
+				would += m.Value
+			}
+		}
+	}
+	require.Equal(t, 3.0, would)
+	require.NotContains(t, texts(r.body, "saved-duplicates"), "3", "nothing was stopped")
+
+	require.NoError(t, e.ledger.SetPolicies(claim.Policies{}))
+	r = b.get("/ui/sources/obs")
+	require.Contains(t, r.body, "Enforced now")
+	require.NotContains(t, r.body, "<code>shadow: true</code>")
+}
