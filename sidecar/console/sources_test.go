@@ -136,6 +136,9 @@ func TestSourcePageShadow(t *testing.T) {
 	}
 	require.Equal(t, 3.0, would)
 	require.NotContains(t, texts(r.body, "saved-duplicates"), "3", "nothing was stopped")
+	rec := b.get("/ui/claims/" + first.ID)
+	require.Equal(t, http.StatusOK, rec.status)
+	require.Len(t, texts(rec.body, "delivery-shadow"), 4, "the won claim and its three copies are shadow entries")
 
 	require.NoError(t, e.ledger.SetPolicies(claim.Policies{}))
 	r = b.get("/ui/sources/obs")
