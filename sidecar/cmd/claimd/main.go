@@ -271,6 +271,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	scanner.Inbox = inbox
+	observeBackfillSources(met, inbox)
 	m.backfillTick = func(ctx context.Context) {
 		if n, err := backfill.Schedule(ctx, inbox, time.Now()); err != nil {
 			m.Log.Warn().Err(err).Msg("backfill schedule failed")
@@ -789,9 +790,20 @@ func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest st
 	}
 	w.running, w.refused, w.seen, w.polls = cfg, "", "", 0
 	w.met.SourcesReloaded(true)
+	observeBackfillSources(w.met, w.inbox)
 	w.log.Info().Str("trigger", trigger).Int("ingest_sources", len(cfg.Sources)).Int("trigger_sources", len(cfg.Triggers)).
 		Int("sources", len(cfg.Policies)).
 		Msg("sources file reloaded")
+}
+
+// observeBackfillSources gives the metrics the sources with backfill the
+// inbox runs now (their series start at 0; see BackfillMetrics.Configure).
+func observeBackfillSources(met *metrics.Metrics, in *ingest.Inbox) {
+	intervals := map[string]time.Duration{}
+	for _, src := range backfill.Sources(in) {
+		intervals[src.Name] = src.Backfill.Interval
+	}
+	met.Backfill().Configure(intervals)
 }
 
 // install applies cfg to the inbox and the ledger, or changes neither.
