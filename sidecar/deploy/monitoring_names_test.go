@@ -249,7 +249,8 @@ claimd_claims_total{outcome="won"} 1
 
 // TestMonitoringMetricsExist starts the real claimd binary against a fresh
 // database, makes it claim, complete, ingest a signed delivery and
-// dispatch it (so the labelled series exist), and checks that every
+// dispatch it, and run one gap detection scan (so the labelled series
+// exist), and checks that every
 // metric the rules file and the dashboard read is in its /metrics. The
 // same check on the rules file with one name misspelled must fail.
 func TestMonitoringMetricsExist(t *testing.T) {
@@ -265,8 +266,9 @@ func TestMonitoringMetricsExist(t *testing.T) {
 	var missing []string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		// Some series appear only once the dispatcher and the replication
-		// check have run: scrape until none is missing (or the bound).
+		// Some series appear only once the dispatcher, the replication
+		// check and the backfill scan have run: scrape until none is
+		// missing (or the bound).
 		fams = parseExposition(t, getText(t, base+"/metrics"))
 		missing = missingMetrics(t, exprs, fams)
 		if len(missing) == 0 || time.Now().After(deadline) {
@@ -362,9 +364,12 @@ func getText(t *testing.T, url string) string {
 }
 
 // startMonitoredClaimd builds and starts claimd (serve) on a fresh
-// database with one API key and one GitHub source forwarding to a test
-// target, makes one claim and completes it, ingests one delivery, waits
-// for its dispatch, and returns claimd's base URL.
+// database with one API key, one GitHub source forwarding to a test
+// target and one Stripe trigger source with backfill whose provider API
+// is a loopback stand-in (an empty event list), makes one claim and
+// completes it, ingests one delivery, waits for its dispatch, asks for a
+// scan of the Stripe source (it completes in the background), and returns
+// claimd's base URL.
 func startMonitoredClaimd(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "claimd")
@@ -380,6 +385,17 @@ func startMonitoredClaimd(t *testing.T) string {
 		mu.Unlock()
 	}))
 	t.Cleanup(target.Close)
+	// Stripe's GET /v1/events, answering an empty list: the scan succeeds
+	// without any call leaving the machine.
+	stripeAPI := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/events" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[],"has_more":false}`)
+	}))
+	t.Cleanup(stripeAPI.Close)
 
 	const secret = "monitoring-test-github-secret"
 	const apiKey = "monitoring-test-api-key-0001"
@@ -391,6 +407,11 @@ sources:
     provider: github
     secrets: ["${GH_HOOK_SECRET}"]
     forward: {require_claim: false, url: "`+target.URL+`/webhook/gh"}
+  st:
+    tenant: acme
+    provider: stripe
+    secrets: ["${ST_HOOK_SECRET}"]
+    backfill: {credentials: ["${ST_EVENTS_KEY}"], mode: report, interval_minutes: 15, base_url: "`+stripeAPI.URL+`"}
 `, 0o600)
 	cmd := exec.Command(bin, "serve")
 	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
@@ -400,7 +421,7 @@ sources:
 	}
 	cmd.Env = append(cmd.Env, "DATABASE_URL="+pgtest.NewDatabase(t), "CLAIMD_ADDR=127.0.0.1:0",
 		"CLAIMD_LOG_FORMAT=json", "CLAIMD_API_KEYS=acme:"+apiKey, "CLAIMD_SOURCES_FILE="+sources,
-		"GH_HOOK_SECRET="+secret, "CLAIMD_RELOAD_INTERVAL_SECONDS=0", "CLAIMD_MAINTENANCE_INTERVAL_SECONDS=0")
+		"GH_HOOK_SECRET="+secret, "ST_HOOK_SECRET=whsec_monitoring_test", "ST_EVENTS_KEY=rk_test_monitoring", "CLAIMD_RELOAD_INTERVAL_SECONDS=0", "CLAIMD_MAINTENANCE_INTERVAL_SECONDS=0")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	cmd.Stdout = io.Discard
@@ -483,5 +504,15 @@ sources:
 		require.True(t, time.Now().Before(deadline), "the ingested event was not dispatched within 30 s")
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/sources/st/backfill/scans", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, res.StatusCode, "POST /v1/sources/st/backfill/scans: %s", b)
 	return base
 }

@@ -124,6 +124,9 @@ func TestAlertRulesSayWhatToDo(t *testing.T) {
 		{"dispatch backlog", `claimd_inbox_dispatch_open{state="pending"}`},
 		{"retry rate", "claimd_retries_total"},
 		{"p95 claim latency", `claimd_http_request_duration_seconds_bucket{method="POST", route="/v1/claims"}`},
+		{"missed events not recovered", "claimd_backfill_missed_total"},
+		{"refused backfill credentials", `claimd_backfill_scans_total{result="credential_refused"}`},
+		{"gap detection that stopped succeeding", "claimd_backfill_last_success_timestamp_seconds"},
 	} {
 		found := slices.ContainsFunc(rules, func(r alertRule) bool { return strings.Contains(r.Expr, want.metric) })
 		require.True(t, found, "no alert on %s (%s)", want.what, want.metric)
