@@ -363,7 +363,27 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 		return claim.DBError(err)
 	}
 	now := s.now()
+	// Counted once durable (stored, or recorded in backfill_events), and
+	// tallied however the page ends: a scan stopped part-way (credential
+	// refused, rate limited, a database error) still reports what it
+	// recorded, and what it did not record is found again by the next
+	// scan, so nothing is counted twice.
 	missed, fetched, redelivered := 0, 0, 0
+	defer func() {
+		sc.Missed += missed
+		sc.Backfilled += fetched
+		sc.Redelivered += redelivered
+		o := s.obs()
+		if missed > 0 {
+			o.Missed(src.Name, missed)
+		}
+		if fetched > 0 {
+			o.Recovered(src.Name, "fetched", fetched)
+		}
+		if redelivered > 0 {
+			o.Recovered(src.Name, "redelivered", redelivered)
+		}
+	}()
 	for _, cd := range cands {
 		id := cd.ev.Request.EventID
 		st, seen := found[id]
@@ -380,8 +400,11 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 		if seen && st != StateMissed {
 			continue // fetched (and purged since?) or redelivery requested: judged before
 		}
+		// newMiss is 1 for an event no earlier scan recorded: counted
+		// missed once this scan has made it durable.
+		newMiss := 0
 		if !seen {
-			missed++
+			newMiss = 1
 		}
 		how := mode
 		if how == ingest.BackfillAuto {
@@ -395,12 +418,17 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 		}
 		switch how {
 		case ingest.BackfillFetch:
-			ok, err := s.fetch(ctx, src, l, sc.ID, cd)
+			res, err := s.fetch(ctx, src, l, sc.ID, cd)
 			if err != nil {
 				return err
 			}
-			if ok {
+			switch res {
+			case fetchStored:
+				missed += newMiss
 				fetched++
+			case fetchRecordedMissed:
+				missed += newMiss
+			case fetchArrived: // not missed after all
 			}
 			continue
 		case ingest.BackfillRedeliver:
@@ -409,35 +437,28 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 				if err := s.record(ctx, src, sc.ID, cd, StateRedeliveryRequested, ""); err != nil {
 					return err
 				}
+				missed += newMiss
 				redelivered++
 				continue
 			}
 			if errors.Is(err, ErrCredentialRefused) || errors.Is(err, ErrRateLimited) || ctx.Err() != nil {
-				sc.Missed += missed
-				sc.Backfilled += fetched
-				sc.Redelivered += redelivered
+				// The scan stops here; this event is recorded missed
+				// (when the context still allows) so that it is counted.
+				if newMiss == 1 && ctx.Err() == nil {
+					if rerr := s.record(ctx, src, sc.ID, cd, StateMissed, ""); rerr == nil {
+						missed++
+					}
+				}
 				return err
 			}
 			s.Log.Warn().Str("source", src.Name).Str("provider_id", cd.it.ProviderID).Msg("backfill: redelivery refused by the provider; recorded as missed")
 		}
-		if !seen {
+		if newMiss == 1 {
 			if err := s.record(ctx, src, sc.ID, cd, StateMissed, ""); err != nil {
 				return err
 			}
+			missed++
 		}
-	}
-	sc.Missed += missed
-	sc.Backfilled += fetched
-	sc.Redelivered += redelivered
-	o := s.obs()
-	if missed > 0 {
-		o.Missed(src.Name, missed)
-	}
-	if fetched > 0 {
-		o.Recovered(src.Name, "fetched", fetched)
-	}
-	if redelivered > 0 {
-		o.Recovered(src.Name, "redelivered", redelivered)
 	}
 	return nil
 }
@@ -501,17 +522,29 @@ func recordTx(ctx context.Context, db claim.DBTX, src *ingest.Source, scanID int
 	return nil
 }
 
+// fetchResult is what fetch did with a missed event.
+type fetchResult int
+
+const (
+	// fetchStored: stored from the provider's copy, with its finding.
+	fetchStored fetchResult = iota
+	// fetchRecordedMissed: the copy did not key as listed; recorded missed.
+	fetchRecordedMissed
+	// fetchArrived: its real delivery arrived meanwhile; nothing missed.
+	fetchArrived
+)
+
 // fetch stores the provider's copy of a missed event (its body from the
 // list, or fetched) as an inbox event of origin backfill, with its
-// finding, in one transaction. false when its delivery arrived meanwhile.
-func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanID int64, cd candidate) (bool, error) {
+// finding, in one transaction.
+func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanID int64, cd candidate) (fetchResult, error) {
 	ev := cd.ev
 	var headers map[string]string
 	hdr := cd.it.Header
 	if cd.it.Body == nil {
 		body, h, err := l.Fetch(ctx, cd.it)
 		if err != nil {
-			return false, err
+			return fetchArrived, err
 		}
 		hdr = h
 		ct := hdr.Get("Content-Type")
@@ -521,7 +554,7 @@ func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanI
 		evs, err := src.IdentifyUnsigned(headerOf(hdr), body, ct)
 		if err != nil || len(evs) != 1 || evs[0].Request.EventID != cd.ev.Request.EventID {
 			s.Log.Warn().Str("source", src.Name).Str("provider_id", cd.it.ProviderID).Msg("backfill: the fetched event does not key as listed; recorded as missed")
-			return false, recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, StateMissed, "")
+			return fetchRecordedMissed, recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, StateMissed, "")
 		}
 		ev = evs[0]
 	}
@@ -541,7 +574,10 @@ func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanI
 		return recordTx(ctx, tx, src, scanID, candidate{it: cd.it, ev: ev}, StateFetched, claimID)
 	})
 	if err != nil {
-		return false, err
+		return fetchArrived, err
 	}
-	return stored, nil
+	if !stored {
+		return fetchArrived, nil
+	}
+	return fetchStored, nil
 }

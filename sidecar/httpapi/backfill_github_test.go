@@ -279,3 +279,63 @@ func TestBackfillGitHubKeyRule(t *testing.T) {
 	}
 	require.Equal(t, 2, details, "each listed delivery fetched before it is keyed")
 }
+
+// bfCounts is a backfill.Observer that adds up what scans report, as the
+// claimd_backfill_* counters do.
+type bfCounts struct {
+	mu        sync.Mutex
+	missed    int
+	recovered map[string]int
+}
+
+func (*bfCounts) Scanned(string, string, time.Time) {}
+func (*bfCounts) ProviderRequest(string, string)    {}
+func (c *bfCounts) Missed(_ string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.missed += n
+}
+func (c *bfCounts) Recovered(_, how string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recovered == nil {
+		c.recovered = map[string]int{}
+	}
+	c.recovered[how] += n
+}
+
+// TestBackfillGitHubStoppedScanCountsWhatItRecorded: a scan that stops
+// part-way (the token may list deliveries but not redeliver them: 403)
+// still reports the missed event it recorded, to the scan and to the
+// metrics, and the event is not counted again when the next scan, with a
+// token that may redeliver, finds it; the event the stopped scan never
+// judged is counted then. Missed minus recovered ends at zero, so the
+// missed-events alert clears.
+func TestBackfillGitHubStoppedScanCountsWhatItRecorded(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillGitHub(t, ", mode: redeliver")
+	counts := &bfCounts{}
+	b.scanner.Obs = counts
+	b.gh.Add(b.delivery("guid-a", 3*time.Hour, 502))
+	b.gh.Add(b.delivery("guid-b", 2*time.Hour, 502))
+	b.gh.ReadOnly(true)
+
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultCredentialRefused, sc.Result)
+	require.Equal(t, backfill.ErrCredentialRefused.Error(), sc.Error)
+	require.NotContains(t, sc.Error, "Resource not accessible", "the provider's text is not passed on")
+	require.Equal(t, 1, sc.Missed, "the event whose redelivery was refused is recorded missed")
+	require.Zero(t, sc.Redelivered)
+	require.Len(t, b.findings(t), 1)
+	require.Equal(t, 1, counts.missed)
+	require.Empty(t, counts.recovered)
+
+	b.gh.ReadOnly(false)
+	sc2 := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc2.Result, sc2.Error)
+	require.Equal(t, 1, sc2.Missed, "only the event the stopped scan never judged is new")
+	require.Equal(t, 2, sc2.Redelivered)
+	require.Equal(t, map[string]string{"guid-a": "redelivery_requested", "guid-b": "redelivery_requested"}, b.findings(t))
+	require.Equal(t, 2, counts.missed, "each missed event counted once")
+	require.Equal(t, map[string]int{"redelivered": 2}, counts.recovered)
+}

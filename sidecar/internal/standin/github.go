@@ -55,6 +55,7 @@ type GitHub struct {
 	rows      []GitHubDelivery
 	nextID    int64
 	revoked   bool
+	readOnly  bool
 	fail      []string
 	requests  []GitHubRequest
 	attempted []int64
@@ -120,6 +121,16 @@ func (g *GitHub) Revoke() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.revoked = true
+}
+
+// ReadOnly makes the token one without write permission on webhooks
+// from now on: deliveries are still listed and read, and a redelivery is
+// refused 403 "Resource not accessible by personal access token", as
+// GitHub answers a fine-grained token with "Webhooks: read" only.
+func (g *GitHub) ReadOnly(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.readOnly = on
 }
 
 // Requests returns the requests so far.
@@ -204,6 +215,8 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case rest == "" && r.Method == http.MethodGet:
 		g.list(w, r, answer)
+	case strings.HasSuffix(rest, "/attempts") && r.Method == http.MethodPost && g.readOnly:
+		answer(403, map[string]any{"message": "Resource not accessible by personal access token"})
 	case strings.HasSuffix(rest, "/attempts") && r.Method == http.MethodPost:
 		d := g.find(strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/attempts"))
 		if d == nil {
