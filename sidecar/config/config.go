@@ -223,6 +223,9 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
 		}
 		c.Policies.BySource = c.Ingest.Policies
+		if err := ingest.CheckBackfillKeyRetention(c.Ingest, c.Policies); err != nil {
+			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
+		}
 	}
 	c.Policies = c.Policies.WithDefaults()
 	return c, c.Validate()

@@ -8,9 +8,12 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -284,4 +287,43 @@ func loopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// CheckBackfillKeyRetention reports the first source with a backfill block
+// whose window reaches past the key retention of its records, as ps
+// (the environment's default policy and the sources file's, defaults
+// applied) resolves it for the source's scope, the policy the purge
+// uses. A key purged within the window would look missed to a scan, which
+// would then store and dispatch its event again: a second effect. So a
+// sources file like that is refused whole, naming the source and the
+// retention's origin. nil when every window fits.
+func CheckBackfillKeyRetention(cfg Config, ps claim.Policies) error {
+	raw := ps
+	ps = ps.WithDefaults()
+	names := make([]string, 0, len(cfg.Sources)+len(cfg.Triggers))
+	seen := map[string]*Source{}
+	for _, set := range []map[string]*Source{cfg.Sources, cfg.Triggers} {
+		for name, src := range set {
+			if src == nil || src.Backfill == nil || seen[name] != nil {
+				continue
+			}
+			seen[name] = src
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		src := seen[name]
+		kr := ps.For(src.Scope).KeyRetention
+		if kr > src.Backfill.Window {
+			continue
+		}
+		origin := "CLAIMD_KEY_RETENTION_DAYS"
+		if p, own := raw.BySource[src.Scope]; own && p.KeyRetention != 0 {
+			origin = "key_retention_days of " + strconv.Quote(src.Scope)
+		}
+		return fmt.Errorf("source %q: backfill.window_hours (%d h) must be shorter than the key retention of its records (%d h, from %s): a key purged within the window would look missed and its event would be dispatched again; shorten the window or keep keys longer",
+			name, int(src.Backfill.Window/time.Hour), int(kr/time.Hour), origin)
+	}
+	return nil
 }

@@ -813,6 +813,9 @@ func (w *sourcesWatcher) install(ctx context.Context, cfg ingest.Config) error {
 	if err := ps.WithDefaults().Validate(); err != nil {
 		return err
 	}
+	if err := ingest.CheckBackfillKeyRetention(cfg, ps); err != nil {
+		return err
+	}
 	if err := w.inbox.Reload(ctx, cfg); err != nil {
 		return err
 	}

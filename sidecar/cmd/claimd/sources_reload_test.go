@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,6 +74,12 @@ type reloadBundle struct {
 
 func setupReload(t *testing.T, interval string, dispatch bool) *reloadBundle {
 	t.Helper()
+	return setupReloadEnv(t, interval, dispatch, nil)
+}
+
+// setupReloadEnv is setupReload with more settings for claimd.
+func setupReloadEnv(t *testing.T, interval string, dispatch bool, more map[string]string) *reloadBundle {
+	t.Helper()
 	b := &reloadBundle{t: t, path: filepath.Join(t.TempDir(), "sources.yaml")}
 	b.target = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -84,14 +91,16 @@ func setupReload(t *testing.T, interval string, dispatch bool) *reloadBundle {
 	}))
 	t.Cleanup(b.target.Close)
 	b.write(reloadSources(b.target.URL, true, true))
-	b.p = startServe(t, map[string]string{
+	env := map[string]string{
 		"DATABASE_URL": pgtest.NewDatabase(t), "CLAIMD_API_KEYS": "t1:" + reloadKey,
 		"CLAIMD_SOURCES_FILE": b.path, "CLAIMD_RELOAD_INTERVAL_SECONDS": interval,
 		"CLAIMD_DISPATCH": strconv.FormatBool(dispatch),
 		// Not the default (review), so that the removal of payments
 		// (review) shows in the policy of its new claims.
 		"CLAIMD_LEASE_POLICY": "reclaim",
-	})
+	}
+	maps.Copy(env, more)
+	b.p = startServe(t, env)
 	b.api = newAPI(t, b.p.url, reloadKey)
 	return b
 }
@@ -242,6 +251,34 @@ func TestSourcesReloadRefusesEmptyCutShortAndInvalidFiles(t *testing.T) {
 	require.EqualValues(t, 1, b.metric(`claimd_sources_reloads_total{result="applied"}`))
 	require.EqualValues(t, 1, b.metric(`claimd_sources_file_applied`))
 	require.NotContains(t, b.p.stderr.String(), ordersToken, "secrets never reach the log")
+}
+
+// A sources file that adds a backfill source whose window reaches past
+// the key retention claimd runs with (CLAIMD_KEY_RETENTION_DAYS 2 days,
+// window 72 h) is refused whole at reload, as at start: a key purged
+// within the window would look missed and its event would be dispatched
+// again. The running configuration keeps serving; the credential is
+// never logged.
+func TestSourcesReloadRefusesBackfillPastKeyRetention(t *testing.T) {
+	t.Parallel()
+	const cred = "rk_test_reload_backfill_0001"
+	b := setupReloadEnv(t, "0", false, map[string]string{"CLAIMD_KEY_RETENTION_DAYS": "2",
+		"CLAIMD_RETENTION_DAYS": "1", "STRIPE_EVENTS_KEY": cred})
+	b.write(reloadSources(b.target.URL, true, true) + `  stripe-bf:
+    tenant: t1
+    provider: stripe
+    secrets: ["whsec_reload_backfill"]
+    forward: {url: "` + b.target.URL + `/hook/stripe", require_claim: false}
+    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], window_hours: 72}
+`)
+	b.hup()
+	line := b.waitMessages(msgRefused, 1)
+	require.Contains(t, line["error"], `source "stripe-bf": backfill.window_hours (72 h) must be shorter than the key retention of its records (48 h, from CLAIMD_KEY_RETENTION_DAYS)`)
+	require.EqualValues(t, 1, b.metric(`claimd_sources_reloads_total{result="refused"}`))
+	status, id := b.ingest("ord-1")
+	require.Equal(t, http.StatusOK, status, "the running configuration still ingests")
+	require.NotEmpty(t, id)
+	require.NotContains(t, b.p.stderr.String(), cred)
 }
 
 // The B15 sequence through the poll: the file is truncated, stays empty
