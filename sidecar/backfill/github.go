@@ -132,10 +132,11 @@ func (l *githubLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			page.Items = append(page.Items, Item{ProviderID: d.GUID, DeliveryID: d.ID, Type: d.Event, CreatedAt: d.DeliveredAt.UTC(),
 				Failed: !ok2xx, Header: h})
 		}
-		if len(page.Items) > 0 {
-			if err := fn(page); err != nil {
-				return err
-			}
+		// Every page is handed on, an empty one too (all its rows in the
+		// grace, or none at all), so that backfill.max_pages bounds the
+		// requests a scan makes whatever the list's Link headers say.
+		if err := fn(page); err != nil {
+			return err
 		}
 		if older {
 			return nil

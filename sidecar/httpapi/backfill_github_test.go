@@ -339,3 +339,19 @@ func TestBackfillGitHubStoppedScanCountsWhatItRecorded(t *testing.T) {
 	require.Equal(t, 2, counts.missed, "each missed event counted once")
 	require.Equal(t, map[string]int{"redelivered": 2}, counts.recovered)
 }
+
+// TestBackfillGitHubEndlessEmptyPages: a list whose every page is empty
+// and links a next one (a broken or hostile server) ends the scan at
+// backfill.max_pages: pages without items count too, so what a provider's
+// answers can make a scan request is bounded.
+func TestBackfillGitHubEndlessEmptyPages(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillGitHub(t, ", mode: report, max_pages: 5")
+	b.gh.Endless(true)
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultError, sc.Result)
+	require.Contains(t, sc.Error, "backfill.max_pages (5)")
+	require.Equal(t, 5, sc.Pages)
+	require.Len(t, b.gh.Requests(), 6, "the page past max_pages ends the scan")
+	require.Empty(t, b.findings(t))
+}

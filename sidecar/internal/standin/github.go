@@ -56,6 +56,7 @@ type GitHub struct {
 	nextID    int64
 	revoked   bool
 	readOnly  bool
+	endless   bool
 	fail      []string
 	requests  []GitHubRequest
 	attempted []int64
@@ -131,6 +132,14 @@ func (g *GitHub) ReadOnly(on bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.readOnly = on
+}
+
+// Endless makes the list a broken one from now on (a provider bug or a
+// hostile server): every page is empty and links a next one.
+func (g *GitHub) Endless(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.endless = on
 }
 
 // Requests returns the requests so far.
@@ -300,6 +309,15 @@ func (g *GitHub) list(w http.ResponseWriter, r *http.Request, answer func(int, a
 		per = n
 	}
 	per = min(per, g.PageSize)
+	if g.endless {
+		next := *r.URL
+		nq := next.Query()
+		nq.Set("cursor", "v1_"+strconv.Itoa(len(g.requests)))
+		next.RawQuery = nq.Encode()
+		w.Header().Add("Link", fmt.Sprintf(`<%s%s>; rel="next"`, g.URL, next.RequestURI()))
+		answer(200, []map[string]any{})
+		return
+	}
 	rows := append([]GitHubDelivery(nil), g.rows...)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].ID > rows[j].ID }) // newest first
 	start := 0
