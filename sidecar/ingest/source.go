@@ -309,6 +309,9 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 	if err := checkNoEmptyValues(&root, ""); err != nil {
 		return Config{}, err
 	}
+	if err := checkWholeNumbers(&root, reflect.TypeFor[File](), ""); err != nil {
+		return Config{}, err
+	}
 	sum := sha256.Sum256(b)
 	cfg := Config{Sources: map[string]*Source{}, Triggers: map[string]*Source{}, Policies: map[string]claim.Policy{},
 		Digest: hex.EncodeToString(sum[:])}
