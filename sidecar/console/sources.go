@@ -41,6 +41,7 @@ var causeText = map[string]string{
 	"backfill":        "late real delivery after backfill",
 	"dispatch_retry":  "dispatch retries",
 	"n8n_twice":       "n8n ran it twice",
+	"upstream_repeat": "the workflow claimed again",
 }
 
 func causeWords(c string) string {
