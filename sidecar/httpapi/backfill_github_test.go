@@ -100,23 +100,12 @@ func (b *bfGitHubEnv) deliver(t *testing.T, d standin.GitHubDelivery, form bool)
 
 func (b *bfGitHubEnv) scan(t *testing.T) backfill.Scan {
 	t.Helper()
-	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test"})
-	require.NoError(t, err)
-	return sc
+	return b.runScan(t, b.scanner, b.src)
 }
 
 func (b *bfGitHubEnv) findings(t *testing.T) map[string]string {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = 'acme' AND scope = 'gh-bf'`)
-	require.NoError(t, err)
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, st string
-		require.NoError(t, rows.Scan(&id, &st))
-		out[id] = st
-	}
-	return out
+	return b.backfillFindings(t, "gh-bf")
 }
 
 func (b *bfGitHubEnv) claimID(t *testing.T, guid string) string {

@@ -79,23 +79,12 @@ func (b *bfSquareEnv) deliver(t *testing.T, ev standin.SquareEvent) ingestReceip
 
 func (b *bfSquareEnv) scan(t *testing.T) backfill.Scan {
 	t.Helper()
-	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test"})
-	require.NoError(t, err)
-	return sc
+	return b.runScan(t, b.scanner, b.src)
 }
 
 func (b *bfSquareEnv) findings(t *testing.T) map[string]string {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = 'acme' AND scope = 'sq-bf'`)
-	require.NoError(t, err)
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, st string
-		require.NoError(t, rows.Scan(&id, &st))
-		out[id] = st
-	}
-	return out
+	return b.backfillFindings(t, "sq-bf")
 }
 
 // TestBackfillSquareMissedEventFetchedOnce: an event SearchEvents returns

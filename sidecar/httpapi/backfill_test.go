@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -125,19 +124,19 @@ func (b *bfStripeEnv) deliver(t *testing.T, ev standin.StripeEvent, apiVersion s
 	return rs[0]
 }
 
-func (b *bfStripeEnv) scan(t *testing.T) backfill.Scan {
+// runScan runs one scan of src as the API would start it; the scan's own
+// failures are in its result, so an error is the database's.
+func (e *ingestEnv) runScan(t *testing.T, s *backfill.Scanner, src *ingest.Source) backfill.Scan {
 	t.Helper()
-	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test"})
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		t.Logf("%T %v", e, e)
-	}
+	sc, err := s.Run(e.ctx, src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test"})
 	require.NoError(t, err)
 	return sc
 }
 
-func (b *bfStripeEnv) findings(t *testing.T) map[string]string {
+// backfillFindings is the backfill_events of scope (tenant acme): event id → state.
+func (e *ingestEnv) backfillFindings(t *testing.T, scope string) map[string]string {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = 'acme' AND scope = 'stripe-bf'`)
+	rows, err := e.pool.Query(e.ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = 'acme' AND scope = $1`, scope)
 	require.NoError(t, err)
 	defer rows.Close()
 	out := map[string]string{}
@@ -148,6 +147,16 @@ func (b *bfStripeEnv) findings(t *testing.T) map[string]string {
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+func (b *bfStripeEnv) scan(t *testing.T) backfill.Scan {
+	t.Helper()
+	return b.runScan(t, b.scanner, b.src)
+}
+
+func (b *bfStripeEnv) findings(t *testing.T) map[string]string {
+	t.Helper()
+	return b.backfillFindings(t, "stripe-bf")
 }
 
 func (b *bfStripeEnv) claimOf(t *testing.T, eventID string) (id, origin string, conflicts int) {
