@@ -134,31 +134,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 		o.server(&scfg)
 	}
 	srv := httpapi.New(scfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Listener(ln) }()
-	t.Cleanup(func() {
-		// Close the listener too: a Shutdown that lands before the server
-		// started serving would otherwise leave Listener running forever.
-		// A connection fasthttp still counts as open after 10 s is closed
-		// with the listener below; logged, not failed: this teardown is
-		// no product promise (claimd's own shutdown deadline is tested in
-		// cmd/claimd), and it timed out twice under load, not understood
-		// yet (see the session note).
-		if err := srv.App().ShutdownWithTimeout(10 * time.Second); err != nil {
-			t.Logf("test server shutdown: %v", err)
-		}
-		_ = ln.Close()
-		select {
-		case err := <-served:
-			if err != nil && !errors.Is(err, net.ErrClosed) {
-				t.Errorf("server: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("the test server did not stop")
-		}
-	})
+	ln := serveAPI(t, srv)
 	return &ingestEnv{ctx: ctx, pool: pool, inbox: inbox, base: "http://" + ln.Addr().String(), logs: logs, server: srv,
 		client: &http.Client{Timeout: ingestWait}}
 }
@@ -2083,4 +2059,36 @@ func withoutClientState(t *testing.T, raw []byte) string {
 	out, err := json.Marshal(m)
 	require.NoError(t, err)
 	return string(out)
+}
+
+// serveAPI serves srv on a new loopback listener until the test ends and
+// returns that listener.
+func serveAPI(t *testing.T, srv *httpapi.Server) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Listener(ln) }()
+	t.Cleanup(func() {
+		// Close the listener too: a Shutdown that lands before the server
+		// started serving would otherwise leave Listener running forever.
+		// A connection fasthttp still counts as open after 10 s is closed
+		// with the listener below; logged, not failed: this teardown is
+		// no product promise (claimd's own shutdown deadline is tested in
+		// cmd/claimd), and it timed out twice under load, not understood
+		// yet (see the session note).
+		if err := srv.App().ShutdownWithTimeout(10 * time.Second); err != nil {
+			t.Logf("test server shutdown: %v", err)
+		}
+		_ = ln.Close()
+		select {
+		case err := <-served:
+			if err != nil && !errors.Is(err, net.ErrClosed) {
+				t.Errorf("server: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("the test server did not stop")
+		}
+	})
+	return ln
 }

@@ -3,8 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,19 +63,7 @@ func setupShadow(t *testing.T) *shadowEnv {
 	require.NoError(t, err)
 	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: inbox, Metrics: met,
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Listener(ln) }()
-	t.Cleanup(func() {
-		if err := srv.App().ShutdownWithTimeout(10 * time.Second); err != nil {
-			t.Logf("test server shutdown: %v", err)
-		}
-		_ = ln.Close()
-		if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
-			t.Errorf("server: %v", err)
-		}
-	})
+	ln := serveAPI(t, srv)
 	return &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: inbox,
 		base: "http://" + ln.Addr().String(), logs: logs, server: srv, client: &http.Client{Timeout: ingestWait}}, met: met},
 		ledger: ledger}
