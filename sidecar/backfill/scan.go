@@ -24,6 +24,17 @@ type Trigger struct {
 	// Mode overrides the source's mode for this scan ("" keeps it); it
 	// can only narrow it (see Scanner.Run).
 	Mode ingest.BackfillMode
+	// ScanID, when not zero, is the backfill_scans row of result queued
+	// made when the scan was asked for: Run turns that row into the
+	// running scan (with its range) instead of making a new one, or makes
+	// a new one when that row is gone (purged) or no longer queued.
+	ScanID int64
+	// From and To ask for an explicit range [From, To) (an operator's),
+	// clamped to the provider's window (see Window) and listed whatever
+	// the source's cursor says; a zero bound is the window's own. Both
+	// zero: the source's default range (from its cursor, less the
+	// overlap, to the window's end).
+	From, To time.Time
 }
 
 // Trigger kinds.
@@ -138,19 +149,32 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	}
 	pool := s.Inbox.Pool()
 	now := s.now()
-	r := Range{From: now.Add(-b.Window), To: now.Add(-b.Grace)}
+	win := Window(src, now)
+	r := win
 	var until *time.Time
 	if err := pool.QueryRow(ctx, `SELECT scanned_until FROM backfill_state WHERE tenant = $1 AND source = $2`,
 		src.Tenant, src.Name).Scan(&until); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Scan{}, claim.DBError(err)
 	}
-	overlap := s.Overlap
-	if overlap == 0 {
-		overlap = time.Hour
+	if !trig.From.IsZero() || !trig.To.IsZero() {
+		if trig.From.After(r.From) {
+			r.From = trig.From
+		}
+		if !trig.To.IsZero() && trig.To.Before(r.To) {
+			r.To = trig.To
+		}
+	} else {
+		overlap := s.Overlap
+		if overlap == 0 {
+			overlap = time.Hour
+		}
+		if until != nil && until.Add(-overlap).After(r.From) {
+			r.From = until.Add(-overlap)
+		}
 	}
-	if until != nil && until.Add(-overlap).After(r.From) {
-		r.From = until.Add(-overlap)
-	}
+	// contiguous: the range joins what earlier scans covered (or starts
+	// at the window), so a complete scan moves the cursor to its end.
+	contiguous := !r.From.After(win.From) || (until != nil && !r.From.After(*until))
 	if !r.From.Before(r.To) {
 		r.From = r.To
 	}
@@ -173,10 +197,22 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	if trig.Actor != "" {
 		actor = &trig.Actor
 	}
-	if err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, started_at, range_start, range_end)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, src.Tenant, src.Name, trig.Kind, actor, string(mode), now, r.From, r.To).
-		Scan(&sc.ID); err != nil {
-		return Scan{}, claim.DBError(err)
+	if trig.ScanID != 0 {
+		// The row made when the scan was asked for, if it is still there
+		// and still queued (a purge may have removed it).
+		err := pool.QueryRow(ctx, `UPDATE backfill_scans SET result = 'running', started_at = $4, mode = $5,
+			range_start = $6, range_end = $7 WHERE id = $1 AND tenant = $2 AND source = $3 AND result = 'queued'
+			RETURNING id`, trig.ScanID, src.Tenant, src.Name, now, string(mode), r.From, r.To).Scan(&sc.ID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return Scan{}, claim.DBError(err)
+		}
+	}
+	if sc.ID == 0 {
+		if err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, started_at, range_start, range_end)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, src.Tenant, src.Name, trig.Kind, actor, string(mode), now, r.From, r.To).
+			Scan(&sc.ID); err != nil {
+			return Scan{}, claim.DBError(err)
+		}
 	}
 	c := &Client{HTTP: s.HTTP, Sleep: s.Sleep, Now: s.Now, Jitter: s.Jitter, MaxWait: b.MaxWait, Log: s.Log, Source: src.Name,
 		Obs: s.Obs, GitHub: src.Provider == verify.TypeGitHub}
@@ -234,7 +270,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 			return err
 		}
 		var scanned *time.Time
-		if sc.Result == ResultOK {
+		if sc.Result == ResultOK && contiguous {
 			scanned = &r.To
 		}
 		next := fin.Add(b.Interval)
@@ -242,7 +278,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 			next = fin.Add(100 * 365 * 24 * time.Hour)
 		}
 		_, err := tx.Exec(wctx, `INSERT INTO backfill_state (tenant, source, scanned_until, next_scan_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (tenant, source) DO UPDATE SET scanned_until = COALESCE(excluded.scanned_until, backfill_state.scanned_until),
+			ON CONFLICT (tenant, source) DO UPDATE SET scanned_until = COALESCE(GREATEST(excluded.scanned_until, backfill_state.scanned_until), backfill_state.scanned_until),
 			next_scan_at = excluded.next_scan_at`, src.Tenant, src.Name, scanned, next)
 		return err
 	})
@@ -255,6 +291,14 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 }
 
 var errMaxPages = errors.New("max pages")
+
+// Window is the range of creation times src's provider can list at now
+// and a scan may judge: [now − backfill.window, now − backfill.grace).
+// An explicit scan range is clamped to it. src must have backfill.
+func Window(src *ingest.Source, now time.Time) Range {
+	b := src.Backfill
+	return Range{From: now.Add(-b.Window), To: now.Add(-b.Grace)}
+}
 
 // ModeFor is the mode a scan of src runs in when asked for want ("" the
 // source's own): a scan may narrow the source's mode, never widen it —
