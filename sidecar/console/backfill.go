@@ -2,7 +2,10 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -12,18 +15,51 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
-// backfillView is the source page's gap detection: the latest scans,
-// the events the provider holds that claimd did not receive, and the
-// "Scan now" form.
+// backfillView is the source page's gap detection: a page of the scans,
+// a page of the events the provider holds that claimd did not receive
+// (each in its state now), and the "Scan now" and "Scan the whole
+// window" forms.
 type backfillView struct {
 	Mode     string
 	Interval string
 	Scans    []backfill.Scan
 	Findings []backfill.Finding
+	// OlderScans and OlderFindings link the next page of each list ("" on
+	// the last).
+	OlderScans, OlderFindings string
 	// Done says a scan was just queued ("queued", or "running" when one
 	// was queued or running already).
 	Done string
 }
+
+// backfillPage is the source page's query for its backfill section:
+// scan (the flash after a scan was asked for), scans_before and
+// events_before (the lists' cursors, as the API's before).
+type backfillPage struct {
+	Done         string
+	ScansBefore  int64
+	EventsBefore string
+}
+
+// backfillPageOf reads backfillPage from the source page's query; a
+// cursor that is none is 400 naming it.
+func backfillPageOf(ctx *fiber.Ctx) (backfillPage, error) {
+	q := backfillPage{Done: ctx.Query("scan"), EventsBefore: ctx.Query("events_before")}
+	if raw := ctx.Query("scans_before"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 1 {
+			return q, &apperr.Error{Code: apperr.Malformed, Field: "scans_before", Message: "must be a scan id (the older link's)"}
+		}
+		q.ScansBefore = n
+	}
+	return q, nil
+}
+
+// Page sizes of the source page's lists.
+const (
+	consoleScans    = 5
+	consoleFindings = 20
+)
 
 // backfillSource is the session tenant's configured source with
 // backfill, or nil.
@@ -40,7 +76,7 @@ func (c *Console) backfillSource(sess *auth.Session, name string) *ingest.Source
 
 // backfillOf reads the source page's backfill section, nil for a source
 // without backfill.
-func (c *Console) backfillOf(ctx context.Context, sess *auth.Session, name, done string) (*backfillView, error) {
+func (c *Console) backfillOf(ctx context.Context, sess *auth.Session, name string, q backfillPage) (*backfillView, error) {
 	src := c.backfillSource(sess, name)
 	if src == nil {
 		return nil, nil
@@ -49,25 +85,42 @@ func (c *Console) backfillOf(ctx context.Context, sess *auth.Session, name, done
 	if src.Backfill.Interval > 0 {
 		v.Interval = "every " + age(src.Backfill.Interval)
 	}
-	switch done {
+	switch q.Done {
 	case "queued":
 		v.Done = "Scan queued: it lists the provider's events and records the ones claimd did not receive."
 	case "running":
 		v.Done = "A scan of this source is queued or running already."
 	}
-	var err error
-	if v.Scans, err = backfill.ListScans(ctx, c.cfg.Inbox.Pool(), src.Tenant, src.Name, 5); err != nil {
+	scans, nextScan, err := backfill.ListScans(ctx, c.cfg.Inbox.Pool(), src.Tenant, src.Name,
+		backfill.ScanQuery{Limit: consoleScans, Before: q.ScansBefore})
+	if err != nil {
 		return nil, err
 	}
-	if v.Findings, err = backfill.ListEvents(ctx, c.cfg.Inbox.Pool(), src.Tenant, src.Name, "", 20); err != nil {
+	finds, nextFinding, err := backfill.ListEvents(ctx, c.cfg.Inbox.Pool(), src.Tenant, src.Name,
+		backfill.EventQuery{Limit: consoleFindings, Before: q.EventsBefore})
+	if errors.Is(err, backfill.ErrBadCursor) {
+		return nil, &apperr.Error{Code: apperr.Malformed, Field: "events_before", Message: "must be the older link's"}
+	}
+	if err != nil {
 		return nil, err
+	}
+	v.Scans, v.Findings = scans, finds
+	base := sourceURL(src.Name, "")
+	if nextScan != 0 {
+		v.OlderScans = base + "?scans_before=" + strconv.FormatInt(nextScan, 10) + "#backfill"
+	}
+	if nextFinding != "" {
+		v.OlderFindings = base + "?events_before=" + url.QueryEscape(nextFinding) + "#backfill-events"
 	}
 	return v, nil
 }
 
-// backfillScan is POST /ui/sources/{source}/backfill: "Scan now", with
-// the form's CSRF token (session) and its confirmation box; the scan is
-// queued as the API's (one per source at a time), actor the key prefix.
+// backfillScan is POST /ui/sources/{source}/backfill: "Scan now" (the
+// source's default range), or with whole_window=yes "Scan the whole
+// window" (the provider's listable window, whatever earlier scans
+// covered), with the form's CSRF token (session) and its confirmation
+// box; the scan is asked for as the API's (one per source at a time),
+// actor the key prefix.
 func (c *Console) backfillScan(ctx *fiber.Ctx) error {
 	sess := sessionOf(ctx)
 	name := ctx.Params("source")
@@ -78,17 +131,27 @@ func (c *Console) backfillScan(ctx *fiber.Ctx) error {
 	if src == nil {
 		return apperr.New(apperr.NotFound, "no such page")
 	}
-	if formOf(ctx).Get("confirm") != "yes" {
+	form := formOf(ctx)
+	if form.Get("confirm") != "yes" {
 		return apperr.Field("confirm", "tick the box to confirm the scan")
+	}
+	trig := backfill.Trigger{Kind: backfill.TriggerConsole, Actor: sess.KeyPrefix}
+	switch form.Get("whole_window") {
+	case "":
+	case "yes":
+		w := backfill.Window(src, time.Now())
+		trig.From, trig.To = w.From, w.To
+	default:
+		return apperr.Field("whole_window", "must be yes or absent")
 	}
 	dctx, cancel := c.ctx(ctx)
 	defer cancel()
-	_, already, err := backfill.Enqueue(dctx, c.cfg.Inbox, src, backfill.Trigger{Kind: backfill.TriggerConsole, Actor: sess.KeyPrefix})
+	sc, already, err := backfill.Enqueue(dctx, c.cfg.Inbox, src, trig)
 	if err != nil {
 		return err
 	}
 	c.cfg.Logger.Info().Str("tenant", sess.Tenant).Str("key_prefix", sess.KeyPrefix).Str("source", src.Name).
-		Bool("already_running", already).Msg("console: backfill scan")
+		Int64("scan", sc.ID).Bool("whole_window", !trig.From.IsZero()).Bool("already_running", already).Msg("console: backfill scan")
 	done := "queued"
 	if already {
 		done = "running"

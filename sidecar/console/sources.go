@@ -160,7 +160,11 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	bf, err := c.backfillOf(dctx, sess, source, ctx.Query("scan"))
+	bq, err := backfillPageOf(ctx)
+	if err != nil {
+		return err
+	}
+	bf, err := c.backfillOf(dctx, sess, source, bq)
 	if err != nil {
 		return err
 	}

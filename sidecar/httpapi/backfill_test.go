@@ -333,11 +333,12 @@ func TestBackfillAPIAndSchedule(t *testing.T) {
 	a := b.apiPost(t, "/v1/sources/stripe-bf/backfill/scans", `{"mode":"fetch"}`)
 	require.Equal(t, 202, a.status, "%s", a.body)
 	var started struct {
-		ScanJob        int64 `json:"scan_job"`
-		AlreadyRunning bool  `json:"already_running"`
+		Scan           backfill.Scan `json:"scan"`
+		AlreadyRunning bool          `json:"already_running"`
 	}
 	require.NoError(t, json.Unmarshal(a.body, &started))
-	require.Positive(t, started.ScanJob)
+	require.Positive(t, started.Scan.ID)
+	require.False(t, started.AlreadyRunning)
 	var scans struct {
 		Scans []backfill.Scan `json:"scans"`
 	}
@@ -345,9 +346,11 @@ func TestBackfillAPIAndSchedule(t *testing.T) {
 		r := b.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans")
 		require.Equal(t, 200, r.status, "%s", r.body)
 		require.NoError(t, json.Unmarshal(r.body, &scans))
-		return len(scans.Scans) == 1 && scans.Scans[0].Result != backfill.ResultRunning
+		return len(scans.Scans) == 1 && scans.Scans[0].Result != backfill.ResultRunning &&
+			scans.Scans[0].Result != "queued"
 	})
 	sc := scans.Scans[0]
+	require.Equal(t, started.Scan.ID, sc.ID, "the scan answered at once is the scan that ran")
 	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
 	require.Equal(t, "api", sc.Trigger)
 	require.Equal(t, "fetch", sc.Mode)
@@ -405,7 +408,7 @@ func TestBackfillAPIAndSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "stripe-bf is due; stripe-other scans on demand only (interval 0)")
 	b.eventually(t, "the scheduled scan finished", func() bool {
-		return b.scalar(t, `SELECT count(*)::text FROM backfill_scans WHERE source = 'stripe-bf' AND trigger = 'schedule' AND result <> 'running'`) == "1"
+		return b.scalar(t, `SELECT count(*)::text FROM backfill_scans WHERE source = 'stripe-bf' AND trigger = 'schedule' AND result NOT IN ('queued', 'running')`) == "1"
 	})
 
 	// Retention: scans finished before the cut go, with their findings.

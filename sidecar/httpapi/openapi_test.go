@@ -218,13 +218,21 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// Backfill: a scan queued (the job is not worked here: nothing
 	// dispatches), queued again while it waits, the scans and findings
 	// listed; a bad mode and state named; another tenant's source 404.
+	var scanAt string
 	for _, already := range []bool{false, true} {
 		a := b.do(t, call{method: "POST", path: "/v1/sources/bf/backfill/scans", key: keyA, body: map[string]any{"mode": "report"}})
 		require.Equal(t, http.StatusAccepted, a.status, "%s", a)
 		require.Contains(t, string(a.body), fmt.Sprintf(`"already_running":%t`, already))
+		scanAt = a.header.Get("Location")
 	}
-	b.ok(t, call{method: "GET", path: "/v1/sources/bf/backfill/scans", key: keyA})
-	b.ok(t, call{method: "GET", path: "/v1/sources/bf/backfill/events?state=missed", key: keyA})
+	require.NotEmpty(t, scanAt)
+	b.ok(t, call{method: "GET", path: scanAt, key: keyA})
+	b.fails(t, call{method: "GET", path: "/v1/sources/bf/backfill/scans/987654321", key: keyA}, http.StatusNotFound, "not_found", "")
+	b.ok(t, call{method: "GET", path: "/v1/sources/bf/backfill/scans?limit=1", key: keyA})
+	b.ok(t, call{method: "GET", path: "/v1/sources/bf/backfill/events?state=missed&limit=5", key: keyA})
+	b.fails(t, call{method: "GET", path: "/v1/sources/bf/backfill/scans?limit=0", key: keyA}, http.StatusBadRequest, "malformed", "limit")
+	b.fails(t, call{method: "POST", path: "/v1/sources/bf/backfill/scans", key: keyA, body: map[string]any{"from": "2001-01-01T00:00:00Z"}},
+		http.StatusBadRequest, "malformed", "from")
 	b.fails(t, call{method: "POST", path: "/v1/sources/bf/backfill/scans", key: keyA, body: map[string]any{"mode": "sometimes"}},
 		http.StatusUnprocessableEntity, "invalid", "mode")
 	b.fails(t, call{method: "POST", path: "/v1/sources/bf/backfill/scans", key: keyA, body: map[string]any{"mode": "redeliver"}},

@@ -358,6 +358,7 @@ func New(cfg Config) *Server {
 		v1.Post("/inbox/:id/replay", s.inboxReplay)
 		v1.Post("/sources/:source/backfill/scans", s.backfillStart)
 		v1.Get("/sources/:source/backfill/scans", s.backfillScans)
+		v1.Get("/sources/:source/backfill/scans/:id", s.backfillScan)
 		v1.Get("/sources/:source/backfill/events", s.backfillEvents)
 	}
 	if cfg.Console != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
@@ -121,6 +122,22 @@ func (in *Inbox) Enqueue(ctx context.Context, args river.JobArgs, opts *river.In
 		return 0, false, claim.DBError(err)
 	}
 	return res.Job.ID, res.UniqueSkippedAsDuplicate, nil
+}
+
+// EnqueueTx is Enqueue within tx: the job is inserted, or found a
+// duplicate (res.UniqueSkippedAsDuplicate, res.Job the job queued or
+// running already), with whatever else tx writes, so both commit or
+// neither. Errors as Enqueue's.
+func (in *Inbox) EnqueueTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	res, err := in.river.InsertTx(ctx, tx, args, opts)
+	var unknown *river.UnknownJobKindError
+	if errors.As(err, &unknown) {
+		return nil, &apperr.Error{Code: apperr.Internal, Message: "no worker is registered for this job", Err: err}
+	}
+	if err != nil {
+		return nil, claim.DBError(err)
+	}
+	return res, nil
 }
 
 // Sources returns every configured verified source, ingest doors and
