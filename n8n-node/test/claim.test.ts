@@ -75,6 +75,31 @@ describe('Claim request shape', () => {
 		expect(claimsOf(ctx)[0]).toMatchObject({ execution_id: 'exec-42', execution_mode: 'retry' });
 	});
 
+	it("sends the workflow's ID on every claim, and no version (n8n gives a node none)", async () => {
+		const items = webhookItems(['evt_1', 'evt_2']);
+		const ctx = createContext({ items, params: claimParams(items) });
+		ctx.getWorkflow.mockReturnValue({ id: 'wf-7Yq2', name: 'Orders', active: true });
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [claimResult('evt_1', 'won'), claimResult('evt_2', 'duplicate')],
+		});
+		await run(ctx);
+		for (const claim of claimsOf(ctx)) {
+			expect(claim.workflow_id).toBe('wf-7Yq2');
+			expect(claim).not.toHaveProperty('workflow_version');
+		}
+	});
+
+	it('sends no workflow ID when n8n gives none (an unsaved workflow)', async () => {
+		const items = webhookItems(['evt_1']);
+		const ctx = createContext({ items, params: claimParams(items) });
+		ctx.getWorkflow.mockReturnValue({ name: 'Unsaved', active: false });
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue({
+			results: [claimResult('evt_1', 'won')],
+		});
+		await run(ctx);
+		expect(claimsOf(ctx)[0]).not.toHaveProperty('workflow_id');
+	});
+
 	it('joins the base URL without a double slash', async () => {
 		const items = webhookItems(['evt_1']);
 		const ctx = createContext({ items, params: claimParams(items), baseUrl: `${BASE_URL}/` });

@@ -185,6 +185,29 @@ describe('the call to claimd', () => {
 		expect(triggerCalls(ctx)[0].timeout).toBe(REQUEST_TIMEOUT_MS + 12_000);
 	});
 
+	it("sends the workflow's ID (and no version: n8n gives a node none) for the delivery log", async () => {
+		const { ctx } = triggerContext();
+		ctx.getWorkflow.mockReturnValue({ id: 'wf-7Yq2', name: 'w', active: true });
+		ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+			reply('duplicate', [event('evt_1', 'duplicate')]),
+		);
+		await runTrigger(ctx);
+		expect(sentBody(ctx).workflow_id).toBe('wf-7Yq2');
+		expect(sentBody(ctx)).not.toHaveProperty('workflow_version');
+	});
+
+	it('sends no workflow ID the sidecar would refuse (with spaces, too long)', async () => {
+		for (const id of ['has space', 'w'.repeat(129), '']) {
+			const { ctx } = triggerContext();
+			ctx.getWorkflow.mockReturnValue({ id, name: 'w', active: true });
+			ctx.helpers.httpRequestWithAuthentication.mockResolvedValue(
+				reply('duplicate', [event('evt_1', 'duplicate')]),
+			);
+			await runTrigger(ctx);
+			expect(sentBody(ctx)).not.toHaveProperty('workflow_id');
+		}
+	});
+
 	it('refuses a multipart body (n8n keeps no bytes of it) without asking claimd', async () => {
 		const request = delivery({ contentType: 'multipart/form-data', keepRaw: false });
 		delete request.readRawBody;

@@ -175,10 +175,25 @@ type Request struct {
 	// policy is in shadow (Policy.Shadow) is a shadow claim whatever this
 	// says. Not part of the key.
 	Shadow bool
+	// WorkflowID is the claiming workflow's id (n8n: the workflow's id,
+	// shared by every version of it), "" when unknown; WorkflowVersion
+	// is the version of it that runs (n8n: a workflow history version
+	// id), "" when unknown. n8n gives a node no version id, so the
+	// Idempotent Claim node sends WorkflowID alone. Each at most
+	// MaxWorkflowFieldLen bytes of printable ASCII. Kept in the delivery
+	// log; two executions that ran two known, different versions of one
+	// workflow are CauseN8nTwoVersions. Not part of the key.
+	WorkflowID      string
+	WorkflowVersion string
 }
 
 // MaxExecutionModeLen is the longest Request.ExecutionMode, in bytes.
 const MaxExecutionModeLen = 64
+
+// MaxWorkflowFieldLen is the longest Request.WorkflowID and
+// Request.WorkflowVersion, in bytes (n8n's are 16-character ids and
+// 36-character UUIDs).
+const MaxWorkflowFieldLen = 128
 
 // Cause is why a duplicate copy of an event came: the delivery log's
 // explanation of each duplicate (and in_progress) entry, decided by the
@@ -214,6 +229,15 @@ const (
 	// or one trigger request): a resent webhook request inside n8n, two
 	// workflows on one path. The note names both executions.
 	CauseN8nTwice Cause = "n8n_twice"
+	// CauseN8nTwoVersions: two n8n executions of two versions of one
+	// workflow ran one delivery: two versions were active at once (after
+	// the workflow was edited and published again, the old version's
+	// trigger still ran). Told only when both claims named their
+	// workflow version (Request.WorkflowVersion) and they differ; the
+	// note names both executions and both versions. Deactivate and
+	// activate the workflow again, or restart the n8n process that runs
+	// the old trigger.
+	CauseN8nTwoVersions Cause = "n8n_two_versions"
 	// CauseUpstreamRepeat: the workflow claimed the key again and claimd
 	// did not deliver it: whatever starts the workflow (n8n's own
 	// webhook retried by a provider, a schedule reading the same rows)
@@ -223,7 +247,7 @@ const (
 
 // Causes lists every duplicate cause.
 var Causes = []Cause{CauseOperatorReplay, CauseBackfill, CauseAnotherDoor, CauseProviderRetry, CauseDispatchRetry,
-	CauseN8nTwice, CauseUpstreamRepeat}
+	CauseN8nTwice, CauseN8nTwoVersions, CauseUpstreamRepeat}
 
 // Explain is the cause in plain words for people (the console's record
 // page); "" for "" and for a cause this version does not know.
@@ -241,6 +265,8 @@ func (c Cause) Explain() string {
 		return "claimd posted it to n8n more than once (an earlier attempt timed out or failed after n8n had started it)"
 	case CauseN8nTwice:
 		return "n8n ran one delivery in two executions"
+	case CauseN8nTwoVersions:
+		return "n8n ran one delivery in two executions of two versions of the workflow, active at once"
 	case CauseUpstreamRepeat:
 		return "the workflow claimed it again although claimd did not deliver it again"
 	}
@@ -333,4 +359,9 @@ type Delivery struct {
 	// claimd decided and recorded, but the caller was answered won and
 	// ran (Request.Shadow).
 	Shadow bool
+	// WorkflowID and WorkflowVersion are the claiming workflow's id and
+	// version as the claim named them (Request.WorkflowID,
+	// Request.WorkflowVersion), "" when it did not.
+	WorkflowID      string
+	WorkflowVersion string
 }

@@ -227,9 +227,41 @@ func (l *Ledger) Validate(r Request) error {
 	case len(r.ExecutionMode) > MaxExecutionModeLen:
 		return apperr.Field("execution_mode", "must be at most %d bytes", MaxExecutionModeLen)
 	}
+	if err := CheckWorkflow(r.WorkflowID, r.WorkflowVersion); err != nil {
+		return err
+	}
 	return textFields(map[string]string{"source": r.Source, "event_id": r.EventID, "action": r.Action,
 		"event_type": r.EventType, "object_id": r.ObjectID, "execution_id": r.ExecutionID,
 		"request_id": r.RequestID, "execution_mode": r.ExecutionMode, "door": r.Door, "retry_signal": r.RetrySignal})
+}
+
+// CheckWorkflow returns an Invalid *apperr.Error naming workflow_id or
+// workflow_version when either is longer than MaxWorkflowFieldLen bytes
+// or holds anything but printable ASCII without spaces; nil otherwise
+// ("" is valid: unknown). The error quotes neither value.
+func CheckWorkflow(id, version string) error {
+	switch {
+	case len(id) > MaxWorkflowFieldLen:
+		return apperr.Field("workflow_id", "must be at most %d bytes", MaxWorkflowFieldLen)
+	case !printable(id):
+		return apperr.Field("workflow_id", "must be printable ASCII without spaces")
+	case len(version) > MaxWorkflowFieldLen:
+		return apperr.Field("workflow_version", "must be at most %d bytes", MaxWorkflowFieldLen)
+	case !printable(version):
+		return apperr.Field("workflow_version", "must be printable ASCII without spaces")
+	}
+	return nil
+}
+
+// printable reports whether s holds only printable ASCII without
+// spaces (0x21 to 0x7E): ids people read in the delivery log.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // storable reports whether s can be stored in a PostgreSQL text column:
@@ -446,6 +478,7 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		version                                        = make([]*int64, n)
 		maxAttempts                                    = make([]int32, n)
 		door, retrySignal, execMode                    = make([]*string, n), make([]*string, n), make([]*string, n)
+		workflowID, workflowVersion                    = make([]*string, n), make([]*string, n)
 		fingerprint                                    = make([][]byte, n)
 		shadow                                         = make([]bool, n)
 	)
@@ -461,9 +494,11 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		door[j], fingerprint[j] = nullable(r.Door), r.Fingerprint
 		retrySignal[j], execMode[j] = nullable(r.RetrySignal), nullable(r.ExecutionMode)
 		shadow[j] = r.Shadow
+		workflowID[j], workflowVersion[j] = nullable(r.WorkflowID), nullable(r.WorkflowVersion)
 	}
 	return []any{tenant, source, eventID, action, eventType, token, lease, hash, objectID, version,
-		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode, shadow}
+		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode, shadow,
+		workflowID, workflowVersion}
 }
 
 // KeyOrder returns the indexes of reqs sorted by key (tenant, source,
@@ -529,6 +564,7 @@ func (l *Ledger) claimArgs(r Request) (string, []any) {
 		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
 		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
 		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal), nullable(r.ExecutionMode), r.Shadow,
+		nullable(r.WorkflowID), nullable(r.WorkflowVersion),
 	}
 }
 
@@ -801,7 +837,7 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
 		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail, &d.Actor,
-			&d.Door, &d.Cause, &d.CauseNote, &d.Shadow)
+			&d.Door, &d.Cause, &d.CauseNote, &d.Shadow, &d.WorkflowID, &d.WorkflowVersion)
 		return d, err
 	})
 	if err != nil {

@@ -67,7 +67,7 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // (seconds), hash (payload hash), object_id, object_version, max_attempts,
 // lease_policy, execution_id, backoff_base, backoff_cap (seconds),
 // request_id, door, fingerprint, retry (the provider's retry signal), mode
-// (the n8n execution mode). Every row returned carries, after
+// (the n8n execution mode), shadow, workflow_id, workflow_version. Every row returned carries, after
 // recordColumns, the cause logged with it ("" when none). In the DO UPDATE the proposed values are read back from
 // excluded: claim_token is the proposed token and lease_until the proposed
 // lease whenever the outcome can be won (a stale proposal is never won).
@@ -84,6 +84,7 @@ WITH i AS (
 	-- rewriting the row: only its delivery-log entry is written (fast).
 	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
 		i.door AS i_door, i.fingerprint AS i_fingerprint, i.retry AS i_retry, i.mode AS i_mode, i.shadow AS i_shadow,
+		i.workflow_id AS i_workflow_id, i.workflow_version AS i_workflow_version,
 		(cl.state = 'completed'
 		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
 		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
@@ -143,26 +144,28 @@ WITH i AS (
 	SELECT * FROM cur WHERE i_fast
 ), entry AS (
 	-- Each claim's delivery-log entry, and for a copy (duplicate,
-	-- in_progress) why it came (duplicate_cause, migration 00014),
-	-- decided here, by the statement that logs it.
+	-- in_progress) why it came (duplicate_cause, migrations 00014 and
+	-- 00020), decided here, by the statement that logs it.
 	SELECT e.*, CASE WHEN e.e_outcome IN ('duplicate', 'in_progress') THEN duplicate_cause(e.e_id,
 		CASE WHEN e.e_door IS NULL THEN 'claim' ELSE 'trigger' END, e.e_door, e.e_fingerprint,
-		e.e_retry, e.e_execution_id, e.e_mode) END AS why
+		e.e_retry, e.e_execution_id, e.e_mode, e.e_workflow_id, e.e_workflow_version) END AS why
 	FROM (
 		SELECT c.id AS e_id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed'
 			ELSE c.last_outcome END AS e_outcome, c.attempt AS e_attempt, i.hash AS e_hash,
 			i.execution_id AS e_execution_id, i.request_id AS e_request_id, i.door AS e_door,
-			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode, i.shadow AS e_shadow
+			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode, i.shadow AS e_shadow,
+			i.workflow_id AS e_workflow_id, i.workflow_version AS e_workflow_version
 		FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
 		UNION ALL
-		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow
+		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow,
+			i_workflow_id, i_workflow_version
 		FROM fast
 	) e
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail,
-		door, fingerprint, cause, cause_note, shadow)
+		door, fingerprint, cause, cause_note, shadow, workflow_id, workflow_version)
 	SELECT e_id, e_outcome, e_attempt, e_hash, e_execution_id, 'request_id=' || e_request_id,
-		e_door, e_fingerprint, (why).cause, (why).note, e_shadow
+		e_door, e_fingerprint, (why).cause, (why).note, e_shadow, e_workflow_id, e_workflow_version
 	FROM entry
 )
 SELECT ` + recordColumns + `, COALESCE((SELECT (why).cause FROM entry WHERE e_id = c.id), '') FROM c
@@ -186,26 +189,26 @@ var duplicateColumns = func() string {
 // $15 backoff cap seconds, $16 request id, $17 door, $18 fingerprint,
 // $19 retry signal, $20 execution mode, $21 shadow (the delivery-log
 // entry is marked shadow: the decision is recorded, not enforced; see
-// Request.Shadow) (see claimArgs).
+// Request.Shadow), $22 workflow id, $23 workflow version (see claimArgs).
 var claimSQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT 1::bigint AS ord, $1::text AS tenant, $2::text AS source,
 		$3::text AS event_id, $4::text AS action, $5::text AS event_type, $6::uuid AS token,
 		$7::float8 AS lease, $8::text AS hash, $9::text AS object_id, $10::bigint AS object_version,
 		$11::int AS max_attempts, $12::text AS lease_policy, $13::text AS execution_id,
 		$14::float8 AS backoff_base, $15::float8 AS backoff_cap, $16::text AS request_id,
 		$17::text AS door, $18::bytea AS fingerprint, $19::text AS retry, $20::text AS mode,
-		$21::boolean AS shadow`, 1)
+		$21::boolean AS shadow, $22::text AS workflow_id, $23::text AS workflow_version`, 1)
 
 // claimManySQL is claimTemplate for many claims of distinct keys, one
 // array per column of claimSQL's parameters, in the same order ($1
-// tenants … $21 shadow flags, all of one length; see claimManyArgs); the
+// tenants … $23 workflow versions, all of one length; see claimManyArgs); the
 // rows are taken in array order.
 var claimManySQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 		$5::text[], $6::uuid[], $7::float8[], $8::text[], $9::text[], $10::bigint[], $11::int[],
 		$12::text[], $13::text[], $14::float8[], $15::float8[], $16::text[], $17::text[], $18::bytea[],
-		$19::text[], $20::text[], $21::boolean[])
+		$19::text[], $20::text[], $21::boolean[], $22::text[], $23::text[])
 		WITH ORDINALITY AS u(tenant, source, event_id, action, event_type, token, lease, hash,
 		object_id, object_version, max_attempts, lease_policy, execution_id, backoff_base,
-		backoff_cap, request_id, door, fingerprint, retry, mode, shadow, ord)`, 1)
+		backoff_cap, request_id, door, fingerprint, retry, mode, shadow, workflow_id, workflow_version, ord)`, 1)
 
 // genericPlanSQL sets plan_cache_mode = force_generic_plan until the end
 // of the transaction it runs in (set_config with is_local: what SET LOCAL
@@ -397,7 +400,8 @@ const findSQL = `SELECT ` + recordColumns + ` FROM claims
 
 const deliveriesSQL = `SELECT at, outcome, attempt, COALESCE(payload_hash, ''),
 	COALESCE(execution_id, ''), COALESCE(detail, ''), COALESCE(actor, ''),
-	COALESCE(door, ''), COALESCE(cause, ''), COALESCE(cause_note, ''), shadow
+	COALESCE(door, ''), COALESCE(cause, ''), COALESCE(cause_note, ''), shadow,
+	COALESCE(workflow_id, ''), COALESCE(workflow_version, '')
 	FROM claim_deliveries WHERE claim_id = $1 ORDER BY id LIMIT $2`
 
 // The retention purge, per set of sources: the sources named in $1, or,
@@ -567,7 +571,7 @@ WITH cur AS (
 	-- The delivery-log entry, and for a duplicate why it came
 	-- (duplicate_cause, migration 00014), decided here.
 	SELECT e.*, CASE WHEN e_outcome = 'ingest_duplicate' THEN duplicate_cause(e_id, 'ingest', $12::text,
-		$13::bytea, $14::text, NULL, NULL) END AS why
+		$13::bytea, $14::text, NULL, NULL, NULL, NULL) END AS why
 	FROM (
 		SELECT id AS e_id, CASE WHEN inserted THEN 'received'
 		                        WHEN receipt_hash <> $5 THEN 'ingest_conflict'

@@ -34,14 +34,15 @@ var statsRanges = []statsRange{
 // causeText says a duplicate's cause (claim.Cause values of the delivery
 // log) in words; a cause not listed is shown as stored.
 var causeText = map[string]string{
-	"":                "no cause recorded",
-	"provider_retry":  "provider retries",
-	"another_door":    "another door (shared scope)",
-	"operator_replay": "operator replays",
-	"backfill":        "late real delivery after backfill",
-	"dispatch_retry":  "dispatch retries",
-	"n8n_twice":       "n8n ran it twice",
-	"upstream_repeat": "the workflow claimed again",
+	"":                 "no cause recorded",
+	"provider_retry":   "provider retries",
+	"another_door":     "another door (shared scope)",
+	"operator_replay":  "operator replays",
+	"backfill":         "late real delivery after backfill",
+	"dispatch_retry":   "dispatch retries",
+	"n8n_twice":        "n8n ran it twice",
+	"n8n_two_versions": "two workflow versions active at once",
+	"upstream_repeat":  "the workflow claimed again",
 }
 
 func causeWords(c string) string {

@@ -105,6 +105,9 @@ type causeDelivery struct {
 	Door        string `json:"door"`
 	Cause       string `json:"cause"`
 	CauseNote   string `json:"cause_note"`
+	// WorkflowID and WorkflowVersion: the claim's workflow.
+	WorkflowID      string `json:"workflow_id"`
+	WorkflowVersion string `json:"workflow_version"`
 }
 
 // log returns the delivery log of record id through the API.
@@ -374,6 +377,92 @@ func TestCauseN8nTwice(t *testing.T) {
 	require.Equal(t, "upstream_repeat", c.Cause)
 	require.Contains(t, e.last(t, w.ClaimID, "in_progress").CauseNote, "exec-b")
 	require.Equal(t, 1.0, e.metric(t, "orders", claim.CauseUpstreamRepeat))
+}
+
+// TestCauseN8nTwoVersions: claimd dispatched the event once; execution
+// exec-1 of version v1 of workflow wf-1 claimed and completed it, and a
+// second execution claims it too. Of another version (v2): the copy is
+// n8n_two_versions, naming both executions and both versions; of the
+// same version: n8n_twice as before, its note naming the version both
+// ran; naming no version: n8n_twice, the note saying it is not known.
+func TestCauseN8nTwoVersions(t *testing.T) {
+	t.Parallel()
+	var base atomic.Value
+	target := newIngestTarget(t, func(int) (int, http.Header) { return http.StatusOK, nil })
+	target.before = func(n int, r *http.Request) {
+		e := base.Load().(*causeEnv)
+		c := e.claim(t, map[string]any{"source": r.Header.Get(ingest.HeaderSource), "event_id": r.Header.Get(ingest.HeaderEventID),
+			"execution_id": fmt.Sprintf("exec-%d", n), "execution_mode": "webhook",
+			"workflow_id": "wf-1", "workflow_version": "v1"})
+		if c.Outcome == "won" {
+			e.complete(t, c)
+		}
+	}
+	e := setupCauses(t, target.srv.URL, true)
+	base.Store(e)
+	id := e.receiveOne(t, "gh-versions-1")
+	e.waitDispatchState(t, id, "dispatched")
+	require.Len(t, target.requests(), 1)
+	won := e.last(t, id, "won")
+	require.Equal(t, "wf-1", won.WorkflowID)
+	require.Equal(t, "v1", won.WorkflowVersion)
+
+	c := e.claim(t, map[string]any{"source": "hooks", "event_id": "gh-versions-1", "execution_id": "exec-7",
+		"execution_mode": "trigger", "workflow_id": "wf-1", "workflow_version": "v2"})
+	require.Equal(t, "duplicate", c.Outcome)
+	require.Equal(t, "n8n_two_versions", c.Cause)
+	d := e.last(t, id, "duplicate")
+	require.Equal(t, "n8n_two_versions", d.Cause)
+	require.Equal(t, "v2", d.WorkflowVersion)
+	require.Contains(t, d.CauseNote, "execution exec-1 ran workflow wf-1 version v1 and execution exec-7 ran workflow wf-1 version v2")
+	require.Equal(t, 1.0, e.metric(t, "hooks", claim.CauseN8nTwoVersions))
+
+	c = e.claim(t, map[string]any{"source": "hooks", "event_id": "gh-versions-1", "execution_id": "exec-8",
+		"execution_mode": "webhook", "workflow_id": "wf-1", "workflow_version": "v1"})
+	require.Equal(t, "n8n_twice", c.Cause)
+	d = e.last(t, id, "duplicate")
+	require.Contains(t, d.CauseNote, "executions exec-1 and exec-8 both ran the one delivery")
+	require.Contains(t, d.CauseNote, "execution exec-1 ran workflow wf-1 version v1, execution exec-8 ran workflow wf-1 version v1")
+
+	c = e.claim(t, map[string]any{"source": "hooks", "event_id": "gh-versions-1", "execution_id": "exec-9",
+		"execution_mode": "webhook", "workflow_id": "wf-1"})
+	require.Equal(t, "n8n_twice", c.Cause, "a version not known is no second version")
+	require.Contains(t, e.last(t, id, "duplicate").CauseNote, "execution exec-9 ran workflow wf-1 (version not known)")
+	require.Equal(t, 2.0, e.metric(t, "hooks", claim.CauseN8nTwice))
+	require.Equal(t, 1.0, e.metric(t, "hooks", claim.CauseN8nTwoVersions))
+}
+
+// TestCauseWorkflowFieldsRefused: workflow_id and workflow_version are
+// bounded and printable, on a claim, in a batch and on the trigger; the
+// 400 names the field and quotes nothing of the value.
+func TestCauseWorkflowFieldsRefused(t *testing.T) {
+	t.Parallel()
+	e := setupCauses(t, "http://n8n.invalid/webhook/hooks", false)
+	secretish := "sk_live_SECRET_looking_value"
+	for _, tc := range []struct{ field, value string }{
+		{"workflow_id", strings.Repeat("w", claim.MaxWorkflowFieldLen+1)},
+		{"workflow_id", secretish + " with space"},
+		{"workflow_version", secretish + `\u00e9`},
+		{"workflow_version", `\u0007` + secretish},
+	} {
+		body := `{"source":"orders","event_id":"o-wf","` + tc.field + `":"` + tc.value + `"}`
+		ans := e.apiPost(t, "/v1/claims", body)
+		require.Equal(t, http.StatusUnprocessableEntity, ans.status, "%s", ans.body)
+		require.Contains(t, string(ans.body), `"field":"`+tc.field+`"`)
+		require.NotContains(t, string(ans.body), "SECRET")
+
+		ans = e.apiPost(t, "/v1/claims/batch", `{"claims":[`+body+`]}`)
+		require.Equal(t, http.StatusOK, ans.status, "%s", ans.body)
+		require.Contains(t, string(ans.body), `"field":"claims[0].`+tc.field+`"`)
+		require.NotContains(t, string(ans.body), "SECRET")
+	}
+	d := causeStripe(signNow(), stripeEvent("evt_trig_wf", 100))
+	call := trigCall(d, "run-wf")
+	call["workflow_version"] = secretish + " x"
+	ans := e.trigger(t, "t-pay", call)
+	require.Equal(t, http.StatusUnprocessableEntity, ans.status, "%s", ans.body)
+	require.Contains(t, string(ans.body), `"field":"workflow_version"`)
+	require.NotContains(t, string(ans.body), "SECRET")
 }
 
 // TestCauseOperatorReplay: an operator's replay of a dead-lettered

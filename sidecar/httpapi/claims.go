@@ -51,6 +51,12 @@ type claimBody struct {
 	// the answer is won, with shadow.would_be the decision. A claim of a
 	// source in shadow is one whatever this says.
 	Shadow bool `json:"shadow"`
+	// WorkflowID and WorkflowVersion name the claiming workflow and its
+	// version (claim.Request.WorkflowID, WorkflowVersion; at most
+	// claim.MaxWorkflowFieldLen bytes of printable ASCII each), absent
+	// when unknown.
+	WorkflowID      string `json:"workflow_id"`
+	WorkflowVersion string `json:"workflow_version"`
 }
 
 // wait is how long the claim may wait for a concurrent holder.
@@ -133,6 +139,7 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy, doc *strictjso
 	}
 	r.ExecutionMode = b.ExecutionMode
 	r.Shadow = b.Shadow
+	r.WorkflowID, r.WorkflowVersion = b.WorkflowID, b.WorkflowVersion
 	return r, nil
 }
 
@@ -244,6 +251,10 @@ type deliveryJSON struct {
 	// Shadow marks the entry of a shadow claim: outcome is what claimd
 	// decided, the caller was answered won.
 	Shadow bool `json:"shadow,omitempty"`
+	// WorkflowID and WorkflowVersion are the claiming workflow's id and
+	// version as the claim named them.
+	WorkflowID      string `json:"workflow_id,omitempty"`
+	WorkflowVersion string `json:"workflow_version,omitempty"`
 }
 
 func utc(t *time.Time) *time.Time {
@@ -276,7 +287,8 @@ func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 	for _, d := range r.Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryJSON{At: d.At.UTC(), Outcome: d.Outcome, Attempt: d.Attempt,
 			PayloadHash: d.PayloadHash, ExecutionID: d.ExecutionID, Detail: d.Detail, Actor: d.Actor,
-			Door: d.Door, Cause: string(d.Cause), CauseNote: d.CauseNote, Shadow: d.Shadow})
+			Door: d.Door, Cause: string(d.Cause), CauseNote: d.CauseNote, Shadow: d.Shadow,
+			WorkflowID: d.WorkflowID, WorkflowVersion: d.WorkflowVersion})
 	}
 	return out
 }

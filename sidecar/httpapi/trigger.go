@@ -79,6 +79,11 @@ type triggerBody struct {
 	// claimd decided. Events of a source in shadow are shadow claims
 	// whatever this says.
 	Shadow bool `json:"shadow"`
+	// WorkflowID and WorkflowVersion name the workflow whose trigger sent
+	// the delivery and its version, absent when unknown; each event's
+	// claim carries them (claim.Request.WorkflowID, WorkflowVersion).
+	WorkflowID      string `json:"workflow_id"`
+	WorkflowVersion string `json:"workflow_version"`
 }
 
 // checkHeaders refuses a header list that is not pairs of a token name
@@ -288,6 +293,9 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 	if strings.ContainsRune(b.RequestID, 0) {
 		return apperr.Field("request_id", "must not contain NUL characters")
 	}
+	if err := claim.CheckWorkflow(b.WorkflowID, b.WorkflowVersion); err != nil {
+		return err
+	}
 	src := s.cfg.Inbox.TriggerSource(c.Params("source"))
 	if src == nil || src.Tenant != tenant(c) {
 		return apperr.New(apperr.NotFound, "no such source")
@@ -436,6 +444,7 @@ func (s *Server) claimEvents(c *fiber.Ctx, events []ingest.Event, b triggerBody)
 		reqs[i] = ev.Request
 		reqs[i].RequestID = requestID(b.RequestID, i)
 		reqs[i].Shadow = b.Shadow
+		reqs[i].WorkflowID, reqs[i].WorkflowVersion = b.WorkflowID, b.WorkflowVersion
 	}
 	wait := b.wait()
 	waiting := wait > 0 && s.cfg.Waiter != nil

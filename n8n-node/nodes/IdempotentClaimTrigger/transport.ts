@@ -71,6 +71,8 @@ export interface TriggerRequest {
 	wait_seconds: number;
 	/** Shadow mode (observe only): every event answered won, with shadow.would_be. */
 	shadow?: boolean;
+	/** The workflow's id (getWorkflow().id), on each event's claim; n8n gives nodes no version id. */
+	workflow_id?: string;
 }
 
 /** One event of a decided delivery: its claim result (identity only for a test). */

@@ -12,6 +12,7 @@ import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 
 import { claimSidecar } from '../IdempotentClaim/helpers/idempotency';
 import type { ClaimResult } from '../IdempotentClaim/transport/types';
+import { workflowIdOf } from '../IdempotentClaim/helpers/workflow';
 import {
 	answerKind,
 	claimdAnswer,
@@ -430,6 +431,8 @@ async function decide(
 		wait_seconds: settings.waitSeconds,
 	};
 	if (settings.shadow) request.shadow = true;
+	const workflowId = workflowIdOf(this);
+	if (workflowId !== undefined) request.workflow_id = workflowId;
 	const call = await callTrigger.call(this, settings.source, request, settings.exactNumbers);
 	if (!call.ok) throw call.error;
 

@@ -39,6 +39,10 @@ export interface ClaimRequest extends IDataObject {
 	request_id?: string;
 	/** Shadow mode (observe only): answered won, with shadow.would_be what claimd decided. */
 	shadow?: boolean;
+	/** The workflow's id (getWorkflow().id), for the delivery log; n8n gives nodes no version id. */
+	workflow_id?: string;
+	/** The workflow's version, when known; the node never knows it (see helpers/workflow.ts). */
+	workflow_version?: string;
 }
 
 /**

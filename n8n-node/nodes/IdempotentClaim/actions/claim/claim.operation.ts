@@ -11,6 +11,7 @@ import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity
 import { nodeParameter, runNode } from '../../helpers/parameters';
 import { sidecarRequest } from '../../transport';
 import type { ClaimRequest, ClaimResult } from '../../transport/types';
+import { workflowIdOf } from '../../helpers/workflow';
 import { batchResults, planBatch } from '../batch';
 import {
 	DEFAULT_TIME_LIMIT_SECONDS,
@@ -409,6 +410,9 @@ function buildClaim(
 	// apart as an operator's replay in the sidecar's delivery log.
 	const mode: unknown = this.getMode();
 	if (typeof mode === 'string' && mode !== '') claim.execution_mode = mode.slice(0, 64);
+	// The workflow's id, for the delivery log (n8n gives a node no version id).
+	const workflowId = workflowIdOf(this);
+	if (workflowId !== undefined) claim.workflow_id = workflowId;
 	if (requestIdBase !== undefined) claim.request_id = `${requestIdBase}:${itemIndex}`;
 	return claim;
 }
