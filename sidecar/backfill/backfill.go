@@ -44,7 +44,14 @@ import (
 )
 
 // Range is the half-open creation-time range [From, To) a scan lists.
-type Range struct{ From, To time.Time }
+type Range struct {
+	From, To time.Time
+	// Cursor, when not empty, is where the list resumes: the provider's
+	// own pagination cursor (GitHub: the path and query of a Link
+	// rel="next" URL, on the API's own origin), as a Page's Next gave it.
+	// Empty: the list starts at its newest event.
+	Cursor string
+}
 
 // Item is one event a provider lists.
 type Item struct {
@@ -70,12 +77,29 @@ type Item struct {
 }
 
 // Page is one page of a list.
-type Page struct{ Items []Item }
+type Page struct {
+	// Items are the page's events created in the listed range.
+	Items []Item
+	// More reports that the list has a page after this one within the
+	// range (a provider that ignores the range's lower bound is cut at
+	// its first older event: the lists are newest first).
+	More bool
+	// Next is the cursor of the page after this one (Range.Cursor) where
+	// the provider has no time filter to resume by (GitHub); "" else.
+	Next string
+	// Oldest is the oldest creation time of the page's rows, in the
+	// range or not (zero for an empty page): with the list newest first,
+	// everything created in [Oldest + 1 s, range end) has been listed
+	// once this page is (the provider's times have whole seconds; the
+	// second of Oldest may go on on the next page).
+	Oldest time.Time
+}
 
 // Lister reads one provider's event list for one source.
 type Lister interface {
 	// List calls fn with each page of the events created in r, newest
-	// first, until the list ends or fn returns an error (returned as is).
+	// first, from r.Cursor when it is set, until the list ends (a page
+	// without More) or fn returns an error (returned as is).
 	List(ctx context.Context, r Range, fn func(Page) error) error
 	// Fetch returns the event's body and the delivery headers to key and
 	// store it with (nil headers where the provider has none).
@@ -102,11 +126,19 @@ var (
 )
 
 // ProviderError is an unexpected answer of the provider's API: its status
-// only (the body is never read into it).
-type ProviderError struct{ Status int }
+// only (the body is never read into it), and for a 5xx how many times the
+// call was made (ServerTries).
+type ProviderError struct {
+	Status int
+	Tries  int
+}
 
 func (e *ProviderError) Error() string {
-	return "the provider's API answered HTTP " + strconv.Itoa(e.Status)
+	s := "the provider's API answered HTTP " + strconv.Itoa(e.Status)
+	if e.Tries > 1 {
+		s += " (" + strconv.Itoa(e.Tries) + " tries)"
+	}
+	return s
 }
 
 // Observer receives scan events for metrics (claimd_backfill_*).
@@ -118,7 +150,9 @@ type Observer interface {
 	// Recovered counts events recovered, how = fetched | redelivered.
 	Recovered(source, how string, n int)
 	// ProviderRequest is one call to the provider's API, by status class
-	// ("2xx", "4xx", "429", "5xx", "error").
+	// ("2xx", "4xx", "429", "5xx"), or for a call without an HTTP answer
+	// by failure class ("timeout", "unreachable", "dns", "tls",
+	// "unreadable", "error": the Class* constants).
 	ProviderRequest(source, codeClass string)
 }
 

@@ -2,11 +2,17 @@ package backfill
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -50,8 +56,15 @@ func (c *Client) Waited() time.Duration { return c.waited }
 // maxBody bounds a provider answer read into memory.
 const maxBody = 32 << 20
 
-// maxTries bounds the tries of one call (rate limits and 5xx).
+// maxTries bounds the tries of one call through rate limits.
 const maxTries = 8
+
+// ServerTries bounds the tries of one call that the provider answers 5xx
+// or that fails in transport (timeout, connection refused or reset, an
+// unreadable answer): tried again after a capped exponential backoff
+// (serverBackoff), apart from the rate-limit budget (max_wait_seconds),
+// then the scan ends error.
+const ServerTries = 3
 
 // Response is a 2xx answer: its headers and body.
 type Response struct {
@@ -70,6 +83,7 @@ func (c *Client) Do(ctx context.Context, newReq func() (*http.Request, error)) (
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
+	failures := 0 // 5xx and transport failures so far
 	for try := 1; ; try++ {
 		req, err := newReq()
 		if err != nil {
@@ -77,17 +91,20 @@ func (c *Client) Do(ctx context.Context, newReq func() (*http.Request, error)) (
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			c.observe("error")
 			if ctx.Err() != nil {
+				c.observe("error")
 				return Response{}, ctx.Err()
 			}
-			// The transport's error may quote the URL (no credential is
-			// ever in a URL here) but never a header.
-			c.Log.Warn().Str("source", c.Source).Int("try", try).Msg("backfill: provider request failed (transport)")
-			if try >= maxTries {
-				return Response{}, providerFailure("the provider's API could not be reached")
+			f := classify(err)
+			c.observe(f.class)
+			// Logged by its fixed text: the transport's error quotes the
+			// URL, which is not logged either.
+			c.Log.Warn().Str("source", c.Source).Int("try", try).Str("class", f.class).Msg("backfill: provider request failed: " + f.text)
+			failures++
+			if !f.retry || failures >= ServerTries {
+				return Response{}, TransportError{Class: f.class, Text: f.text, Tries: failures}
 			}
-			if err := c.wait(ctx, c.backoff(try)); err != nil {
+			if err := c.pause(ctx, serverBackoff(failures)); err != nil {
 				return Response{}, err
 			}
 			continue
@@ -96,10 +113,27 @@ func (c *Client) Do(ctx context.Context, newReq func() (*http.Request, error)) (
 		if status >= 200 && status < 300 {
 			body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 			resp.Body.Close()
-			c.observe("2xx")
 			if err != nil {
-				return Response{}, providerFailure("the provider's answer could not be read")
+				if ctx.Err() != nil {
+					c.observe("error")
+					return Response{}, ctx.Err()
+				}
+				f := classify(err)
+				if f.class == "error" {
+					f = failure{class: ClassUnreadable, text: "the provider's answer could not be read", retry: true}
+				}
+				c.observe(f.class)
+				c.Log.Warn().Str("source", c.Source).Int("try", try).Str("class", f.class).Msg("backfill: provider answer failed: " + f.text)
+				failures++
+				if !f.retry || failures >= ServerTries {
+					return Response{}, TransportError{Class: f.class, Text: f.text, Tries: failures}
+				}
+				if err := c.pause(ctx, serverBackoff(failures)); err != nil {
+					return Response{}, err
+				}
+				continue
 			}
+			c.observe("2xx")
 			if len(body) > maxBody {
 				return Response{}, providerFailure("the provider's answer is too large")
 			}
@@ -133,13 +167,40 @@ func (c *Client) Do(ctx context.Context, newReq func() (*http.Request, error)) (
 		case status == http.StatusUnauthorized, status == http.StatusForbidden,
 			c.GitHub && status == http.StatusNotFound:
 			return Response{}, ErrCredentialRefused
-		case status >= 500 && try < maxTries && resp.Header.Get("Stripe-Should-Retry") != "false":
-			if err := c.wait(ctx, c.backoff(try)); err != nil {
+		case status >= 500 && resp.Header.Get("Stripe-Should-Retry") != "false":
+			failures++
+			if failures >= ServerTries {
+				return Response{}, &ProviderError{Status: status, Tries: failures}
+			}
+			if err := c.pause(ctx, serverBackoff(failures)); err != nil {
 				return Response{}, err
 			}
 		default:
 			return Response{}, &ProviderError{Status: status}
 		}
+	}
+}
+
+// serverBackoff is the wait before trying again after the n-th 5xx or
+// transport failure of a call: exponential, 1 s · 2^(n−1), capped at 30 s
+// (no jitter: the tries are few and the rate limit has its own rules).
+func serverBackoff(n int) time.Duration {
+	return min(30*time.Second, time.Second<<min(n-1, 5))
+}
+
+// pause waits d outside the rate-limit budget (5xx and transport
+// failures, bounded by ServerTries instead).
+func (c *Client) pause(ctx context.Context, d time.Duration) error {
+	if c.Sleep != nil {
+		return c.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -243,4 +304,79 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return min(max(0, t.Sub(now)), 24*time.Hour), true
+}
+
+// Transport failure classes: the code_class of
+// claimd_backfill_provider_requests_total for a call that got no HTTP
+// answer, and TransportError.Class.
+const (
+	// ClassTimeout: no answer in time (the client's 30 s timeout, or
+	// the connection's deadline).
+	ClassTimeout = "timeout"
+	// ClassUnreachable: the connection was refused or reset, or the host
+	// or network is unreachable.
+	ClassUnreachable = "unreachable"
+	// ClassDNS: the API's host name did not resolve.
+	ClassDNS = "dns"
+	// ClassTLS: the TLS handshake failed (an untrusted or mismatched
+	// certificate, a server that does not speak TLS).
+	ClassTLS = "tls"
+	// ClassUnreadable: an answer came and could not be read (cut short,
+	// not HTTP).
+	ClassUnreadable = "unreadable"
+	// ClassError: any other transport failure.
+	ClassError = "error"
+)
+
+// TransportError is a call that got no readable HTTP answer: its class
+// and a fixed text, never the transport's own message (which quotes the
+// URL) nor anything the provider sent.
+type TransportError struct {
+	Class string
+	Text  string
+	// Tries is how many times the call was made.
+	Tries int
+}
+
+func (e TransportError) Error() string {
+	if e.Tries > 1 {
+		return e.Text + " (" + strconv.Itoa(e.Tries) + " tries)"
+	}
+	return e.Text
+}
+
+// failure is a classified transport failure: its class, fixed text, and
+// whether trying again may help (a timeout, a refused or reset
+// connection may pass; a name that does not resolve or a certificate
+// that is refused will not).
+type failure struct {
+	class, text string
+	retry       bool
+}
+
+// classify sorts a transport error into its class.
+func classify(err error) failure {
+	var dnsErr *net.DNSError
+	var recErr tls.RecordHeaderError
+	var verErr *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var ne net.Error
+	switch {
+	case errors.As(err, &dnsErr):
+		return failure{ClassDNS, "the provider's API host name could not be resolved (DNS)", dnsErr.IsTimeout || dnsErr.IsTemporary}
+	case errors.As(err, &recErr), errors.As(err, &verErr), errors.As(err, &alert), errors.As(err, &unknownCA),
+		errors.As(err, &hostErr), errors.As(err, &invalid), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return failure{ClassTLS, "the TLS handshake with the provider's API failed (its certificate was not trusted or it does not speak TLS)", false}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return failure{ClassTimeout, "the provider's API did not answer in time", true}
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.ECONNABORTED):
+		return failure{ClassUnreachable, "the provider's API refused the connection or could not be reached", true}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(err.Error(), "malformed HTTP"):
+		return failure{ClassUnreadable, "the provider's answer could not be read", true}
+	}
+	return failure{ClassError, "the provider's API could not be reached", true}
 }

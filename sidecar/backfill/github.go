@@ -85,6 +85,16 @@ type githubDelivery struct {
 
 func (l *githubLister) List(ctx context.Context, r Range, fn func(Page) error) error {
 	next := l.path("?per_page=100")
+	if r.Cursor != "" {
+		// A stored position that is not this hook's list on the API's
+		// own origin (the hook or base_url changed) is not followed: the
+		// list is read from its start instead, judging [From, To) only.
+		if u, ok := l.resume(r.Cursor); ok && u != "" {
+			next = u
+		} else {
+			l.c.Log.Warn().Str("source", l.c.Source).Msg("backfill: the stored list position is not this hook's delivery list; listing from the start")
+		}
+	}
 	seen := map[string]bool{}
 	for next != "" {
 		resp, err := l.request(ctx, http.MethodGet, next)
@@ -104,18 +114,22 @@ func (l *githubLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			if d.GUID == "" || d.ID == 0 {
 				return providerFailure("an item of the provider's delivery list is not a GitHub delivery")
 			}
-			if d.DeliveredAt.Before(r.From) {
+			at := d.DeliveredAt.UTC()
+			if page.Oldest.IsZero() || at.Before(page.Oldest) {
+				page.Oldest = at
+			}
+			if at.Before(r.From) {
 				older = true
 				continue
 			}
-			if !d.DeliveredAt.Before(r.To) {
-				continue // within the grace: not judged yet
+			if !at.Before(r.To) {
+				continue // within the grace (or listed by another part of the scan): not judged here
 			}
 			ok2xx := d.StatusCode >= 200 && d.StatusCode < 300
 			if i, dup := idx[d.GUID]; dup {
 				it := &page.Items[i]
-				if d.DeliveredAt.Before(it.CreatedAt) {
-					it.CreatedAt = d.DeliveredAt
+				if at.Before(it.CreatedAt) {
+					it.CreatedAt = at
 				}
 				it.Failed = it.Failed && !ok2xx
 				continue
@@ -129,8 +143,16 @@ func (l *githubLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			h.Set(verify.GitHubEventHeader, d.Event)
 			h.Set(verify.GitHubHookIDHeader, l.hookID)
 			idx[d.GUID] = len(page.Items)
-			page.Items = append(page.Items, Item{ProviderID: d.GUID, DeliveryID: d.ID, Type: d.Event, CreatedAt: d.DeliveredAt.UTC(),
+			page.Items = append(page.Items, Item{ProviderID: d.GUID, DeliveryID: d.ID, Type: d.Event, CreatedAt: at,
 				Failed: !ok2xx, Header: h})
+		}
+		next = ""
+		if !older {
+			next = l.sameOrigin(LinkNext(resp.Header.Values("Link")))
+		}
+		page.More = next != ""
+		if page.More {
+			page.Next = l.cursorOf(next)
 		}
 		// Every page is handed on, an empty one too (all its rows in the
 		// grace, or none at all), so that backfill.max_pages bounds the
@@ -138,12 +160,45 @@ func (l *githubLister) List(ctx context.Context, r Range, fn func(Page) error) e
 		if err := fn(page); err != nil {
 			return err
 		}
-		if older {
-			return nil
-		}
-		next = l.sameOrigin(LinkNext(resp.Header.Values("Link")))
 	}
 	return nil
+}
+
+// cursorOf is the stored form of a next-page URL already checked to be
+// on the API's origin: its path and query only (no scheme, host or
+// userinfo, so no credential), or "" when the query names a credential.
+func (l *githubLister) cursorOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	for k := range p.Query() {
+		switch strings.ToLower(k) {
+		case "access_token", "token", "client_secret", "key":
+			return ""
+		}
+	}
+	return p.RequestURI()
+}
+
+// resume turns a stored cursor (cursorOf) back into a URL on the API's
+// own origin, and only when its path is this hook's delivery list; false
+// for anything else (a changed hook, a tampered row).
+func (l *githubLister) resume(c string) (string, bool) {
+	if !strings.HasPrefix(c, "/") || strings.HasPrefix(c, "//") {
+		return "", false
+	}
+	p, err := url.Parse(c)
+	if err != nil || p.Scheme != "" || p.Host != "" || p.User != nil {
+		return "", false
+	}
+	want, err := url.Parse(l.path(""))
+	if err != nil || p.Path != want.Path {
+		return "", false
+	}
+	u := *l.base
+	u.Path, u.RawPath, u.RawQuery, u.Fragment, u.User = p.Path, p.RawPath, p.RawQuery, "", nil
+	return l.sameOrigin(u.String()), true
 }
 
 // sameOrigin returns u when it is on the API's own origin (the token is

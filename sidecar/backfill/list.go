@@ -128,7 +128,8 @@ func GetScan(ctx context.Context, db claim.DBTX, tenant, source string, id int64
 
 // scanColumns are the backfill_scans columns scanScan reads.
 const scanColumns = `id, source, trigger, COALESCE(actor, ''), mode, started_at, finished_at, range_start,
-	range_end, pages, listed, missed, backfilled, redelivered, result, COALESCE(error, '')`
+	range_end, pages, listed, missed, backfilled, redelivered, result, COALESCE(error, ''), backlog_from, backlog_to,
+	COALESCE(notes, '')`
 
 // scanScan reads scanColumns; a range not known yet (a queued scan of
 // the source's default range) is left zero.
@@ -136,7 +137,8 @@ func scanScan(r pgx.Row) (Scan, error) {
 	var s Scan
 	var from, to *time.Time
 	err := r.Scan(&s.ID, &s.Source, &s.Trigger, &s.Actor, &s.Mode, &s.StartedAt, &s.FinishedAt, &from,
-		&to, &s.Pages, &s.Listed, &s.Missed, &s.Backfilled, &s.Redelivered, &s.Result, &s.Error)
+		&to, &s.Pages, &s.Listed, &s.Missed, &s.Backfilled, &s.Redelivered, &s.Result, &s.Error, &s.BacklogFrom,
+		&s.BacklogTo, &s.Notes)
 	if from != nil {
 		s.RangeStart = *from
 	}

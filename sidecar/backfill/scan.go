@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,8 +47,10 @@ const (
 
 // Scan results.
 const (
+	ResultQueued            = "queued"
 	ResultRunning           = "running"
 	ResultOK                = "ok"
+	ResultPartial           = "partial"
 	ResultRateLimited       = "rate_limited"
 	ResultCredentialRefused = "credential_refused"
 	ResultError             = "error"
@@ -80,6 +83,17 @@ type Scan struct {
 	Redelivered int        `json:"redelivered"`
 	Result      string     `json:"result"`
 	Error       string     `json:"error,omitempty"`
+	// BacklogFrom and BacklogTo bound, for a partial scan, the part of
+	// its range it did not reach, [BacklogFrom, BacklogTo), creation
+	// time: a scan of the source's default range leaves it to the next
+	// scans (the source's backlog).
+	BacklogFrom *time.Time `json:"backlog_from,omitempty"`
+	BacklogTo   *time.Time `json:"backlog_to,omitempty"`
+	// Notes are fixed sentences, "; "-joined, on what the scan could not
+	// cover that is no error of it: the part of the range left for later
+	// (partial), a backlog that left the provider's window unlisted,
+	// recorded misses too old to recover.
+	Notes string `json:"notes,omitempty"`
 }
 
 // Scanner runs scans. Its zero value is not usable: set Inbox.
@@ -132,12 +146,30 @@ func NewLister(src *ingest.Source, c *Client) (Lister, error) {
 // Run scans src once: it lists the provider's events over the window,
 // finds those the ledger lacks, records them (backfill_events) and, by
 // mode, fetches or has them redelivered; the scan is recorded in
-// backfill_scans and the source's cursor in backfill_state. A provider
-// failure ends the scan with its result (credential_refused,
-// rate_limited, error) and a fixed error text, and is not an error of
-// Run; Run's error is the database's (the scan row may then say running).
-// trig.Mode may narrow the source's mode (report always; fetch or
-// redeliver when the source's mode is auto or that mode).
+// backfill_scans and the source's cursor in backfill_state. trig.Mode may
+// narrow the source's mode (report always; fetch or redeliver when the
+// source's mode is auto or that mode).
+//
+// What a scan lists, newest first, within backfill.max_pages pages in all:
+//
+//   - the new part, [last scanned − overlap, window end) (the whole
+//     window the first time); a scan in a recovering mode (fetch,
+//     redeliver, auto) reaches back to the oldest event recorded missed
+//     still inside the window, so that relisting recovers it;
+//   - then, with the pages left, the backlog: the part an earlier scan
+//     did not reach (backfill_state.backlog_*), resumed where it stopped
+//     (GitHub, which has no time filter: from its stored next-page
+//     cursor). A backlog that left the provider's window is dropped, and
+//     the scan's notes say so.
+//
+// A scan that runs out of pages ends partial: what it did not reach is
+// the source's backlog (and the scan's backlog_from/backlog_to), the
+// cursor still moves past the part it covered. An explicit range
+// (trig.From, trig.To) lists that range alone, clamped to the window; its
+// unreached part is only shown on the scan. A provider failure ends the
+// scan with its result (credential_refused, rate_limited, error) and a
+// fixed error text, and is not an error of Run; Run's error is the
+// database's (the scan row may then say running).
 func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Scan, error) {
 	b := src.Backfill
 	if b == nil {
@@ -150,13 +182,15 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	pool := s.Inbox.Pool()
 	now := s.now()
 	win := Window(src, now)
-	r := win
-	var until *time.Time
-	if err := pool.QueryRow(ctx, `SELECT scanned_until FROM backfill_state WHERE tenant = $1 AND source = $2`,
-		src.Tenant, src.Name).Scan(&until); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return Scan{}, claim.DBError(err)
+	st, err := loadState(ctx, pool, src)
+	if err != nil {
+		return Scan{}, err
 	}
-	if !trig.From.IsZero() || !trig.To.IsZero() {
+	r := win
+	explicit := !trig.From.IsZero() || !trig.To.IsZero()
+	var notes []string
+	var back *Range // the backlog this scan lists after the new part
+	if explicit {
 		if trig.From.After(r.From) {
 			r.From = trig.From
 		}
@@ -168,21 +202,23 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		if overlap == 0 {
 			overlap = time.Hour
 		}
-		if until != nil && until.Add(-overlap).After(r.From) {
-			r.From = until.Add(-overlap)
+		if st.until != nil && st.until.Add(-overlap).After(r.From) {
+			r.From = st.until.Add(-overlap)
 		}
+		back = st.backlog(win, &notes)
 	}
-	// contiguous: the range joins what earlier scans covered (or starts
-	// at the window), so a complete scan moves the cursor to its end.
-	contiguous := !r.From.After(win.From) || (until != nil && !r.From.After(*until))
 	if !r.From.Before(r.To) {
 		r.From = r.To
 	}
-	// Findings of earlier scans settled since: a requested redelivery
-	// whose key the ledger now holds has arrived; a fetched event whose
-	// record now has a receipt hash got its real delivery late.
+	// contiguous: the range joins what earlier scans covered (or starts
+	// at the window), so a complete scan moves the cursor to its end.
+	contiguous := !r.From.After(win.From) || (st.until != nil && !r.From.After(*st.until))
+	// Findings of earlier scans settled since: a missed event or a
+	// requested redelivery whose key the ledger now holds has arrived; a
+	// fetched event whose record now has a receipt hash got its real
+	// delivery late.
 	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = 'arrived', claim_id = c.id, updated_at = now()
-		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state = 'redelivery_requested'
+		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state IN ('redelivery_requested', 'missed')
 		AND c.tenant = e.tenant AND c.source = e.scope AND c.event_id = e.event_id AND c.action = ''`, src.Tenant, src.Name); err != nil {
 		return Scan{}, claim.DBError(err)
 	}
@@ -191,8 +227,37 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		AND c.receipt_hash IS NOT NULL`, src.Tenant, src.Name); err != nil {
 		return Scan{}, claim.DBError(err)
 	}
+	if !explicit && recovers(src, mode) {
+		// Events a report scan recorded missed are recovered by listing
+		// them again: the scan reaches back to the oldest one the
+		// provider still lists.
+		oldest, gone, err := recordedMisses(ctx, pool, src, win.From)
+		if err != nil {
+			return Scan{}, err
+		}
+		if gone > 0 {
+			notes = append(notes, fmt.Sprintf("%d events recorded missed were created before the provider's window (%s): "+
+				"they can no longer be listed or recovered, and stay missed", gone, stamp(win.From)))
+		}
+		if oldest != nil {
+			m := oldest.Truncate(time.Second)
+			switch {
+			case !m.Before(r.From):
+			case back != nil && m.Before(back.To):
+				if m.Before(back.From) {
+					back.From = m
+				}
+			default:
+				r.From = m
+			}
+		}
+	}
+	span := r
+	if back != nil && back.From.Before(span.From) {
+		span.From = back.From
+	}
 	sc := Scan{Source: src.Name, Trigger: trig.Kind, Actor: trig.Actor, Mode: string(mode), StartedAt: now,
-		RangeStart: r.From, RangeEnd: r.To, Result: ResultRunning}
+		RangeStart: span.From, RangeEnd: span.To, Result: ResultRunning}
 	var actor *string
 	if trig.Actor != "" {
 		actor = &trig.Actor
@@ -202,14 +267,14 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		// and still queued (a purge may have removed it).
 		err := pool.QueryRow(ctx, `UPDATE backfill_scans SET result = 'running', started_at = $4, mode = $5,
 			range_start = $6, range_end = $7 WHERE id = $1 AND tenant = $2 AND source = $3 AND result = 'queued'
-			RETURNING id`, trig.ScanID, src.Tenant, src.Name, now, string(mode), r.From, r.To).Scan(&sc.ID)
+			RETURNING id`, trig.ScanID, src.Tenant, src.Name, now, string(mode), span.From, span.To).Scan(&sc.ID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return Scan{}, claim.DBError(err)
 		}
 	}
 	if sc.ID == 0 {
 		if err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, started_at, range_start, range_end)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, src.Tenant, src.Name, trig.Kind, actor, string(mode), now, r.From, r.To).
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, src.Tenant, src.Name, trig.Kind, actor, string(mode), now, span.From, span.To).
 			Scan(&sc.ID); err != nil {
 			return Scan{}, claim.DBError(err)
 		}
@@ -217,29 +282,49 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	c := &Client{HTTP: s.HTTP, Sleep: s.Sleep, Now: s.Now, Jitter: s.Jitter, MaxWait: b.MaxWait, Log: s.Log, Source: src.Name,
 		Obs: s.Obs, GitHub: src.Provider == verify.TypeGitHub}
 	lister, err := NewLister(src, c)
+	budget := b.MaxPages
 	var dbErr error
+	var newRest, backRest *Range
+	newDone := false
 	if err == nil {
-		err = lister.List(ctx, r, func(p Page) error {
-			sc.Pages++
-			if sc.Pages > b.MaxPages {
-				return errMaxPages
-			}
-			e := s.page(ctx, src, lister, mode, &sc, p)
-			if e != nil && !providerErr(e) {
-				dbErr = e
-			}
-			return e
-		})
+		newRest, dbErr, err = s.listPart(ctx, src, lister, mode, &sc, r, &budget)
+		newDone = err == nil && dbErr == nil
+		if newDone && back != nil {
+			backRest, dbErr, err = s.listPart(ctx, src, lister, mode, &sc, *back, &budget)
+		}
 	}
 	if dbErr != nil {
 		return sc, dbErr
 	}
+	// rest: what the window (or the asked range) still lacks.
+	rest := newRest
 	switch {
+	case explicit:
+	case newRest != nil && back != nil:
+		// The backlog was not reached: one backlog from the older of
+		// the two, resumed where the new part stopped (below it lies
+		// the covered part, then the old backlog).
+		merged := *newRest
+		if back.From.Before(merged.From) {
+			merged.From = back.From
+		}
+		rest = &merged
+	case newRest == nil:
+		rest = backRest
+	}
+	switch {
+	case err == nil && rest != nil:
+		sc.Result = ResultPartial
+		sc.BacklogFrom, sc.BacklogTo = &rest.From, &rest.To
+		if explicit {
+			notes = append(notes, fmt.Sprintf("backfill.max_pages (%d) pages were listed: events created in [%s, %s) were not reached; "+
+				"ask for that range again", b.MaxPages, stamp(rest.From), stamp(rest.To)))
+		} else {
+			notes = append(notes, fmt.Sprintf("backfill.max_pages (%d) pages were listed: events created in [%s, %s) are not "+
+				"checked yet and are listed by the next scans", b.MaxPages, stamp(rest.From), stamp(rest.To)))
+		}
 	case err == nil:
 		sc.Result = ResultOK
-	case errors.Is(err, errMaxPages):
-		sc.Pages--
-		sc.Result, sc.Error = ResultError, fmt.Sprintf("the list has more than backfill.max_pages (%d) pages: the scan stopped there", b.MaxPages)
 	case errors.Is(err, ErrCredentialRefused):
 		sc.Result, sc.Error = ResultCredentialRefused, ErrCredentialRefused.Error()
 	case errors.Is(err, ErrRateLimited):
@@ -249,37 +334,66 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	default:
 		var pe *ProviderError
 		msg := "the scan failed"
-		if errors.As(err, &pe) || errors.Is(err, ErrNoRedelivery) || errors.As(err, new(providerFailure)) {
+		if errors.As(err, &pe) || errors.Is(err, ErrNoRedelivery) || errors.As(err, new(providerFailure)) ||
+			errors.As(err, new(TransportError)) {
 			msg = err.Error()
 		} else if e := apperrMessage(err); e != "" {
 			msg = e
 		}
 		sc.Result, sc.Error = ResultError, msg
 	}
-	if sc.Result != ResultOK {
+	sc.Notes = strings.Join(notes, "; ")
+	if sc.Result != ResultOK && sc.Result != ResultPartial {
 		s.Log.Warn().Str("source", src.Name).Int64("scan", sc.ID).Str("result", sc.Result).Str("reason", sc.Error).
 			Msg("backfill scan did not complete")
+	} else if sc.Result == ResultPartial {
+		s.Log.Info().Str("source", src.Name).Int64("scan", sc.ID).Time("backlog_from", rest.From).Time("backlog_to", rest.To).
+			Msg("backfill scan reached max_pages: the rest of the window is listed by the next scans")
 	}
 	fin := s.now()
 	sc.FinishedAt = &fin
+	// The source's state: the cursor moves past a default range the scan
+	// covered (fully, or down to its backlog), also when only the
+	// backlog's listing failed; the backlog is rewritten by a scan that
+	// ended ok or partial.
+	var scanned *time.Time
+	setBacklog := false
+	if explicit {
+		if sc.Result == ResultOK && contiguous {
+			scanned = &r.To
+		}
+	} else {
+		if newDone {
+			scanned = &r.To
+		}
+		setBacklog = sc.Result == ResultOK || sc.Result == ResultPartial
+	}
+	var blFrom, blTo *time.Time
+	var blCursor *string
+	if setBacklog && rest != nil {
+		blFrom, blTo, blCursor = &rest.From, &rest.To, nullable(rest.Cursor)
+	}
 	wctx := context.WithoutCancel(ctx)
 	err = claim.RunTx(wctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(wctx, `UPDATE backfill_scans SET finished_at = $2, pages = $3, listed = $4, missed = $5,
-			backfilled = $6, redelivered = $7, result = $8, error = $9 WHERE id = $1`,
-			sc.ID, fin, sc.Pages, sc.Listed, sc.Missed, sc.Backfilled, sc.Redelivered, sc.Result, nullable(sc.Error)); err != nil {
+			backfilled = $6, redelivered = $7, result = $8, error = $9, backlog_from = $10, backlog_to = $11, notes = $12
+			WHERE id = $1`, sc.ID, fin, sc.Pages, sc.Listed, sc.Missed, sc.Backfilled, sc.Redelivered, sc.Result,
+			nullable(sc.Error), sc.BacklogFrom, sc.BacklogTo, nullable(sc.Notes)); err != nil {
 			return err
-		}
-		var scanned *time.Time
-		if sc.Result == ResultOK && contiguous {
-			scanned = &r.To
 		}
 		next := fin.Add(b.Interval)
 		if b.Interval == 0 {
 			next = fin.Add(100 * 365 * 24 * time.Hour)
 		}
-		_, err := tx.Exec(wctx, `INSERT INTO backfill_state (tenant, source, scanned_until, next_scan_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (tenant, source) DO UPDATE SET scanned_until = COALESCE(GREATEST(excluded.scanned_until, backfill_state.scanned_until), backfill_state.scanned_until),
-			next_scan_at = excluded.next_scan_at`, src.Tenant, src.Name, scanned, next)
+		_, err := tx.Exec(wctx, `INSERT INTO backfill_state (tenant, source, scanned_until, next_scan_at, backlog_from, backlog_to, backlog_cursor)
+			VALUES ($1, $2, $3, $4, $6, $7, $8)
+			ON CONFLICT (tenant, source) DO UPDATE SET
+			scanned_until = COALESCE(GREATEST(excluded.scanned_until, backfill_state.scanned_until), backfill_state.scanned_until),
+			next_scan_at = excluded.next_scan_at,
+			backlog_from = CASE WHEN $5 THEN excluded.backlog_from ELSE backfill_state.backlog_from END,
+			backlog_to = CASE WHEN $5 THEN excluded.backlog_to ELSE backfill_state.backlog_to END,
+			backlog_cursor = CASE WHEN $5 THEN excluded.backlog_cursor ELSE backfill_state.backlog_cursor END`,
+			src.Tenant, src.Name, scanned, next, setBacklog, blFrom, blTo, blCursor)
 		return err
 	})
 	if err != nil {
@@ -289,6 +403,139 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	o.Scanned(src.Name, sc.Result, fin)
 	return sc, nil
 }
+
+// listPart lists r within the page budget (decremented per page) and
+// judges its pages. rest is the part of r not reached when the budget ran
+// out (with the cursor to resume at), nil when r was listed to its end;
+// dbErr is the database's error, err the provider's.
+func (s *Scanner) listPart(ctx context.Context, src *ingest.Source, l Lister, mode ingest.BackfillMode, sc *Scan, r Range,
+	budget *int) (rest *Range, dbErr, err error) {
+	if !r.From.Before(r.To) {
+		return nil, nil, nil
+	}
+	if *budget <= 0 {
+		return &r, nil, nil
+	}
+	var oldest time.Time
+	next := r.Cursor
+	err = l.List(ctx, r, func(p Page) error {
+		sc.Pages++
+		*budget--
+		// Only [From, To) is judged, whatever the provider returned.
+		in := p.Items[:0:0]
+		for _, it := range p.Items {
+			if !it.CreatedAt.Before(r.From) && it.CreatedAt.Before(r.To) {
+				in = append(in, it)
+			}
+		}
+		p.Items = in
+		if e := s.page(ctx, src, l, mode, sc, p); e != nil {
+			if !providerErr(e) {
+				dbErr = e
+			}
+			return e
+		}
+		if !p.Oldest.IsZero() && (oldest.IsZero() || p.Oldest.Before(oldest)) {
+			oldest = p.Oldest
+		}
+		next = p.Next
+		if p.More && *budget <= 0 {
+			return errMaxPages
+		}
+		return nil
+	})
+	if dbErr != nil {
+		return nil, dbErr, nil
+	}
+	if !errors.Is(err, errMaxPages) {
+		return nil, nil, err
+	}
+	// Listed: everything created from the second after the oldest row
+	// reached to r.To (the oldest second may go on on the next page).
+	left := Range{From: r.From, To: r.To, Cursor: next}
+	if !oldest.IsZero() {
+		if cut := oldest.Truncate(time.Second).Add(time.Second); cut.Before(left.To) {
+			left.To = cut
+		}
+	}
+	if !left.From.Before(left.To) {
+		return nil, nil, nil
+	}
+	return &left, nil, nil
+}
+
+// scanState is a source's backfill_state.
+type scanState struct {
+	until, backFrom, backTo *time.Time
+	cursor                  *string
+}
+
+func loadState(ctx context.Context, db claim.DBTX, src *ingest.Source) (scanState, error) {
+	var st scanState
+	err := db.QueryRow(ctx, `SELECT scanned_until, backlog_from, backlog_to, backlog_cursor FROM backfill_state
+		WHERE tenant = $1 AND source = $2`, src.Tenant, src.Name).Scan(&st.until, &st.backFrom, &st.backTo, &st.cursor)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return st, claim.DBError(err)
+	}
+	return st, nil
+}
+
+// backlog is the stored backlog cut to the window (nil when there is
+// none left); a part that left the window is noted.
+func (st scanState) backlog(win Range, notes *[]string) *Range {
+	if st.backFrom == nil || st.backTo == nil || !st.backFrom.Before(*st.backTo) {
+		return nil
+	}
+	bl := Range{From: *st.backFrom, To: *st.backTo}
+	if st.cursor != nil {
+		bl.Cursor = *st.cursor
+	}
+	if !bl.To.After(win.From) {
+		*notes = append(*notes, fmt.Sprintf("the backlog [%s, %s) left the provider's window before it was listed: "+
+			"events created then can no longer be checked", stamp(bl.From), stamp(bl.To)))
+		return nil
+	}
+	if bl.From.Before(win.From) {
+		*notes = append(*notes, fmt.Sprintf("the backlog's part [%s, %s) left the provider's window before it was listed: "+
+			"events created then can no longer be checked", stamp(bl.From), stamp(win.From)))
+		bl.From = win.From
+	}
+	if bl.To.After(win.To) {
+		bl.To = win.To
+	}
+	return &bl
+}
+
+// recovers reports whether a scan in mode recovers missed events of src
+// (fetch, redeliver, auto), rather than only recording them.
+func recovers(src *ingest.Source, mode ingest.BackfillMode) bool {
+	switch mode {
+	case ingest.BackfillRedeliver:
+		return true
+	case ingest.BackfillFetch:
+		return !src.TriggerOnly()
+	case ingest.BackfillAuto:
+		return !src.TriggerOnly() || src.Provider == verify.TypeGitHub
+	}
+	return false
+}
+
+// recordedMisses returns the creation time of src's oldest event
+// recorded missed at or after from (nil: none), and how many recorded
+// missed were created before from (no longer listable).
+func recordedMisses(ctx context.Context, db claim.DBTX, src *ingest.Source, from time.Time) (*time.Time, int, error) {
+	var oldest *time.Time
+	var gone int
+	if err := db.QueryRow(ctx, `SELECT min(provider_created_at) FILTER (WHERE provider_created_at >= $3),
+		count(*) FILTER (WHERE provider_created_at < $3) FROM backfill_events
+		WHERE tenant = $1 AND source = $2 AND state = 'missed'`, src.Tenant, src.Name, from).Scan(&oldest, &gone); err != nil {
+		return nil, 0, claim.DBError(err)
+	}
+	return oldest, gone, nil
+}
+
+// stamp is a time in notes: RFC 3339, UTC, whole seconds.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 var errMaxPages = errors.New("max pages")
 
@@ -331,7 +578,7 @@ func ModeFor(src *ingest.Source, want ingest.BackfillMode) (ingest.BackfillMode,
 func providerErr(err error) bool {
 	var pe *ProviderError
 	return errors.Is(err, ErrCredentialRefused) || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrNoRedelivery) ||
-		errors.As(err, &pe) || errors.As(err, new(providerFailure)) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.As(err, &pe) || errors.As(err, new(providerFailure)) || errors.As(err, new(TransportError)) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // providerFailure is any other provider failure (an unreadable answer,

@@ -98,6 +98,7 @@ func (l *squareLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			return providerFailure("the provider's answer is not a SearchEvents result")
 		}
 		page := Page{Items: make([]Item, 0, len(res.Events))}
+		older := false
 		for _, raw := range res.Events {
 			var ev struct {
 				EventID   string    `json:"event_id"`
@@ -107,12 +108,26 @@ func (l *squareLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			if err := json.Unmarshal(raw, &ev); err != nil || ev.EventID == "" {
 				return providerFailure("an item of the provider's SearchEvents result is not a Square event")
 			}
-			page.Items = append(page.Items, Item{ProviderID: ev.EventID, Type: ev.Type, CreatedAt: ev.CreatedAt.UTC(), Body: []byte(raw)})
+			created := ev.CreatedAt.UTC()
+			if page.Oldest.IsZero() || created.Before(page.Oldest) {
+				page.Oldest = created
+			}
+			// Only [From, To) is judged; an older event ends the search
+			// (sorted newest first).
+			if created.Before(r.From) {
+				older = true
+				continue
+			}
+			if !created.Before(r.To) {
+				continue
+			}
+			page.Items = append(page.Items, Item{ProviderID: ev.EventID, Type: ev.Type, CreatedAt: created, Body: []byte(raw)})
 		}
+		page.More = res.Cursor != "" && len(res.Events) > 0 && !older
 		if err := fn(page); err != nil {
 			return err
 		}
-		if res.Cursor == "" || len(page.Items) == 0 {
+		if !page.More {
 			return nil
 		}
 		cursor = res.Cursor

@@ -78,6 +78,7 @@ func (l *stripeLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			return providerFailure("the provider's event list is not a Stripe list object")
 		}
 		page := Page{Items: make([]Item, 0, len(list.Data))}
+		older, last := false, ""
 		for _, raw := range list.Data {
 			var ev struct {
 				ID              string `json:"id"`
@@ -88,15 +89,31 @@ func (l *stripeLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			if err := json.Unmarshal(raw, &ev); err != nil || ev.ID == "" {
 				return providerFailure("an item of the provider's event list is not a Stripe event")
 			}
-			page.Items = append(page.Items, Item{ProviderID: ev.ID, Type: ev.Type, CreatedAt: time.Unix(ev.Created, 0).UTC(),
+			last = ev.ID
+			created := time.Unix(ev.Created, 0).UTC()
+			if page.Oldest.IsZero() || created.Before(page.Oldest) {
+				page.Oldest = created
+			}
+			// The list is asked for [From, To) only; an event outside it
+			// (a list that ignored the filter) is not judged, and one
+			// older than From ends the list (newest first).
+			if created.Before(r.From) {
+				older = true
+				continue
+			}
+			if !created.Before(r.To) {
+				continue
+			}
+			page.Items = append(page.Items, Item{ProviderID: ev.ID, Type: ev.Type, CreatedAt: created,
 				Failed: ev.PendingWebhooks > 0, Body: []byte(raw)})
 		}
+		page.More = list.HasMore && last != "" && !older
 		if err := fn(page); err != nil {
 			return err
 		}
-		if !list.HasMore || len(page.Items) == 0 {
+		if !page.More {
 			return nil
 		}
-		after = page.Items[len(page.Items)-1].ProviderID
+		after = last
 	}
 }

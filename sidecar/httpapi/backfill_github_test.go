@@ -332,15 +332,30 @@ func TestBackfillGitHubStoppedScanCountsWhatItRecorded(t *testing.T) {
 // TestBackfillGitHubEndlessEmptyPages: a list whose every page is empty
 // and links a next one (a broken or hostile server) ends the scan at
 // backfill.max_pages: pages without items count too, so what a provider's
-// answers can make a scan request is bounded.
+// answers can make a scan request is bounded. The scan is partial: it
+// reached no delivery, so the whole range is its backlog, resumed at the
+// list position it stopped at (path and query only), and the next scan
+// (the new part first, from the top) is bounded the same way.
 func TestBackfillGitHubEndlessEmptyPages(t *testing.T) {
 	t.Parallel()
 	b := setupBackfillGitHub(t, ", mode: report, max_pages: 5")
 	b.gh.Endless(true)
 	sc := b.scan(t)
-	require.Equal(t, backfill.ResultError, sc.Result)
-	require.Contains(t, sc.Error, "backfill.max_pages (5)")
+	require.Equal(t, backfill.ResultPartial, sc.Result, sc.Error)
+	require.Empty(t, sc.Error)
+	require.Contains(t, sc.Notes, "backfill.max_pages (5)")
 	require.Equal(t, 5, sc.Pages)
-	require.Len(t, b.gh.Requests(), 6, "the page past max_pages ends the scan")
+	require.Len(t, b.gh.Requests(), 5, "no page is asked past max_pages")
+	require.NotNil(t, sc.BacklogFrom)
+	require.True(t, sc.BacklogFrom.Equal(sc.RangeStart) && sc.BacklogTo.Equal(sc.RangeEnd), "nothing reached: all of it is left")
+	cursor := b.scalar(t, `SELECT backlog_cursor FROM backfill_state WHERE source = 'gh-bf'`)
+	require.True(t, strings.HasPrefix(cursor, "/repos/"), "path and query only: %s", cursor)
+	require.Contains(t, cursor, "cursor=")
+	sc2 := b.scan(t)
+	require.Equal(t, backfill.ResultPartial, sc2.Result, sc2.Error)
+	reqs := b.gh.Requests()
+	require.Len(t, reqs, 10)
+	require.Empty(t, reqs[5].Query["cursor"], "the new part is listed first, from the top")
+	require.True(t, sc2.BacklogFrom.Equal(*sc.BacklogFrom), "the backlog still reaches back to the window's start")
 	require.Empty(t, b.findings(t))
 }

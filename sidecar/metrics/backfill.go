@@ -25,7 +25,7 @@ type BackfillMetrics struct {
 // (backfill.Result*), and BackfillRecoveredHows the ways a missed event is
 // recovered: Configure starts each at 0.
 var (
-	BackfillScanResults   = []string{"ok", "rate_limited", "credential_refused", "error"}
+	BackfillScanResults   = []string{"ok", "partial", "rate_limited", "credential_refused", "error"}
 	BackfillRecoveredHows = []string{"fetched", "redelivered"}
 )
 
@@ -38,7 +38,7 @@ func (m *Metrics) Backfill() *BackfillMetrics {
 	}
 	b := &BackfillMetrics{
 		scans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "claimd_backfill_scans_total",
-			Help: "Scans of a source's provider event list, by result (ok, rate_limited, credential_refused, error); " +
+			Help: "Scans of a source's provider event list, by result (ok, partial, rate_limited, credential_refused, error); " +
 				"every result of a source with backfill starts at 0."},
 			[]string{"source", "result"}),
 		missed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "claimd_backfill_missed_total",
@@ -49,7 +49,8 @@ func (m *Metrics) Backfill() *BackfillMetrics {
 				"each how starts at 0 for a source with backfill."},
 			[]string{"source", "how"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "claimd_backfill_provider_requests_total",
-			Help: "Calls to providers' list APIs, by status class (2xx, 4xx, 429, 5xx, error)."}, []string{"source", "code_class"}),
+			Help: "Calls to providers' list APIs, by status class (2xx, 4xx, 429, 5xx) or, without an answer, by failure " +
+				"(timeout, unreachable, dns, tls, unreadable, error)."}, []string{"source", "code_class"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "claimd_backfill_last_success_timestamp_seconds",
 			Help: "When a scan of the source last completed (unix seconds), on the replica that ran it; " +
 				"absent until one did."}, []string{"source"}),

@@ -18,7 +18,7 @@ import (
 // its interval (its counters stay: they are history).
 func TestBackfillConfigureStartsSeries(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{backfill.ResultOK, backfill.ResultRateLimited, backfill.ResultCredentialRefused, backfill.ResultError},
+	require.Equal(t, []string{backfill.ResultOK, backfill.ResultPartial, backfill.ResultRateLimited, backfill.ResultCredentialRefused, backfill.ResultError},
 		metrics.BackfillScanResults, "every result a scan ends with")
 
 	m := metrics.New(nil)
@@ -42,7 +42,7 @@ claimd_backfill_interval_seconds{source="stripe"} 900
 	n, err := testutil.GatherAndCount(m.Registry, "claimd_backfill_scans_total", "claimd_backfill_missed_total",
 		"claimd_backfill_recovered_total", "claimd_backfill_last_success_timestamp_seconds", "claimd_backfill_provider_requests_total")
 	require.NoError(t, err)
-	require.Equal(t, 2*4+2+2*2, n, "no last success and no provider request before there was one")
+	require.Equal(t, 2*5+2+2*2, n, "no last success and no provider request before there was one")
 
 	at := time.Unix(1_700_000_000, 0)
 	b.Scanned("stripe", backfill.ResultOK, at)

@@ -46,6 +46,7 @@ type Square struct {
 	mu       sync.Mutex
 	events   []SquareEvent
 	revoked  bool
+	ignore   bool
 	fail     []string
 	queries  map[string]json.RawMessage // cursor → the query it belongs to
 	requests []SquareRequest
@@ -90,6 +91,14 @@ func (s *Square) FailNext429(retryAfter string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail = append(s.fail, retryAfter)
+}
+
+// IgnoreRange makes the search ignore query.filter.created_at from now
+// on (a provider bug): every event is found, newest first.
+func (s *Square) IgnoreRange(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignore = on
 }
 
 // Revoke refuses the token from now on (401).
@@ -228,7 +237,7 @@ func (s *Square) serve(w http.ResponseWriter, r *http.Request) {
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].CreatedAt.After(evs[j].CreatedAt) })
 	var sel []SquareEvent
 	for _, ev := range evs {
-		if ev.CreatedAt.Before(q.Filter.CreatedAt.StartAt) || !ev.CreatedAt.Before(q.Filter.CreatedAt.EndAt) {
+		if !s.ignore && (ev.CreatedAt.Before(q.Filter.CreatedAt.StartAt) || !ev.CreatedAt.Before(q.Filter.CreatedAt.EndAt)) {
 			continue
 		}
 		if len(q.Filter.LocationIDs) > 0 && !contains(q.Filter.LocationIDs, ev.LocationID) {

@@ -49,6 +49,8 @@ type Stripe struct {
 	events   []StripeEvent
 	revoked  bool
 	fail429  []string
+	fail5xx  []int
+	ignore   bool
 	requests []StripeRequest
 	// PageSize caps the page the stand-in answers (besides limit).
 	PageSize int
@@ -95,6 +97,24 @@ func (s *Stripe) FailNext429(retryAfter string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail429 = append(s.fail429, retryAfter)
+}
+
+// FailNext5xx makes the next n requests answer status (a 5xx, as
+// Stripe's API answers an outage: {"error":{"type":"api_error"}}).
+func (s *Stripe) FailNext5xx(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.fail5xx = append(s.fail5xx, status)
+	}
+}
+
+// IgnoreRange makes the list ignore created[gte] and created[lt] from now
+// on (a provider bug): every event is listed, newest first.
+func (s *Stripe) IgnoreRange(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignore = on
 }
 
 // Revoke makes the key refused from now on (401).
@@ -181,6 +201,12 @@ func (s *Stripe) serve(w http.ResponseWriter, r *http.Request) {
 		answer(429, map[string]any{"error": map[string]any{"type": "rate_limit_error", "message": "Too many requests"}})
 		return
 	}
+	if len(s.fail5xx) > 0 {
+		st := s.fail5xx[0]
+		s.fail5xx = s.fail5xx[1:]
+		answer(st, map[string]any{"error": map[string]any{"type": "api_error", "message": "stand-in outage " + rec.Authorization}})
+		return
+	}
 	key, ok := strings.CutPrefix(rec.Authorization, "Bearer ")
 	if !ok || key != s.key || s.revoked {
 		shown := key
@@ -220,7 +246,7 @@ func (s *Stripe) serve(w http.ResponseWriter, r *http.Request) {
 	var sel []StripeEvent
 	for _, ev := range evs {
 		c := ev.Created.Unix()
-		if c < gte || c >= lt {
+		if !s.ignore && (c < gte || c >= lt) {
 			continue
 		}
 		if ts := q["types[]"]; len(ts) > 0 && !contains(ts, ev.Type) {
