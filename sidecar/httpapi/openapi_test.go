@@ -410,6 +410,12 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		body: `{"source":"stripe","event_id":"big","payload":"` + strings.Repeat("x", 70<<10) + `"}`},
 		http.StatusRequestEntityTooLarge, "body_too_large", "")
 
+	// A source's hourly numbers: its records make it known; a bad range
+	// and an unknown source are named.
+	b.ok(t, call{method: "GET", path: "/v1/sources/stripe/stats?range=7d", key: keyA})
+	b.fails(t, call{method: "GET", path: "/v1/sources/stripe/stats?range=1y", key: keyA}, http.StatusBadRequest, "malformed", "range")
+	b.fails(t, call{method: "GET", path: "/v1/sources/stripe/stats", key: keyB}, http.StatusNotFound, "not_found", "source")
+
 	// Ingest: provider deliveries, handshakes, rejections and the inbox.
 	conformIngest(t, b)
 	// The trigger's deliveries.

@@ -347,6 +347,7 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/:id/extend", s.extend)
 	v1.Post("/claims/:id/resolve", s.resolve)
 	v1.Post("/claims/:id/release", s.release)
+	v1.Get("/sources/:source/stats", s.sourceStats)
 	if cfg.Inbox != nil {
 		s.app.Post("/ingest/:source", s.ingestDelivery)
 		// Handshakes of the providers that send them (405 for any other
