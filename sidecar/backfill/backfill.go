@@ -3,7 +3,7 @@
 //
 // Contract. A scan of a source lists the events its provider's own API
 // returns for the account over a window, [max(last scan − overlap,
-// now − window), now − grace): Stripe's GET /v1/events
+// now − window), now − grace) (Window; and its backlog, below): Stripe's GET /v1/events
 // (https://docs.stripe.com/api/events/list), GitHub's hook deliveries
 // (https://docs.github.com/rest/webhooks/repo-deliveries), Square's
 // SearchEvents (https://developer.squareup.com/reference/square/events-api/SearchEvents).
@@ -28,11 +28,38 @@
 // a provider's 4xx body (Stripe's quotes part of the key) is never read
 // into an error or a log line, only its status and request id header.
 //
+// Pages and the backlog: a scan reads at most backfill.max_pages pages.
+// One that stops there ends partial, not error: the lists are newest
+// first, so everything created after the oldest event it reached is
+// covered; the cursor moves past it, and the rest is the source's
+// backlog (backfill_state.backlog_from/to, and for GitHub, which has no
+// time filter, backlog_cursor: the rel="next" URL's path and query, never
+// a host or a credential, followed again only as this hook's list on the
+// API's own origin). Later scans list the new part first and spend the
+// pages left on the backlog until it is done; a backlog part that left
+// the provider's window is dropped and the scan's notes say so. A scan
+// judges only events created in the range it asked for, also when the
+// provider ignores the filter.
+//
+// Recorded misses: a scan in a mode that recovers (fetch, redeliver,
+// auto) reaches back to the oldest event recorded missed (by a report
+// scan) still inside the window, so relisting recovers it; older ones
+// stay missed and the scan's notes count them.
+//
 // Rate limits: a 429 (GitHub also a 403 with x-ratelimit-remaining: 0)
 // waits Retry-After, else GitHub's x-ratelimit-reset, else a capped
 // exponential backoff with full jitter, and tries again; a scan's total
 // wait is bounded by backfill.max_wait_seconds, after which it ends
 // rate_limited without advancing its cursor.
+//
+// Other failures: a 5xx, and a call without an answer that may pass
+// (timeout, connection refused or reset, an answer cut short or not
+// HTTP), are tried ServerTries times in all after a capped exponential
+// backoff outside the rate-limit budget; then, or at once for a name that
+// does not resolve or a refused TLS handshake, the scan ends error with a
+// fixed text ("the provider's API answered HTTP 503 (3 tries)", or the
+// failure class's: TransportError, Class*), never rate_limited. The
+// class is the code_class of the provider request metric.
 package backfill
 
 import (
