@@ -36,7 +36,8 @@ var KeyPurgedStates = []State{StateCompleted, StateDeadLettered, StateStale}
 // KeyExpiry is when a record's key may be forgotten under the current
 // policies.
 type KeyExpiry struct {
-	// At is the time in UTC: exact when Fixed, a lower bound otherwise.
+	// At is the time in UTC, at microsecond precision: exact when Fixed,
+	// a lower bound otherwise.
 	At time.Time
 	// Fixed is true for a terminal record (the purge may delete it any time
 	// after At, never before), false for an open one.
@@ -51,31 +52,27 @@ func (e KeyExpiry) Kind() string {
 	return ExpiryNotBefore
 }
 
-// KeyExpiry returns when r's key may be forgotten: for a record in one of
-// KeyPurgedStates, r.UpdatedAt plus its source's key retention (fixed:
-// the purge deletes it after that time, never before); for an open record
-// the earliest it can be, the later of now and r.UpdatedAt plus the key
-// retention (not fixed: the clock starts when the record settles, which
-// is no earlier than its last change, nor than now for a record read open
-// before now). now must not be later than when r was read open; pass the
-// time taken before the read. The retention is the current policies' (a
-// reload of the sources file changes later answers, and the purge follows
-// the reloaded policies too). An operator's resolve of a dead-lettered
-// record with retry reopens it and so restarts its clock later.
-func (l *Ledger) KeyExpiry(r Record, now time.Time) KeyExpiry {
-	return l.KeyExpiryOf(r.Source, r.State, r.UpdatedAt, now)
+// KeyExpiry returns when r's key may be forgotten, from r's own
+// timestamps and its source's key retention (the current policies'), so
+// that every answer about the same record, on any route and at any time,
+// names the same date: r.UpdatedAt plus the key retention, truncated to
+// microseconds (the precision PostgreSQL keeps, as every timestamp in
+// answers). For a record in one of KeyPurgedStates it is fixed: the purge
+// deletes the record after that time, never before. For an open record it
+// is a lower bound (not fixed): an open record is never purged, and its
+// clock starts when it settles, which writes updated_at again no earlier
+// than its last change; the date then moves to the settle time plus the
+// key retention. A reload of the sources file that changes the key
+// retention changes later answers (the purge follows the reloaded
+// policies too); an operator's resolve of a dead-lettered record with
+// retry reopens it.
+func (l *Ledger) KeyExpiry(r Record) KeyExpiry {
+	return l.KeyExpiryOf(r.Source, r.State, r.UpdatedAt)
 }
 
 // KeyExpiryOf is KeyExpiry for a record of source (the claims' source:
 // an ingest source's dedupe scope) in state, last changed at updatedAt.
-func (l *Ledger) KeyExpiryOf(source string, state State, updatedAt, now time.Time) KeyExpiry {
-	kr := l.Policy(source).KeyRetention
-	if slices.Contains(KeyPurgedStates, state) {
-		return KeyExpiry{At: updatedAt.Add(kr).UTC(), Fixed: true}
-	}
-	from := now
-	if updatedAt.After(from) {
-		from = updatedAt
-	}
-	return KeyExpiry{At: from.Add(kr).UTC()}
+func (l *Ledger) KeyExpiryOf(source string, state State, updatedAt time.Time) KeyExpiry {
+	at := updatedAt.Add(l.Policy(source).KeyRetention).Truncate(time.Microsecond).UTC()
+	return KeyExpiry{At: at, Fixed: slices.Contains(KeyPurgedStates, state)}
 }

@@ -35,6 +35,8 @@ func TestRecordPageShowsKeyExpiry(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, at.Before(asked.Add(claim.DefaultKeyRetention).Truncate(time.Second)),
 		"not before now + the default key retention")
+	require.Equal(t, won.UpdatedAt.Add(claim.DefaultKeyRetention).UTC().Format("2006-01-02 15:04:05Z"), when,
+		"the record's last change + the key retention, as the API names it")
 	require.True(t, strings.HasSuffix(got[0], "(a resend after that is a new event)"), "%q", got[0])
 
 	done, err := e.ledger.Complete(e.ctx, tenantA, won.ID, won.Token, "ref")

@@ -232,12 +232,11 @@ func (c *Console) loadRecord(ctx *fiber.Ctx, id string) (recordView, error) {
 	sess := sessionOf(ctx)
 	dctx, cancel := c.ctx(ctx)
 	defer cancel()
-	asked := time.Now()
 	rec, err := c.cfg.Ledger.Get(dctx, sess.Tenant, id)
 	if err != nil {
 		return recordView{}, err
 	}
-	v := recordView{Record: rec, Actions: map[string]bool{}, Expiry: c.cfg.Ledger.KeyExpiry(rec, asked)}
+	v := recordView{Record: rec, Actions: map[string]bool{}, Expiry: c.cfg.Ledger.KeyExpiry(rec)}
 	if c.cfg.Inbox != nil {
 		e, err := c.cfg.Inbox.Get(dctx, sess.Tenant, rec.ID)
 		switch apperr.CodeOf(err) {

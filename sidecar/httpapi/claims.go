@@ -206,9 +206,9 @@ func shadowOf(r claim.Result) *shadowJSON {
 
 // recordJSON is a claim record on the wire. Times are RFC 3339 in UTC.
 // KeyExpiresAt and KeyExpiry say when the record's key may be forgotten
-// under the current policy (claim.Ledger.KeyExpiry): the exact date
-// ("fixed") of a terminal record, the earliest ("not_before") of an open
-// one.
+// under the current policy (claim.Ledger.KeyExpiry: updated_at plus the
+// key retention, whenever asked): the exact date ("fixed") of a terminal
+// record, a lower bound ("not_before") of an open one.
 type recordJSON struct {
 	ClaimID        string         `json:"claim_id"`
 	IdempotencyKey string         `json:"idempotency_key"`
@@ -265,10 +265,9 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-// record is r on the wire with its key expiry (claim.Ledger.KeyExpiry);
-// asked is when the request was taken, before r was read.
-func (s *Server) record(r claim.Record, asked time.Time) recordJSON {
-	return toRecordJSON(r, s.cfg.Ledger.KeyExpiry(r, asked))
+// record is r on the wire with its key expiry (claim.Ledger.KeyExpiry).
+func (s *Server) record(r claim.Record) recordJSON {
+	return toRecordJSON(r, s.cfg.Ledger.KeyExpiry(r))
 }
 
 func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
@@ -295,9 +294,8 @@ func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 
 // toClaimResult is r on the wire, with retry_after_seconds (whole seconds,
 // rounded up) for in_progress and retry_later: see claim.Ledger.RetryAfter;
-// asked is when the claim was taken (for its key expiry: see record).
-func (s *Server) toClaimResult(ctx context.Context, r claim.Result, asked, now time.Time) claimResult {
-	out := claimResult{Outcome: r.Outcome, ClaimToken: r.Token, recordJSON: s.record(r.Record, asked)}
+func (s *Server) toClaimResult(ctx context.Context, r claim.Result, now time.Time) claimResult {
+	out := claimResult{Outcome: r.Outcome, ClaimToken: r.Token, recordJSON: s.record(r.Record)}
 	if after, ok := s.cfg.Ledger.RetryAfter(ctx, r, now); ok {
 		secs := max(1, int(math.Ceil(after.Seconds())))
 		out.RetryAfterSeconds = &secs
@@ -310,7 +308,6 @@ func (s *Server) toClaimResult(ctx context.Context, r claim.Result, asked, now t
 }
 
 func (s *Server) claimOne(c *fiber.Ctx) error {
-	asked := time.Now()
 	var b claimBody
 	doc, err := s.decodeBodyDoc(c, &b)
 	if err != nil {
@@ -336,7 +333,7 @@ func (s *Server) claimOne(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	return c.JSON(s.toClaimResult(ctx, res, asked, time.Now()))
+	return c.JSON(s.toClaimResult(ctx, res, time.Now()))
 }
 
 type batchBody struct {
@@ -359,7 +356,6 @@ func (i batchItem) MarshalJSON() ([]byte, error) {
 }
 
 func (s *Server) claimBatch(c *fiber.Ctx) error {
-	asked := time.Now()
 	var b batchBody
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
@@ -417,7 +413,7 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 	defer cancel()
 	now := time.Now()
 	for j, res := range results {
-		cr := s.toClaimResult(ctx, res, asked, now)
+		cr := s.toClaimResult(ctx, res, now)
 		items[idx[j]].claimResult = &cr
 	}
 	return c.JSON(fiber.Map{"results": items})
@@ -426,12 +422,11 @@ func (s *Server) claimBatch(c *fiber.Ctx) error {
 func (s *Server) get(c *fiber.Ctx) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	rec, err := s.cfg.Ledger.Get(ctx, tenant(c), c.Params("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }
 
 func (s *Server) find(c *fiber.Ctx) error {
@@ -444,12 +439,11 @@ func (s *Server) find(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	rec, err := s.cfg.Ledger.Find(ctx, tenant(c), k)
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }
 
 // listJSON is the answer of GET /v1/claims/list.
@@ -479,14 +473,13 @@ func (s *Server) list(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	recs, next, err := s.cfg.Ledger.List(ctx, tenant(c), f)
 	if err != nil {
 		return err
 	}
 	out := listJSON{Claims: make([]recordJSON, 0, len(recs)), NextCursor: next}
 	for _, r := range recs {
-		out.Claims = append(out.Claims, s.record(r, asked))
+		out.Claims = append(out.Claims, s.record(r))
 	}
 	return c.JSON(out)
 }
@@ -503,12 +496,11 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	rec, err := s.cfg.Ledger.Complete(ctx, tenant(c), c.Params("id"), b.ClaimToken, b.ResultRef)
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }
 
 type failBody struct {
@@ -524,12 +516,11 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	rec, err := s.cfg.Ledger.Fail(ctx, tenant(c), c.Params("id"), b.ClaimToken, claim.FailKind(b.Retry), b.Error)
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }
 
 type extendBody struct {
@@ -544,12 +535,11 @@ func (s *Server) extend(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	rec, err := s.cfg.Ledger.Extend(ctx, tenant(c), c.Params("id"), b.ClaimToken, seconds(b.LeaseSeconds))
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }
 
 type resolveBody struct {
@@ -565,13 +555,12 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	p, _ := c.Locals(principalKey).(auth.Principal)
 	rec, err := s.cfg.Ledger.ResolveAs(ctx, p.Tenant, c.Params("id"), claim.ResolveOutcome(b.Outcome), b.ResultRef, b.Note, p.KeyPrefix)
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }
 
 type releaseBody struct {
@@ -590,11 +579,10 @@ func (s *Server) release(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	p, _ := c.Locals(principalKey).(auth.Principal)
 	rec, err := s.cfg.Ledger.Release(ctx, p.Tenant, c.Params("id"), b.Note, p.KeyPrefix)
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec, asked))
+	return c.JSON(s.record(rec))
 }

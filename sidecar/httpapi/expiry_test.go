@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,14 +60,12 @@ type expiryCase struct {
 	obj   wire
 	kr    time.Duration
 	kind  string // the scenario's key_expiry
-	asked time.Time
 }
 
 func TestKeyExpiryOnEveryRoute(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, expirySources, ingestOptions{})
 	routes := 0
-	asked := time.Now()
 	// post sends a JSON body to the /v1 API and returns the answer's object.
 	post := func(path string, body any, status int) wire {
 		t.Helper()
@@ -89,7 +88,7 @@ func TestKeyExpiryOnEveryRoute(t *testing.T) {
 	// add checks an answer against its record as stored right after it.
 	add := func(route string, obj wire, kr time.Duration, kind string) {
 		t.Helper()
-		c := expiryCase{route: route, obj: obj, kr: kr, kind: kind, asked: asked}
+		c := expiryCase{route: route, obj: obj, kr: kr, kind: kind}
 		routes++
 		t.Run(route, func(t *testing.T) { e.checkExpiry(t, c) })
 	}
@@ -294,9 +293,9 @@ func trigEvents(t *testing.T, e *ingestEnv, source string, body map[string]any) 
 }
 
 // checkExpiry holds c's answer to its record as stored now (right after
-// the answer): a terminal
-// record's date is updated_at + the key retention, exactly; an open one's
-// at least the time asked + the key retention.
+// the answer): a terminal record's date and an open one's are both
+// updated_at + the key retention, exactly (fixed for the first, a lower
+// bound for the second).
 func (e *ingestEnv) checkExpiry(t *testing.T, c expiryCase) {
 	t.Helper()
 	id, _ := c.obj["claim_id"].(string)
@@ -310,14 +309,64 @@ func (e *ingestEnv) checkExpiry(t *testing.T, c expiryCase) {
 	var state string
 	var updated time.Time
 	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT state, updated_at FROM claims WHERE id = $1`, id).Scan(&state, &updated))
+	// Either kind: the record's last change + the key retention, exactly,
+	// written as every other timestamp of the answers is (RFC 3339 in UTC,
+	// microseconds at most, trailing zeros dropped).
+	require.True(t, at.Equal(updated.Add(c.kr)), "%s: updated_at %s + %s, got %s", kind, updated, c.kr, at)
+	want, err := json.Marshal(updated.Add(c.kr).UTC())
+	require.NoError(t, err)
+	require.Equal(t, string(want), `"`+raw+`"`, "the precision of the other timestamps")
+	if frac, ok := strings.CutPrefix(raw[19:], "."); ok {
+		require.LessOrEqual(t, len(frac)-1, 6, "microseconds at most: %s", raw)
+	}
+	if u, ok := c.obj["updated_at"].(string); ok {
+		ut, err := time.Parse(time.RFC3339Nano, u)
+		require.NoError(t, err)
+		require.True(t, at.Equal(ut.Add(c.kr)), "the answer's own updated_at + %s", c.kr)
+	}
 	if kind == claim.ExpiryFixed {
 		require.Contains(t, claim.KeyPurgedStates, claim.State(state))
-		require.True(t, at.Equal(updated.Add(c.kr)), "fixed: updated_at %s + %s, got %s", updated, c.kr, at)
 		return
 	}
 	require.NotContains(t, claim.KeyPurgedStates, claim.State(state))
-	require.False(t, at.Before(c.asked.Add(c.kr)), "not_before: at least asked + %s, got %s", c.kr, at)
-	require.False(t, at.Before(updated.Add(c.kr)), "not_before: at least updated_at + %s", c.kr)
+}
+
+// An open record's key_expires_at is the same on every lookup, whenever
+// asked and by whichever route: it comes from the record's own last
+// change, not from the time of the request.
+func TestKeyExpiryOfAnOpenRecordIsStable(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, expirySources, ingestOptions{})
+	raw, err := json.Marshal(map[string]any{"source": "kept", "event_id": "stable"})
+	require.NoError(t, err)
+	a := e.apiPost(t, "/v1/claims", string(raw))
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	var won wire
+	require.NoError(t, json.Unmarshal(a.body, &won))
+	id, _ := won["claim_id"].(string)
+	var dates []any
+	for _, path := range []string{"/v1/claims/" + id, "/v1/claims/" + id, "/v1/claims?source=kept&event_id=stable",
+		"/v1/claims/list?state=processing&source=kept"} {
+		a := e.api(t, http.MethodGet, path)
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		var w wire
+		require.NoError(t, json.Unmarshal(a.body, &w))
+		if list, ok := w["claims"].([]any); ok {
+			require.Len(t, list, 1)
+			w = list[0].(wire)
+		}
+		require.Equal(t, claim.ExpiryNotBefore, w["key_expiry"])
+		dates = append(dates, w["key_expires_at"])
+	}
+	a = e.apiPost(t, "/v1/claims", string(raw))
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	var ip wire
+	require.NoError(t, json.Unmarshal(a.body, &ip))
+	require.Equal(t, "in_progress", ip["outcome"])
+	dates = append(dates, ip["key_expires_at"])
+	for _, d := range dates {
+		require.Equal(t, won["key_expires_at"], d, "the claim answer, two lookups, find, list and a copy's answer")
+	}
 }
 
 // stripeSig signs body as Stripe does with expiryStripeSecret.

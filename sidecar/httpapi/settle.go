@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -101,9 +100,8 @@ func settleItems[T any](s *Server, c *fiber.Ctx) ([]T, []int, []settledItem, err
 	return items, places, answer, nil
 }
 
-// fillSettled puts the ledger's results into the answer at their places;
-// asked is when the request was taken (for the records' key expiry).
-func (s *Server) fillSettled(answer []settledItem, places []int, results []claim.Settled, asked time.Time) error {
+// fillSettled puts the ledger's results into the answer at their places.
+func (s *Server) fillSettled(answer []settledItem, places []int, results []claim.Settled) error {
 	for j, r := range results {
 		i := places[j]
 		if r.Err != nil {
@@ -114,7 +112,7 @@ func (s *Server) fillSettled(answer []settledItem, places []int, results []claim
 			answer[i].Error = d
 			continue
 		}
-		rec := s.record(r.Record, asked)
+		rec := s.record(r.Record)
 		answer[i].recordJSON = &rec
 	}
 	return nil
@@ -132,12 +130,11 @@ func (s *Server) completeBatch(c *fiber.Ctx) error {
 	if len(reqs) > 0 {
 		ctx, cancel := s.ctx(c)
 		defer cancel()
-		asked := time.Now()
 		results, err := s.cfg.Ledger.CompleteBatch(ctx, tenant(c), reqs)
 		if err != nil {
 			return err
 		}
-		if err := s.fillSettled(answer, places, results, asked); err != nil {
+		if err := s.fillSettled(answer, places, results); err != nil {
 			return err
 		}
 	}
@@ -156,12 +153,11 @@ func (s *Server) failBatch(c *fiber.Ctx) error {
 	if len(reqs) > 0 {
 		ctx, cancel := s.ctx(c)
 		defer cancel()
-		asked := time.Now()
 		results, err := s.cfg.Ledger.FailBatch(ctx, tenant(c), reqs)
 		if err != nil {
 			return err
 		}
-		if err := s.fillSettled(answer, places, results, asked); err != nil {
+		if err := s.fillSettled(answer, places, results); err != nil {
 			return err
 		}
 	}
@@ -197,7 +193,6 @@ func (s *Server) failExecution(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	asked := time.Now()
 	res, err := s.cfg.Ledger.FailExecution(ctx, tenant(c), claim.ExecutionFailure{
 		ExecutionID: b.ExecutionID, Source: b.Source, Kind: claim.FailKind(b.Retry), Error: b.Error})
 	if err != nil {
@@ -208,7 +203,7 @@ func (s *Server) failExecution(c *fiber.Ctx) error {
 		Msg("claims of an execution failed")
 	out := failExecutionJSON{Claims: make([]recordJSON, 0, len(res.Records)), More: res.More}
 	for _, r := range res.Records {
-		out.Claims = append(out.Claims, s.record(r, asked))
+		out.Claims = append(out.Claims, s.record(r))
 	}
 	return c.JSON(out)
 }

@@ -382,7 +382,6 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		s.logTrigger(src, adm.decision, 0)
 		return s.triggerAnswer(c, src, triggerReply{Decision: adm.decision, Events: []triggerEvent{}, Response: toTriggerResponse(adm.answer)})
 	}
-	asked := time.Now()
 	results, err := s.claimEvents(c, events, b)
 	if err != nil {
 		return err
@@ -393,7 +392,7 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 	receipts := make([]triggerReceipt, len(results))
 	retryAfter := 0 // the soonest retry_after_seconds of an unfinished event
 	for i, res := range results {
-		cr := s.toClaimResult(ctx, res, asked, now)
+		cr := s.toClaimResult(ctx, res, now)
 		out.Events[i].result = &cr
 		receipts[i] = triggerReceipt{EventID: res.EventID, ClaimID: res.ID, Outcome: res.Outcome,
 			KeyExpiresAt: cr.KeyExpiresAt, KeyExpiry: cr.KeyExpiry}

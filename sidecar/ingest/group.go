@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -149,7 +148,6 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 		}
 	}
 	order := claim.KeyOrder(reqs) // the order ReceiveBatchTx locks rows in
-	asked := time.Now()           // before the records are read: their key expiry
 	var nonces []claim.Nonce
 	for _, d := range ds {
 		if d.nonce != nil {
@@ -181,7 +179,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 		b := &pgx.Batch{}
 		for _, i := range order {
 			d, k, rc := ds[rows[i].d], rows[i].k, rcs[i]
-			e := in.ledger.KeyExpiry(rc.Record, asked)
+			e := in.ledger.KeyExpiry(rc.Record)
 			rcpt := Receipt{EventID: reqs[i].EventID, ClaimID: rc.ID, Status: Duplicate, KeyExpiresAt: e.At, KeyExpiry: e.Kind()}
 			switch {
 			case rc.Inserted:

@@ -635,7 +635,6 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 	}
 	var scope string
 	var updatedAt time.Time
-	asked := time.Now()
 	err := in.pool.QueryRow(ctx, inboxEventSQL, id, tenant).Scan(&e.ClaimID, &e.Source, &e.EventID, &e.ClaimState,
 		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt,
 		&scope, &updatedAt)
@@ -645,7 +644,7 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 	if err != nil {
 		return InboxEvent{}, claim.DBError(err)
 	}
-	x := in.ledger.KeyExpiryOf(scope, claim.State(e.ClaimState), updatedAt, asked)
+	x := in.ledger.KeyExpiryOf(scope, claim.State(e.ClaimState), updatedAt)
 	e.KeyExpiresAt, e.KeyExpiry = x.At, x.Kind()
 	return e, nil
 }
