@@ -433,3 +433,61 @@ func rawServer(t *testing.T, serve func(net.Conn)) string {
 	})
 	return "http://" + l.Addr().String()
 }
+
+// TestBackfillBacklogLeavesTheWindow: a backlog not listed before part
+// of it leaves the provider's window is cut to the window: the part still
+// inside is listed, the scan's notes name the period that was never
+// checked, and the scan ends ok (nothing listable is left).
+func TestBackfillBacklogLeavesTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripe(t, ", mode: report, max_pages: 2")
+	b.sd.PageSize = 3
+	for i, age := range []int{2, 3, 4, 5, 6, 7, 60, 66, 70} {
+		b.sd.Add(b.event("evt_lw_"+strconv.Itoa(i), time.Duration(age)*time.Hour))
+	}
+	first := b.scan(t)
+	require.Equal(t, backfill.ResultPartial, first.Result, first.Error)
+	require.Equal(t, 6, first.Missed)
+
+	// Five hours on, [now−72 h, now−67 h) of the backlog is out of the
+	// window: evt_lw_8 (70 h old then) can no longer be listed.
+	later := b.now.Add(5 * time.Hour)
+	b.scanner.Now = func() time.Time { return later }
+	sc := b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Contains(t, sc.Notes, "the backlog's part ["+b.now.Add(-72*time.Hour).Format(time.RFC3339)+", "+
+		later.Add(-72*time.Hour).Format(time.RFC3339)+") left the provider's window before it was listed")
+	require.Equal(t, 2, sc.Missed, "evt_lw_6 and evt_lw_7 from the backlog")
+	require.Nil(t, sc.BacklogFrom)
+	require.Len(t, b.findings(t), 8, "evt_lw_8 was never listed")
+	require.NotContains(t, b.findings(t), "evt_lw_8")
+	sc = b.scan(t)
+	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
+	require.Empty(t, sc.Notes, "said once, when dropped")
+}
+
+// TestBackfillSquareBacklogCoversTheWindow: Square's SearchEvents, pages
+// of 2, 2 pages a scan: 9 lost events are fetched over successive
+// partial scans, each stored once.
+func TestBackfillSquareBacklogCoversTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillSquare(t, ", mode: fetch, max_pages: 2")
+	b.sq.PageSize = 2
+	for i := range 9 {
+		b.sq.Add(b.event("sq_bl_"+strconv.Itoa(i), time.Duration(2+i*7)*time.Hour))
+	}
+	scans := drainScans(t, 10, func() backfill.Scan { return b.scan(t) })
+	require.Greater(t, len(scans), 2)
+	backfilled := 0
+	for _, sc := range scans {
+		backfilled += sc.Backfilled
+		require.LessOrEqual(t, sc.Pages, 2)
+	}
+	require.Equal(t, 9, backfilled)
+	require.Equal(t, 9, sumMissed(scans))
+	require.Len(t, b.findings(t), 9)
+	for _, st := range b.findings(t) {
+		require.Equal(t, "fetched", st)
+	}
+	require.Equal(t, ingestCounts{claims: 9, inbox: 9, jobs: 9}, b.counts(t, "sq-bf"))
+}
