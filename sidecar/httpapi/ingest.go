@@ -16,7 +16,8 @@ import (
 // answers 2xx only after commit. Unauthenticated input creates nothing.
 // Our own failures answer 503 so the provider retries. A trigger source
 // (no forward target) is no ingest door: it is answered as an unknown
-// source.
+// source. A source in shadow passes a verified delivery through to its
+// forward target instead (ingestShadow).
 func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	src := s.cfg.Inbox.Source(c.Params("source"))
 	if src == nil {
@@ -32,6 +33,10 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	}
 	if adm.decision != "" {
 		return sendAnswer(c, adm.answer)
+	}
+	if src.Shadow {
+		// Observe only: passed through to forward.url, nothing stored.
+		return s.ingestShadow(c, src, adm)
 	}
 	// Never the query string, nor a credential query parameter a header
 	// repeats (StoredHeaders).

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -164,7 +165,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	require.ElementsMatch(t, []string{"retryable", "permanent", "unknown"}, enum("FailKind"))
 	require.ElementsMatch(t, []string{"malformed", "invalid", "unauthorized", "rate_limited", "not_found", "lease_lost",
 		"invalid_state", "body_too_large", "unsupported_encoding", "not_stored", "unavailable", "internal",
-		"bad_request", "header_too_large", "request_timeout", "method_not_allowed"}, enum("ErrorCode"))
+		"bad_request", "header_too_large", "request_timeout", "method_not_allowed", "bad_gateway", "gateway_timeout"}, enum("ErrorCode"))
 }
 
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
@@ -590,6 +591,18 @@ sources:
     provider: discord
     options: {public_keys: ["` + verifytest.DiscordPublicKey(verifytest.DiscordKey) + `"]}
     forward: {url: "http://n8n.invalid/webhook/discord"}
+  shadow-down:
+    tenant: TENANT
+    provider: standard-webhooks
+    secrets: ["HOOKS"]
+    shadow: true
+    forward: {url: "${SHADOW_DOWN}"}
+  shadow-slow:
+    tenant: TENANT
+    provider: standard-webhooks
+    secrets: ["HOOKS"]
+    shadow: true
+    forward: {url: "${SHADOW_SLOW}", timeout_seconds: 1}
 `)
 
 // setupWithInbox is setup with the ingest routes: an inbox over
@@ -598,8 +611,18 @@ sources:
 func setupWithInbox(t *testing.T) *bundle {
 	t.Helper()
 	const bodyLimit = 64 << 10
+	// Shadow doors' targets: a closed port (502) and a listener that
+	// never answers (its backlog takes the connection; 504).
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
 	cfg, err := ingest.Parse([]byte(conformanceSources), func(k string) string {
-		return map[string]string{"GH_SECRET": ghSecret, "BF_KEY": "rk_test_conformance"}[k]
+		return map[string]string{"GH_SECRET": ghSecret, "BF_KEY": "rk_test_conformance",
+			"SHADOW_DOWN": "http://" + closed.Addr().String() + "/webhook/down",
+			"SHADOW_SLOW": "http://" + silent.Addr().String() + "/webhook/slow"}[k]
 	})
 	require.NoError(t, err)
 	pool := pgtest.NewPool(t)
@@ -712,6 +735,15 @@ func conformIngest(t *testing.T, b *bundle) {
 	con := send(hookDelivery(t, "msg_1", now, `{"type":"invoice.paid","data":{"id":"in_1","amount":999}}`, hooksSecret), http.StatusOK)
 	require.Equal(t, "conflict", con.Received[0].Status)
 	require.Equal(t, id, con.Received[0].ClaimID)
+
+	// A door in shadow mode passes deliveries through: an unreachable
+	// forward.url is 502, one that does not answer in time 504.
+	down := hookDelivery(t, "msg_shadow_down", now, paid, hooksSecret)
+	down.path = "/ingest/shadow-down"
+	b.fails(t, down, http.StatusBadGateway, "bad_gateway", "")
+	slow := hookDelivery(t, "msg_shadow_slow", now, paid, hooksSecret)
+	slow.path = "/ingest/shadow-slow"
+	b.fails(t, slow, http.StatusGatewayTimeout, "gateway_timeout", "")
 
 	// Another provider's scheme: GitHub.
 	ghDelivery := func(secret, id, body string) call {

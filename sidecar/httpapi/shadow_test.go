@@ -306,13 +306,23 @@ func TestShadowTrigger(t *testing.T) {
 		"completed", "duplicate (shadow)", "duplicate"}, e.shadowLog(t, id))
 }
 
-// TestShadowRefusedOnIngestDoor: shadow on a source with forward.url is
-// refused at parse, naming the field.
-func TestShadowRefusedOnIngestDoor(t *testing.T) {
+// TestShadowIngestDoorSettings: shadow on a source with forward.url is
+// taken (a pass-through, TestIngestShadowPassThrough), except with a
+// setting that would act instead of observe, or that the pass-through
+// cannot honour; each refusal names the setting.
+func TestShadowIngestDoorSettings(t *testing.T) {
 	t.Parallel()
-	_, err := ingest.Parse([]byte(`
+	parse := func(extra string) error {
+		_, err := ingest.Parse([]byte(`
 sources:
-  door: {tenant: acme, provider: stripe, secrets: ["x"], shadow: true, forward: {url: "http://n8n.invalid/webhook/x"}}
-`), func(string) string { return "" })
-	require.ErrorContains(t, err, `source "door": shadow: true is not supported on a source with forward.url`)
+  door: {tenant: acme, provider: stripe, secrets: ["x"], shadow: true, forward: {url: "http://n8n.invalid/webhook/x"}`+extra+`}
+`), func(k string) string { return map[string]string{"EVENTS_KEY": "rk_test"}[k] })
+		return err
+	}
+	require.NoError(t, parse(""))
+	require.NoError(t, parse(`, backfill: {credentials: ["${EVENTS_KEY}"], mode: report}`))
+	require.NoError(t, parse(`, max_lease_seconds: 35`), "forward.timeout_seconds 30 plus 5")
+	require.ErrorContains(t, parse(`, backfill: {credentials: ["${EVENTS_KEY}"]}`), `source "door": shadow: true on a source with forward.url takes backfill.mode report only (mode auto`)
+	require.ErrorContains(t, parse(`, backfill: {credentials: ["${EVENTS_KEY}"], mode: fetch}`), "backfill.mode report only (mode fetch")
+	require.ErrorContains(t, parse(`, max_lease_seconds: 34`), "needs max_lease_seconds of at least 35")
 }

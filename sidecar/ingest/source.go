@@ -58,7 +58,7 @@ import (
 //	    retention_days: 30           # payload retention
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
 //	    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], mode: auto}  # gap detection (BackfillSpec): stripe, github, square
-//	    shadow: false                # true: observe only (claims decided and recorded, answered won); not with forward.url
+//	    shadow: false                # true: observe only (claims decided and recorded, answered won; an ingest door passes every copy through, see Inbox.Shadow)
 //
 // A source without provider is a claim-only source (policies, no ingest).
 // A source with provider but without forward (no forward.url) is a trigger
@@ -116,9 +116,12 @@ type SourceSpec struct {
 	// Shadow puts the source's scope in shadow mode (claim.Policy.Shadow):
 	// every claim of it (its trigger's, the workflow's) is decided and
 	// recorded but answered as a win, so that everything runs as without
-	// the layer while claimd counts what it would have stopped. For a
-	// trigger source or a claim-only source; refused with forward.url (the
-	// ingest door does not dispatch copies yet).
+	// the layer while claimd counts what it would have stopped. On an
+	// ingest door (forward.url) every verified copy is passed through to
+	// forward.url and its answer relayed (Inbox.Shadow); shadow there is
+	// refused with a backfill mode other than report, and with a
+	// max_lease_seconds shorter than forward.timeout_seconds plus
+	// DispatchLeaseGrace (shadowRefusal).
 	Shadow bool `yaml:"shadow"`
 }
 
@@ -215,6 +218,11 @@ type Source struct {
 	Forward Forward
 	// Backfill is the source's gap detection, nil when it has none.
 	Backfill *Backfill
+	// Shadow: the source is in shadow mode (shadow: true). On an ingest
+	// door the delivery is passed through to Forward.URL (Inbox.Shadow)
+	// instead of stored; a trigger source's claims are shadow claims by
+	// its policy (claim.Policy.Shadow).
+	Shadow bool
 }
 
 // TriggerOnly reports whether s has no forward target: it serves only
@@ -482,11 +490,6 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	if err != nil {
 		return nil, err
 	}
-	if s.Shadow && s.Forward.URL != "" {
-		return nil, errors.New("shadow: true is not supported on a source with forward.url (an ingest door stores one " +
-			"copy of each event and dispatches it once, so shadow mode cannot let every copy through): use it on a " +
-			"trigger source (no forward) or on the claim-only source the workflow claims with, or remove shadow")
-	}
 	backfill, err := s.Backfill.compile(t, s, s.Forward.URL == "", getenv)
 	if err != nil {
 		return nil, err
@@ -500,7 +503,8 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	src := &Source{Name: name, Scope: scope, Tenant: s.Tenant, Provider: t, Verifier: v, volatile: volatile, key: key,
 		MaxBodyBytes: s.MaxBodyBytes, UnauthenticatedStatus: s.UnauthenticatedStatus,
-		CredentialHeaders: creds, CredentialQueryParams: queryCreds, Methods: slices.Clone(p.Methods), Backfill: backfill}
+		CredentialHeaders: creds, CredentialQueryParams: queryCreds, Methods: slices.Clone(p.Methods), Backfill: backfill,
+		Shadow: s.Shadow}
 	src.RetryHeaders = slices.Clone(p.RetryHeaders)
 	if src.MaxBodyBytes == 0 {
 		src.MaxBodyBytes = DefaultMaxBodyBytes
@@ -572,7 +576,39 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	if err := forwardStatuses(fw, f); err != nil {
 		return nil, err
 	}
+	if err := s.shadowRefusal(src); err != nil {
+		return nil, err
+	}
 	return src, nil
+}
+
+// shadowRefusal refuses shadow: true on an ingest door (src, built) with
+// a setting that would act, not observe, or that the pass-through cannot
+// honour:
+//   - backfill with a mode other than report: fetch, redeliver and auto
+//     store or have the provider deliver again the events a scan finds
+//     missing, an effect shadow mode must not have;
+//   - max_lease_seconds shorter than forward.timeout_seconds plus
+//     DispatchLeaseGrace: the copy that would win holds its lease while
+//     its forward may still be in flight, and settles it with the
+//     forward's answer (Inbox.Shadow).
+//
+// Other forward settings (retries, statuses, require_claim, concurrency)
+// are the dispatcher's: unused in shadow, they apply once it is turned off.
+func (s SourceSpec) shadowRefusal(src *Source) error {
+	if !s.Shadow {
+		return nil
+	}
+	if src.Backfill != nil && src.Backfill.Mode != BackfillReport {
+		return fmt.Errorf("shadow: true on a source with forward.url takes backfill.mode report only (mode %s stores or redelivers "+
+			"the missed events it finds, which observe-only mode must not do); set backfill.mode: report, or remove shadow", src.Backfill.Mode)
+	}
+	if need := src.Forward.Timeout + DispatchLeaseGrace; s.MaxLeaseSeconds != 0 && time.Duration(s.MaxLeaseSeconds)*time.Second < need {
+		return fmt.Errorf("shadow: true on a source with forward.url needs max_lease_seconds of at least %d "+
+			"(forward.timeout_seconds plus %d: the copy that would win holds its lease while it is forwarded)",
+			int(need/time.Second), int(DispatchLeaseGrace/time.Second))
+	}
+	return nil
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
