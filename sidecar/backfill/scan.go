@@ -166,7 +166,8 @@ func NewLister(src *ingest.Source, c *Client) (Lister, error) {
 // the source's backlog (and the scan's backlog_from/backlog_to), the
 // cursor still moves past the part it covered. An explicit range
 // (trig.From, trig.To) lists that range alone, clamped to the window; its
-// unreached part is only shown on the scan. A provider failure ends the
+// unreached part is only shown on the scan, except for the whole window,
+// whose unreached part becomes the source's backlog. A provider failure ends the
 // scan with its result (credential_refused, rate_limited, error) and a
 // fixed error text, and is not an error of Run; Run's error is the
 // database's (the scan row may then say running).
@@ -213,6 +214,9 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	// contiguous: the range joins what earlier scans covered (or starts
 	// at the window), so a complete scan moves the cursor to its end.
 	contiguous := !r.From.After(win.From) || (st.until != nil && !r.From.After(*st.until))
+	// whole: an explicit range that is the whole window; what it leaves
+	// is all the window lacks, so it replaces the source's backlog.
+	whole := explicit && !r.From.After(win.From) && !r.To.Before(win.To)
 	// Findings of earlier scans settled since: a missed event or a
 	// requested redelivery whose key the ledger now holds has arrived; a
 	// fetched event whose record now has a receipt hash got its real
@@ -316,7 +320,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	case err == nil && rest != nil:
 		sc.Result = ResultPartial
 		sc.BacklogFrom, sc.BacklogTo = &rest.From, &rest.To
-		if explicit {
+		if explicit && !whole {
 			notes = append(notes, fmt.Sprintf("backfill.max_pages (%d) pages were listed: events created in [%s, %s) were not reached; "+
 				"ask for that range again", b.MaxPages, stamp(rest.From), stamp(rest.To)))
 		} else {
@@ -358,7 +362,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	// ended ok or partial.
 	var scanned *time.Time
 	setBacklog := false
-	if explicit {
+	if explicit && !whole {
 		if sc.Result == ResultOK && contiguous {
 			scanned = &r.To
 		}

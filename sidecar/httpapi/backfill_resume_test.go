@@ -491,3 +491,33 @@ func TestBackfillSquareBacklogCoversTheWindow(t *testing.T) {
 	}
 	require.Equal(t, ingestCounts{claims: 9, inbox: 9, jobs: 9}, b.counts(t, "sq-bf"))
 }
+
+// TestBackfillWholeWindowPartial: a scan asked for over the whole window
+// that stops at max_pages leaves its unreached part as the source's
+// backlog (it is all the window lacks), which the next scans drain; a
+// partial scan of a narrower range only shows its unreached part.
+func TestBackfillWholeWindowPartial(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripe(t, ", mode: report, max_pages: 2")
+	b.sd.PageSize = 2
+	for i := range 7 {
+		b.sd.Add(b.event("evt_ww_"+strconv.Itoa(i), time.Duration(2+i*5)*time.Hour))
+	}
+	win := backfill.Window(b.src, b.now)
+	narrow, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, From: win.From, To: b.now.Add(-3 * time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, backfill.ResultPartial, narrow.Result, narrow.Error)
+	require.Contains(t, narrow.Notes, "ask for that range again")
+	require.Equal(t, "", b.scalar(t, `SELECT COALESCE(backlog_from::text, '') || COALESCE(scanned_until::text, '')
+		FROM backfill_state WHERE source = 'stripe-bf'`), "a narrower range leaves the source's state alone")
+
+	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, From: win.From, To: win.To})
+	require.NoError(t, err)
+	require.Equal(t, backfill.ResultPartial, sc.Result, sc.Error)
+	require.Contains(t, sc.Notes, "are listed by the next scans")
+	require.Equal(t, sc.BacklogTo.UTC().Format(time.RFC3339), b.scalar(t,
+		`SELECT to_char(backlog_to AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM backfill_state WHERE source = 'stripe-bf'`))
+	scans := drainScans(t, 10, func() backfill.Scan { return b.scan(t) })
+	require.Equal(t, 7, narrow.Missed+sc.Missed+sumMissed(scans))
+	require.Len(t, b.findings(t), 7)
+}
