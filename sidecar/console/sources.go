@@ -11,6 +11,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
 )
 
 // statsRange is one range the source page offers: its span and the hours
@@ -142,6 +143,9 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 	source := ctx.Params("source")
 	if s, err := url.PathUnescape(source); err == nil {
 		source = s
+	}
+	if err := httpquery.Once(ctx.Context().QueryArgs(), "range"); err != nil {
+		return err
 	}
 	rng := statsRanges[0]
 	if q := ctx.Query("range"); q != "" {

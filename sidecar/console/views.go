@@ -13,6 +13,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -151,6 +152,10 @@ func parseTime(field, s string) (time.Time, error) {
 // (cursor).
 func (c *Console) list(ctx *fiber.Ctx) error {
 	sess := sessionOf(ctx)
+	if err := httpquery.Once(ctx.Request().URI().QueryArgs(), "state", "source", "time_field", "from", "to",
+		"event_id_prefix", "cursor", "limit"); err != nil {
+		return err
+	}
 	q := func(name string) string { return string(ctx.Request().URI().QueryArgs().Peek(name)) }
 	lf := listFilter{State: q("state"), Source: q("source"), TimeField: q("time_field"), From: q("from"), To: q("to"),
 		EventIDPrefix: q("event_id_prefix")}
@@ -212,6 +217,9 @@ type recordView struct {
 // whole delivery log.
 func (c *Console) record(ctx *fiber.Ctx) error {
 	sess := sessionOf(ctx)
+	if err := httpquery.Once(ctx.Context().QueryArgs(), "done"); err != nil {
+		return err
+	}
 	v, err := c.loadRecord(ctx, ctx.Params("id"))
 	if err != nil {
 		return err

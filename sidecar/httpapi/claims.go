@@ -17,6 +17,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
@@ -430,6 +431,9 @@ func (s *Server) get(c *fiber.Ctx) error {
 }
 
 func (s *Server) find(c *fiber.Ctx) error {
+	if err := httpquery.Once(c.Context().QueryArgs(), "source", "event_id", "action"); err != nil {
+		return err
+	}
 	k := claim.Key{Source: c.Query("source"), EventID: c.Query("event_id"), Action: c.Query("action")}
 	if k.Source == "" {
 		return apperr.Field("source", "is required (query parameter)")
@@ -456,6 +460,9 @@ type listJSON struct {
 // with execution_id, the records whose current attempt that execution won
 // (any state, state optional). See claim.Ledger.List.
 func (s *Server) list(c *fiber.Ctx) error {
+	if err := httpquery.Once(c.Context().QueryArgs(), "state", "source", "cursor", "execution_id", "limit"); err != nil {
+		return err
+	}
 	f := claim.ListFilter{State: claim.State(c.Query("state")), Source: c.Query("source"), Cursor: c.Query("cursor"),
 		ExecutionID: c.Query("execution_id")}
 	if c.Context().QueryArgs().Has("execution_id") && f.ExecutionID == "" {
