@@ -343,7 +343,8 @@ func withBaseURL(src *ingest.Source, base string) *ingest.Source {
 // lets the scan complete. A call without an HTTP answer ends error with
 // its class's fixed text and metric class: a closed port (unreachable,
 // tried again), a server that does not speak TLS (tls, not tried again),
-// an answer that is no HTTP (unreadable), no answer in time (timeout).
+// an answer that is no HTTP (unreadable), no answer in time (timeout), a
+// host name that does not resolve (dns).
 // No text quotes the URL, the provider's body or the key.
 func TestBackfillServerErrorsAndTransport(t *testing.T) {
 	t.Parallel()
@@ -399,6 +400,16 @@ func TestBackfillServerErrorsAndTransport(t *testing.T) {
 		require.Equal(t, tc.text, sc.Error, tc.name)
 		require.Equal(t, tc.tries, counts.class(tc.class)-before, tc.name)
 	}
+	// A name that does not resolve (RFC 6761: .invalid never does); not
+	// tried again when the resolver says so, and a resolver that cannot
+	// be asked may make it a temporary failure, tried again.
+	before := counts.class(backfill.ClassDNS)
+	sc, err = b.scanner.Run(b.ctx, withBaseURL(b.src, "http://claimd-backfill-test.invalid"), backfill.Trigger{Kind: backfill.TriggerAPI})
+	require.NoError(t, err)
+	require.Equal(t, backfill.ResultError, sc.Result)
+	require.True(t, strings.HasPrefix(sc.Error, "the provider's API host name could not be resolved (DNS)"), sc.Error)
+	require.Positive(t, counts.class(backfill.ClassDNS)-before)
+	require.NotContains(t, sc.Error, "claimd-backfill-test")
 	logs := b.logs.String()
 	for _, part := range []string{bfStripeKey, "stand-in outage", "127.0.0.1:"} {
 		require.NotContains(t, logs, part)
