@@ -310,7 +310,11 @@ type Record struct {
 	// ReceiptHash is the provider payload's hash as ingest computed it
 	// (the source's view), "" for keys that never came through ingest.
 	// Provider redeliveries are compared with it.
-	ReceiptHash   string
+	ReceiptHash string
+	// Origin is "backfill" for an inbox record claimd made itself from
+	// the provider's own list of events (a delivery that never arrived,
+	// claims.origin), "" for every other record.
+	Origin        string
 	ResultRef     string
 	LastError     string
 	ObjectID      string

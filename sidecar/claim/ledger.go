@@ -1077,7 +1077,7 @@ func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 	dest := append([]any{&r.ID, &r.Tenant, &r.Source, &r.EventID, &r.Action, &r.EventType, &r.State,
 		&r.LastOutcome, &r.Attempt, &r.MaxAttempts, &r.LeasePolicy, &r.LeaseUntil, &r.NextAttemptAt,
 		&r.PayloadHash, &r.ResultRef, &r.LastError, &r.ObjectID, &r.ObjectVersion, &r.ConflictCount,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token, &r.ReceiptHash}, extra...)
+		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token, &r.ReceiptHash, &r.Origin}, extra...)
 	err := row.Scan(dest...)
 	if err != nil {
 		return Record{}, err

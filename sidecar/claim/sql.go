@@ -7,7 +7,7 @@ const recordColumns = `id, tenant, source, event_id, action, COALESCE(event_type
 	last_outcome, attempt, max_attempts, lease_policy, lease_until, next_attempt_at,
 	COALESCE(payload_hash, ''), COALESCE(result_ref, ''), COALESCE(last_error, ''),
 	COALESCE(object_id, ''), object_version, conflict_count, created_at, updated_at,
-	claimed_at, completed_at, claim_token::text, COALESCE(receipt_hash, '')`
+	claimed_at, completed_at, claim_token::text, COALESCE(receipt_hash, ''), COALESCE(origin, '')`
 
 // baseOutcomeExpr decides the outcome for an existing, locked row (cl)
 // against the proposed row (excluded); see the claim_outcome function in

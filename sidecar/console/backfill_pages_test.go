@@ -108,3 +108,22 @@ func TestConsoleBackfillWholeWindowAndOlder(t *testing.T) {
 		require.NotContains(t, r.body, "abc")
 	}
 }
+
+// TestConsoleRecordOrigin: the record page of a record claimd made from
+// the provider's list says so; another record's page has no origin.
+func TestConsoleRecordOrigin(t *testing.T) {
+	t.Parallel()
+	e := setupBackfill(t)
+	b := e.browser(t)
+	b.signIn(keyA)
+	made, delivered := e.claim(t, tenantA, "bf", "evt_made"), e.claim(t, tenantA, "bf", "evt_delivered")
+	_, err := e.pool.Exec(e.ctx, `UPDATE claims SET origin = 'backfill' WHERE id = $1`, made.ID)
+	require.NoError(t, err)
+	page := b.get("/ui/claims/" + made.ID)
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.Contains(t, page.body, `data-testid="field-origin"`)
+	require.Contains(t, page.body, "provider's own list of events")
+	page = b.get("/ui/claims/" + delivered.ID)
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.NotContains(t, page.body, `data-testid="field-origin"`)
+}

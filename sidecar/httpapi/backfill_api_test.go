@@ -370,3 +370,41 @@ func TestBackfillFindingStatesNow(t *testing.T) {
 	require.Equal(t, "missed", stored["evt_now_arrives"])
 	require.False(t, strings.Contains(fmt.Sprint(stored), "late_real"))
 }
+
+// TestBackfillRecordOrigin: the record and the inbox event claimd made
+// from the provider's list say origin backfill wherever they are looked
+// up (GET /v1/claims/{id}, GET /v1/claims?source=&event_id=, GET
+// /v1/inbox/{id}); a delivered event's say no origin, also after the
+// late real delivery of the backfilled one (still its record).
+func TestBackfillRecordOrigin(t *testing.T) {
+	t.Parallel()
+	b := setupBackfillStripe(t, ", mode: fetch")
+	present, lost := b.event("evt_origin_present", 3*time.Hour), b.event("evt_origin_lost", 2*time.Hour)
+	b.sd.Add(present, lost)
+	rc := b.deliver(t, present, "")
+	require.Equal(t, 1, b.scan(t).Backfilled)
+	lostID, origin, _ := b.claimOf(t, "evt_origin_lost")
+	require.Equal(t, "backfill", origin)
+
+	originOf := func(path string) (string, bool) {
+		r := b.api(t, "GET", path)
+		require.Equal(t, 200, r.status, "%s: %s", path, r.body)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(r.body, &m))
+		o, ok := m["origin"].(string)
+		return o, ok
+	}
+	for _, p := range []string{"/v1/claims/" + lostID, "/v1/claims?source=stripe-bf&event_id=evt_origin_lost", "/v1/inbox/" + lostID} {
+		o, ok := originOf(p)
+		require.True(t, ok, p)
+		require.Equal(t, "backfill", o, p)
+	}
+	for _, p := range []string{"/v1/claims/" + rc.ClaimID, "/v1/inbox/" + rc.ClaimID} {
+		_, ok := originOf(p)
+		require.False(t, ok, "%s: a delivered event has no origin", p)
+	}
+	b.deliver(t, lost, "")
+	o, ok := originOf("/v1/claims/" + lostID)
+	require.True(t, ok)
+	require.Equal(t, "backfill", o, "the late real delivery is a duplicate of the backfilled record")
+}

@@ -224,6 +224,7 @@ type recordJSON struct {
 	ResultRef      string         `json:"result_ref,omitempty"`
 	PayloadHash    string         `json:"payload_hash,omitempty"`
 	ReceiptHash    string         `json:"receipt_hash,omitempty"`
+	Origin         string         `json:"origin,omitempty"`
 	LeaseUntil     *time.Time     `json:"lease_until,omitempty"`
 	NextAttemptAt  *time.Time     `json:"next_attempt_at,omitempty"`
 	LastError      string         `json:"last_error,omitempty"`
@@ -276,6 +277,7 @@ func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 		ClaimID: r.ID, IdempotencyKey: r.IdempotencyKey, Source: r.Source, EventID: r.EventID, Action: r.Action,
 		EventType: r.EventType, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		LeasePolicy: string(r.LeasePolicy), ResultRef: r.ResultRef, PayloadHash: r.PayloadHash, ReceiptHash: r.ReceiptHash,
+		Origin:     r.Origin,
 		LeaseUntil: utc(r.LeaseUntil), NextAttemptAt: utc(r.NextAttemptAt), LastError: r.LastError,
 		ObjectID: r.ObjectID, ObjectVersion: r.ObjectVersion, ConflictCount: r.ConflictCount,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), CompletedAt: utc(r.CompletedAt),

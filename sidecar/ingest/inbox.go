@@ -614,6 +614,10 @@ type InboxEvent struct {
 	LastDispatchError  string     `json:"last_dispatch_error,omitempty"`
 	ReceivedAt         time.Time  `json:"received_at"`
 	DispatchedAt       *time.Time `json:"dispatched_at,omitempty"`
+	// Origin is "backfill" for an event claimd took from the provider's
+	// own list of events (its delivery never arrived), "" (absent) for a
+	// delivered one.
+	Origin string `json:"origin,omitempty"`
 	// KeyExpiresAt and KeyExpiry: when the record's key may be forgotten
 	// under the current policy (claim.Ledger.KeyExpiry).
 	KeyExpiresAt time.Time `json:"key_expires_at"`
@@ -623,7 +627,8 @@ type InboxEvent struct {
 // inboxEventSQL reads an inbox event with what its record's key expiry
 // needs: the record's source (the dedupe scope) and last change.
 const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispatch_state, e.dispatch_attempts,
-	e.last_dispatch_status, COALESCE(e.last_dispatch_error, ''), e.received_at, e.dispatched_at, c.source, c.updated_at
+	e.last_dispatch_status, COALESCE(e.last_dispatch_error, ''), e.received_at, e.dispatched_at, c.source, c.updated_at,
+	COALESCE(c.origin, '')
 	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 AND e.tenant = $2`
 
 // Get returns the inbox event's dispatch status. Errors: NotFound (also for
@@ -637,7 +642,7 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 	var updatedAt time.Time
 	err := in.pool.QueryRow(ctx, inboxEventSQL, id, tenant).Scan(&e.ClaimID, &e.Source, &e.EventID, &e.ClaimState,
 		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt,
-		&scope, &updatedAt)
+		&scope, &updatedAt, &e.Origin)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
