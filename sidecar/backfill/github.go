@@ -182,18 +182,20 @@ func (l *githubLister) cursorOf(u string) string {
 }
 
 // resume turns a stored cursor (cursorOf) back into a URL on the API's
-// own origin, and only when its path is this hook's delivery list; false
-// for anything else (a changed hook, a tampered row).
+// own origin, and only when its path is a delivery list of this hook id
+// under the API's base path (GitHub's Link may name the repository by
+// id, /repositories/ID/hooks/HOOK/deliveries, rather than by name);
+// false for anything else (a changed hook, a tampered row).
 func (l *githubLister) resume(c string) (string, bool) {
 	if !strings.HasPrefix(c, "/") || strings.HasPrefix(c, "//") {
 		return "", false
 	}
 	p, err := url.Parse(c)
-	if err != nil || p.Scheme != "" || p.Host != "" || p.User != nil {
+	if err != nil || p.Scheme != "" || p.Host != "" || p.User != nil || strings.Contains(p.Path, "/../") {
 		return "", false
 	}
-	want, err := url.Parse(l.path(""))
-	if err != nil || p.Path != want.Path {
+	basePath := strings.TrimSuffix(l.base.Path, "/")
+	if !strings.HasPrefix(p.Path, basePath+"/") || !strings.HasSuffix(p.Path, "/hooks/"+l.hookID+"/deliveries") {
 		return "", false
 	}
 	u := *l.base
