@@ -39,8 +39,9 @@ type HourStats struct {
 	// Hour is the hour's start, UTC.
 	Hour time.Time
 	// Deliveries counts the copies that reached claimd: provider
-	// deliveries at /ingest and claims of records that did not come
-	// through ingest.
+	// deliveries at /ingest, claims naming the door a copy came through
+	// (a trigger's, a shadow ingest door's) and claims of records that
+	// did not come through ingest.
 	Deliveries int64
 	// DuplicatesStopped counts the copies answered duplicate or
 	// in_progress (at ingest or at a claim): effects not run again.
@@ -111,16 +112,20 @@ var claimOutcomesSQL = func() string {
 // sidecar/backfill) is no delivery: backfill_events counts it. Neither is
 // the workflow's claim of an ingested or backfilled record (it has a
 // receipt hash or an origin): the claim statement's outcomes count as
-// deliveries only for records that came through neither door.
+// deliveries only for records that came through neither door, or when
+// the entry names the door the copy came through (claim_deliveries.door,
+// migration 00014: a trigger's claim, an ingest door's in shadow mode,
+// whose records keep the receipt hash an enforcing door compares with).
 func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
-	cause := "''"
+	cause, viaDoor := "''", ""
 	if withCause {
 		cause = "COALESCE(d.cause, '')"
+		viaDoor = " OR d.door IS NOT NULL"
 	}
 	logRows := `SELECT c.tenant, c.source, ` + hourExpr("d.at") + ` AS hour,
 		count(*) FILTER (WHERE (d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
 				AND COALESCE(d.detail, '') NOT LIKE 'backfilled %')
-			OR (d.outcome IN (` + claimOutcomesSQL + `) AND c.receipt_hash IS NULL AND c.origin IS NULL)) AS deliveries,
+			OR (d.outcome IN (` + claimOutcomesSQL + `) AND ((c.receipt_hash IS NULL AND c.origin IS NULL)` + viaDoor + `))) AS deliveries,
 		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress') AND NOT d.shadow) AS duplicates_stopped,
 		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict') AND NOT d.shadow) AS conflicts,
 		count(*) FILTER (WHERE d.outcome IN ('duplicate', 'in_progress') AND d.shadow) AS would_duplicates,

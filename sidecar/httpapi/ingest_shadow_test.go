@@ -195,7 +195,7 @@ func (e *shadowDoorEnv) recordOf(t *testing.T, source, eventID string) claim.Rec
 // (completed by their forward's 2xx), 9 would-be copies; nothing stored.
 // A changed payload is a would-be conflict, still forwarded; a bad
 // signature is refused and not forwarded. Enforcing afterwards: the next
-// copy is a duplicate, not dispatched.
+// copy is a duplicate, not dispatched, and another payload a conflict.
 func TestIngestShadowPassThrough(t *testing.T) {
 	t.Parallel()
 	e := setupShadowDoor(t)
@@ -285,6 +285,11 @@ func TestIngestShadowPassThrough(t *testing.T) {
 	require.Equal(t, e.record(t, "evt_pass_1").ID, id)
 	require.Len(t, e.n8n.posts(), 13)
 	require.Equal(t, [2]int{0, 0}, e.stored(t), "not dispatched again")
+	// Another payload with a key seen in shadow is a conflict: the door
+	// compares with the payload seen in shadow, not with its first copy.
+	e.ingestOne(t, "door", causeStripe(now+12, stripeEvent("evt_pass_2", 777)), "conflict")
+	e.ingestOne(t, "door", causeStripe(now+12, stripeEvent("evt_pass_2", 100)), "duplicate")
+	require.Equal(t, [2]int{0, 0}, e.stored(t))
 	// A new event is stored and queued as the door does when enforcing.
 	e.ingestOne(t, "door", causeStripe(now+13, stripeEvent("evt_new", 100)), "accepted")
 	require.Equal(t, [2]int{1, 1}, e.stored(t))
