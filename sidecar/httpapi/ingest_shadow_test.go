@@ -77,9 +77,9 @@ func (n *shadowN8n) posts() []ingestCaptured {
 	return append([]ingestCaptured(nil), n.got...)
 }
 
-// shadowDoorSources: door and door-slow (forward.timeout_seconds 1),
-// in shadow or enforcing, forwarding to the stand-in, and door-down
-// forwarding to a closed port.
+// shadowDoorSources: door and door-slow (forward.timeout_seconds 1) and
+// graph-door (batches), in shadow or enforcing, forwarding to the
+// stand-in, and door-down forwarding to a closed port.
 func shadowDoorSources(shadow bool) string {
 	return fmt.Sprintf(`
 sources:
@@ -95,6 +95,12 @@ sources:
     secrets: ["%[1]s"]
     shadow: %[2]t
     forward: {url: "${N8N_URL}", timeout_seconds: 1}
+  graph-door:
+    tenant: acme
+    provider: msgraph
+    secrets: ["shadow-graph-client-state"]
+    shadow: %[2]t
+    forward: {url: "${N8N_URL}"}
   door-down:
     tenant: acme
     provider: stripe
@@ -326,5 +332,35 @@ func TestIngestShadowForwardFailures(t *testing.T) {
 	require.Equal(t, claim.StateRetryableFailed, rec.State)
 	require.Equal(t, "forward: forward.url unreachable", rec.LastError)
 	require.NotContains(t, e.logs.String(), causeStripeSecret)
+	require.Equal(t, [2]int{0, 0}, e.stored(t))
+}
+
+// TestIngestShadowBatch: a delivery of several events (a Microsoft Graph
+// batch) is forwarded once, as the provider sent it, without the
+// per-event idempotency headers; each event is its own shadow claim.
+func TestIngestShadowBatch(t *testing.T) {
+	t.Parallel()
+	e := setupShadowDoor(t)
+	item := func(id string) string {
+		return `{"subscriptionId":"sub_1","id":"` + id + `","clientState":"shadow-graph-client-state","changeType":"created",` +
+			`"resource":"users/u_1","tenantId":"t_1","resourceData":{"id":"u_1"}}`
+	}
+	body := `{"value":[` + item("n_1") + `,` + item("n_2") + `]}`
+	batch := ingestDelivery{header: jsonHeaders(), body: []byte(body)}
+	for i := 0; i < 2; i++ {
+		ans := e.send(t, "graph-door", batch)
+		require.Equal(t, http.StatusOK, ans.status, "n8n's status, not the door's 202: %s", ans.body)
+	}
+	posts := e.n8n.posts()
+	require.Len(t, posts, 2, "one forward per delivery")
+	for _, p := range posts {
+		require.Equal(t, body, string(p.body))
+		require.Empty(t, p.header.Get(ingest.HeaderIdempotencyKey), "no one key names a batch")
+		require.Empty(t, p.header.Get(ingest.HeaderEventID))
+	}
+	log := e.wouldBe(t, "graph-door")
+	require.Equal(t, 2, log["won (shadow)"], "%v", log)
+	require.Equal(t, 2, log["duplicate (shadow)"], "%v", log)
+	require.Equal(t, 2, log["completed"], "%v", log)
 	require.Equal(t, [2]int{0, 0}, e.stored(t))
 }
