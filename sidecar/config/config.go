@@ -242,7 +242,7 @@ func (c Config) Validate() error {
 	case c.Addr == "":
 		return errors.New("CLAIMD_ADDR cannot be empty")
 	case c.LogFormat != "json" && c.LogFormat != "console":
-		return fmt.Errorf("CLAIMD_LOG_FORMAT must be json or console, got %q", c.LogFormat)
+		return errors.New("CLAIMD_LOG_FORMAT must be json or console")
 	case c.BodyLimit < 1024:
 		return fmt.Errorf("CLAIMD_BODY_LIMIT_BYTES must be at least 1024, got %d", c.BodyLimit)
 	case c.MaxBatch < 1:
@@ -302,7 +302,7 @@ type parser struct {
 func (p *parser) int(env string) int {
 	n, err := strconv.Atoi(p.get(env))
 	if err != nil && p.err == nil {
-		p.err = fmt.Errorf("%s must be an integer, got %q", env, p.get(env))
+		p.err = fmt.Errorf("%s must be an integer", env) // the value is not quoted: it may be a secret set by mistake
 	}
 	return n
 }
@@ -312,7 +312,7 @@ func (p *parser) secs(env string) time.Duration { return time.Duration(p.int(env
 func (p *parser) bool(env string) bool {
 	b, err := strconv.ParseBool(p.get(env))
 	if err != nil && p.err == nil {
-		p.err = fmt.Errorf("%s must be true or false, got %q", env, p.get(env))
+		p.err = fmt.Errorf("%s must be true or false", env)
 	}
 	return b
 }

@@ -1145,7 +1145,8 @@ func parseStatusItem(n *yaml.Node) (StatusRange, error) {
 	case "!!str":
 		m := statusItem.FindStringSubmatch(n.Value)
 		if m == nil {
-			return StatusRange{}, fmt.Errorf("%q: %s", n.Value, want)
+			// Other text is not quoted: the sources file holds secrets.
+			return StatusRange{}, fmt.Errorf("%s, not other text", want)
 		}
 		lo, _ = strconv.Atoi(m[1])
 		hi = lo
@@ -1156,7 +1157,7 @@ func parseStatusItem(n *yaml.Node) (StatusRange, error) {
 	case "!!null":
 		return StatusRange{}, fmt.Errorf("%s, not null", want)
 	default:
-		return StatusRange{}, fmt.Errorf("%s, not %s", want, n.Value)
+		return StatusRange{}, fmt.Errorf("%s, not a YAML %s", want, strings.TrimPrefix(n.ShortTag(), "!!"))
 	}
 	switch {
 	case lo < 100 || lo > 599 || hi < 100 || hi > 599:

@@ -304,7 +304,7 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 		return Config{}, errors.New("sources file is empty (no YAML document; a file being written looks like this too): " +
 			"a configuration without sources is written `sources: {}`")
 	} else if err != nil {
-		return Config{}, fmt.Errorf("sources file: %w", err)
+		return Config{}, decodeError(b, err)
 	}
 	if f.Sources == nil {
 		return Config{}, errors.New("sources file has no `sources:` mapping (missing, or without a value, as in a file cut short): " +
@@ -332,7 +332,7 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 	for _, name := range names {
 		spec := f.Sources[name]
 		if lp := claim.LeasePolicy(spec.LeasePolicy); lp != "" && lp != claim.Reclaim && lp != claim.Review {
-			return Config{}, fmt.Errorf("source %q: lease_policy must be %q or %q, got %q", name, claim.Reclaim, claim.Review, lp)
+			return Config{}, fmt.Errorf("source %q: lease_policy must be %q or %q", name, claim.Reclaim, claim.Review)
 		}
 		cfg.Policies[name] = spec.policy()
 		if spec.Provider == "" {

@@ -27,7 +27,7 @@ var notAConfiguration = []struct{ name, file, want string }{
 		"line 3: sources.payments has no value"},
 	{"cut after a key", "sources:\n  payments:\n    lease_policy:", "line 3: sources.payments.lease_policy has no value"},
 	{"cut before the provider", "sources:\n  orders:\n    tenant: acme\n", `source "orders": tenant set without provider`},
-	{"cut inside a lease policy", "sources:\n  payments:\n    lease_policy: rev", `source "payments": lease_policy must be "reclaim" or "review", got "rev"`},
+	{"cut inside a lease policy", "sources:\n  payments:\n    lease_policy: rev", `source "payments": lease_policy must be "reclaim" or "review"`},
 }
 
 func TestSourcesFileEmptyOrCutShortIsRefused(t *testing.T) {

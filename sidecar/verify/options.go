@@ -51,7 +51,14 @@ func (p *Provider) DecodeOptions(raw map[string]any) (any, error) {
 			for i, part := range parts {
 				parts[i] = snakeName(part)
 			}
-			return nil, fmt.Errorf("options.%s: must be %s, not a JSON %s", strings.Join(parts, "."), jsonKind(te.Type), te.Value)
+			// te.Value is the JSON kind, and for a number the number
+			// itself ("number 123"): only the kind is named.
+			kind, _, _ := strings.Cut(te.Value, " ")
+			return nil, fmt.Errorf("options.%s: must be %s, not a JSON %s", strings.Join(parts, "."), jsonKind(te.Type), kind)
+		}
+		if errors.As(err, &te) {
+			kind, _, _ := strings.Cut(te.Value, " ")
+			return nil, fmt.Errorf("options: must be %s, not a JSON %s", jsonKind(te.Type), kind)
 		}
 		return nil, fmt.Errorf("options: %w", err)
 	}

@@ -1,0 +1,190 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// decodeError rewrites an error of decoding the sources file b so that it
+// never quotes a value written in the file: the file holds secrets and
+// credentials, and yaml.v3's type errors quote the start of the value
+// they could not decode ("cannot unmarshal !!str `sk_live…` into int").
+// A type error names the line, the setting's path and what the setting
+// takes (typeMismatch); each line of a yaml.TypeError this does not find
+// is kept without its value (an unknown key's line is kept as yaml.v3
+// wrote it: it names the key, not a value). Any other error (YAML syntax)
+// is returned wrapped: yaml.v3 quotes no value in those.
+func decodeError(b []byte, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("sources file: %w", err)
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) == nil {
+		if mis := typeMismatch(&root, reflect.TypeFor[File](), ""); mis != nil {
+			return mis
+		}
+	}
+	lines := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		lines[i] = withoutValue(e)
+	}
+	return errors.New("sources file: " + strings.Join(lines, "; "))
+}
+
+// unmarshalLine is yaml.v3's type error line: "line N: cannot unmarshal
+// !!tag `value` into type" (the value cut to 7 characters and "...").
+var unmarshalLine = regexp.MustCompile("^(line \\d+: cannot unmarshal !![a-z]+)( .*)? into ([^ `]+)$")
+
+// withoutValue is a yaml.v3 type error line with the value it quotes
+// left out; a line of any other shape is kept only when it quotes
+// nothing (no backtick).
+func withoutValue(line string) string {
+	if m := unmarshalLine.FindStringSubmatch(line); m != nil {
+		return m[1] + " into " + m[3]
+	}
+	if strings.ContainsRune(line, '`') {
+		line, _, _ = strings.Cut(line, "`")
+		return strings.TrimSpace(line) + " (value not shown)"
+	}
+	return line
+}
+
+// typeMismatch walks the sources file's YAML nodes n along the Go type t
+// they decode into (as checkWholeNumbers does) and returns an error for
+// the first value of the wrong type: "sources file line 7:
+// sources.pay.lease_seconds must be a whole number". It names the line,
+// the path and the type the setting takes, never the value written. nil
+// when every value decodes.
+func typeMismatch(n *yaml.Node, t reflect.Type, path string) error {
+	if n == nil {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := typeMismatch(c, t, path); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.AliasNode:
+		return typeMismatch(n.Alias, t, path)
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil // null leaves the zero value
+	}
+	if t.Kind() == reflect.Interface {
+		return nil // any value (options: checked by the provider)
+	}
+	wrong := func() error {
+		name := path
+		if name == "" {
+			name = "the file"
+		}
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" && strings.Contains(typeWords(t), "whole number") {
+			return fmt.Errorf("sources file line %d: %s must be %s; the number written is out of range", n.Line, name, typeWords(t))
+		}
+		return fmt.Errorf("sources file line %d: %s must be %s, not %s", n.Line, name, typeWords(t), nodeWords(n))
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return wrong()
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if ft, ok := fields[k.Value]; ok {
+				if err := typeMismatch(v, ft, join(path, k.Value)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return wrong()
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := typeMismatch(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return wrong()
+		}
+		for i, c := range n.Content {
+			if err := typeMismatch(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return wrong()
+	}
+	// A scalar setting: it is wrong exactly when yaml.v3 cannot decode it
+	// into the setting's type (a word into a number, a number out of
+	// range, "maybe" into true or false).
+	if n.Decode(reflect.New(t).Interface()) != nil {
+		return wrong()
+	}
+	return nil
+}
+
+// typeWords says what a setting of type t takes.
+func typeWords(t reflect.Type) string {
+	if t == reflect.TypeFor[time.Duration]() {
+		return "a duration (30s, 5m)"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fmt.Sprintf("a whole number (%d bits)", t.Bits())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("a whole number, not negative (%d bits)", t.Bits())
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "text (a string)"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a map (key: value)"
+	}
+	return "another type"
+}
+
+// nodeWords says what kind of YAML value n is, without its value.
+func nodeWords(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a map"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	switch n.ShortTag() {
+	case "!!int":
+		return "a whole number"
+	case "!!float":
+		return "a number with a fraction"
+	case "!!bool":
+		return "true or false"
+	case "!!str":
+		return "text"
+	}
+	return "a YAML " + strings.TrimPrefix(n.ShortTag(), "!!")
+}
