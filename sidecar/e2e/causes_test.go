@@ -130,6 +130,10 @@ func TestDuplicateCauseN8nRanOneDispatchTwice(t *testing.T) {
 		ExecutionID string `json:"execution_id"`
 		Cause       string `json:"cause"`
 		CauseNote   string `json:"cause_note"`
+		// WorkflowID and WorkflowVersion: what the Claim node sends
+		// (n8n gives a node its workflow's id, and no version id).
+		WorkflowID      string `json:"workflow_id"`
+		WorkflowVersion string `json:"workflow_version"`
 	}
 	var won, dup entry
 	deadline = time.Now().Add(time.Minute)
@@ -164,6 +168,13 @@ func TestDuplicateCauseN8nRanOneDispatchTwice(t *testing.T) {
 	}
 	if want := "executions " + won.ExecutionID + " and " + dup.ExecutionID; !strings.Contains(dup.CauseNote, want) {
 		t.Errorf("cause note %q does not name both executions (%s)", dup.CauseNote, want)
+	}
+	if won.WorkflowID == "" || dup.WorkflowID != won.WorkflowID || won.WorkflowVersion != "" || dup.WorkflowVersion != "" {
+		t.Errorf("workflow of the won entry %q/%q and of the copy %q/%q: want one workflow id, no version",
+			won.WorkflowID, won.WorkflowVersion, dup.WorkflowID, dup.WorkflowVersion)
+	}
+	if want := "ran workflow " + won.WorkflowID + " (version not known)"; !strings.Contains(dup.CauseNote, want) {
+		t.Errorf("cause note %q does not say the workflow and that its version is not known (%s)", dup.CauseNote, want)
 	}
 }
 
