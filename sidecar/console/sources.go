@@ -137,14 +137,16 @@ func sourceURL(source, rng string) string {
 // charts (deliveries, duplicates stopped by cause, conflicts, missed and
 // backfilled, dispatch lag) over the range, each with its table, and what
 // the layer saved in it. A source the tenant has neither records nor
-// numbers of is 404, like another tenant's.
+// numbers of is 404, like another tenant's. Each of range, scan,
+// scans_before and events_before is read only when given at most once
+// (httpquery.Once: 400 naming it otherwise).
 func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 	sess := sessionOf(ctx)
 	source := ctx.Params("source")
 	if s, err := url.PathUnescape(source); err == nil {
 		source = s
 	}
-	if err := httpquery.Once(ctx.Context().QueryArgs(), "range"); err != nil {
+	if err := httpquery.Once(ctx.Context().QueryArgs(), "range", "scan", "scans_before", "events_before"); err != nil {
 		return err
 	}
 	rng := statsRanges[0]

@@ -80,8 +80,9 @@ func TestSourcePageCharts(t *testing.T) {
 	require.Len(t, figureRe.FindAllString(week.body, -1), 5)
 	bad := b.get("/ui/sources/stripe?range=1y")
 	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
-	require.Contains(t, bad.body, "range")
-	require.NotContains(t, bad.body, "1y", "the caller's value is not echoed")
+	require.Equal(t, []string{"range"}, texts(bad.body, "error-field"))
+	require.Equal(t, []string{"must be 24h or 7d"}, texts(bad.body, "error-message"))
+	require.NotContains(t, withoutToken(bad.body), "1y", "the caller's value is not echoed")
 	require.Equal(t, http.StatusNotFound, b.get("/ui/sources/nosuch").status)
 
 	home := b.get("/ui/")

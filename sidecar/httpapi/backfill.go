@@ -10,6 +10,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -132,14 +133,14 @@ func (s *Server) backfillStart(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"scan": sc, "already_running": already})
 }
 
-// queryOne returns query parameter name ("" when absent); a parameter
-// given more than once is 400 naming it (which of two values counts is
-// nobody's guess, so neither does).
+// queryOne returns query parameter name ("" when absent) and whether it
+// is there; one given more than once is httpquery.Once's 400 naming it.
 func queryOne(c *fiber.Ctx, name string) (string, bool, error) {
 	args := c.Context().QueryArgs()
-	if n := len(args.PeekMulti(name)); n > 1 {
-		return "", true, &apperr.Error{Code: apperr.Malformed, Field: name, Message: "must be given at most once"}
-	} else if n == 0 {
+	if err := httpquery.Once(args, name); err != nil {
+		return "", true, err
+	}
+	if !args.Has(name) {
 		return "", false, nil
 	}
 	return string(args.Peek(name)), true, nil

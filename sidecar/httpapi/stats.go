@@ -8,6 +8,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
 )
 
 // GET /v1/sources/{source}/stats?range=24h|7d: the numbers the console's
@@ -113,14 +114,12 @@ type statsJSON struct {
 // range other than 24h or 7d, or given twice, is 400 naming range.
 func (s *Server) sourceStats(c *fiber.Ctx) error {
 	args := c.Context().QueryArgs()
+	if err := httpquery.Once(args, "range"); err != nil {
+		return err
+	}
 	rng := "24h"
-	switch vals := args.PeekMulti("range"); len(vals) {
-	case 0:
-	case 1:
-		rng = string(vals[0])
-	default:
-		// Which of two values counts is nobody's guess, so neither does.
-		return &apperr.Error{Code: apperr.Malformed, Field: "range", Message: "must be given at most once"}
+	if args.Has("range") {
+		rng = string(args.Peek("range"))
 	}
 	span, ok := statsSpans[rng]
 	if !ok {
