@@ -89,10 +89,12 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	return err
 }
 
-// Error texts of a queued scan that did not run.
+// Error texts of a queued scan that did not run, and of a running scan
+// that will not finish.
 const (
 	errNoBackfillNow = "the scan did not run: the source has no backfill configuration now"
 	errNeverRan      = "the scan never ran: its queue job is gone (a replica stopped, or the job was cancelled); ask for a new scan"
+	errStopped       = "the scan stopped: claimd stopped or the job was lost"
 )
 
 // Enqueue asks for a scan of src: its backfill_scans row (result queued,
@@ -103,7 +105,8 @@ const (
 // queued or running already (the job is unique per tenant and source),
 // nothing is made and that scan is returned with already true (its own
 // mode and range, not trig's). Queued rows of the source whose job is
-// gone are ended first (expireQueued). trig.Mode must be a mode ModeFor
+// gone, and running rows whose job no longer runs, are ended first
+// (expireStale). trig.Mode must be a mode ModeFor
 // allows ("" the source's). Errors: the database's (claim.DBError).
 func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Trigger) (sc Scan, already bool, err error) {
 	if src.Backfill == nil {
@@ -129,7 +132,7 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 		var existing int64
 		err = claim.RunTx(ctx, in.Pool(), func(tx pgx.Tx) error {
 			existing = 0
-			if err := expireQueued(ctx, tx, src.Tenant, src.Name); err != nil {
+			if err := expireStale(ctx, tx, src.Tenant, src.Name); err != nil {
 				return err
 			}
 			var actor *string
@@ -187,18 +190,39 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 
 var errDuplicate = errors.New("a scan of the source is queued or running")
 
-// expireQueued ends the queued scans (of tenant's source; every source
-// when tenant is "") whose River job is no longer queued or running:
-// result error, "the scan never ran". A queued row is made in one
-// transaction with its job, so such a row's job was lost (cancelled,
-// discarded after a crash of its replica, or cleaned away); without this
-// it would say queued for ever.
-func expireQueued(ctx context.Context, db claim.DBTX, tenant, source string) error {
-	_, err := db.Exec(ctx, `UPDATE backfill_scans s SET result = 'error', error = $3, finished_at = now()
-		WHERE s.result = 'queued' AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
+// expireStale ends the scans (of tenant's source; every source when
+// tenant is "") that no River job will ever end, result error:
+//
+//   - a queued row whose job is no longer queued or running ("the scan
+//     never ran"). A queued row is made in one transaction with its job,
+//     so such a row's job was lost (cancelled, discarded after a crash of
+//     its replica, or cleaned away);
+//   - a running row whose job is no longer running ("the scan stopped"):
+//     claimd was stopped or crashed mid-scan, and River has since rescued
+//     or cleaned away the job (a job of a crashed replica stays running
+//     until River's rescuer discards it, Worker.Timeout after it
+//     started: the source's max_wait_seconds plus 10 minutes). A running
+//     row is its job's when
+//     the job's scan_id names it; a job that names no running row (its
+//     row not started yet, or made before jobs carried scan_id) answers
+//     for every running row of its source.
+//
+// Without it such a row would say queued or running for ever.
+func expireStale(ctx context.Context, db claim.DBTX, tenant, source string) error {
+	_, err := db.Exec(ctx, `UPDATE backfill_scans s SET result = '`+ResultError+`', error = $3, finished_at = now()
+		WHERE s.result = '`+ResultQueued+`' AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
 		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'claimd_backfill_scan'
 			AND j.args->>'scan_id' = s.id::text
 			AND j.state IN ('available', 'pending', 'running', 'retryable', 'scheduled'))`, tenant, source, errNeverRan)
+	if err != nil {
+		return claim.DBError(err)
+	}
+	_, err = db.Exec(ctx, `UPDATE backfill_scans s SET result = '`+ResultError+`', error = $3, finished_at = now()
+		WHERE s.result = '`+ResultRunning+`' AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
+		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'claimd_backfill_scan' AND j.state = 'running'
+			AND j.args->>'tenant' = s.tenant AND j.args->>'source' = s.source
+			AND (j.args->>'scan_id' = s.id::text OR NOT EXISTS (SELECT 1 FROM backfill_scans o
+				WHERE o.id::text = j.args->>'scan_id' AND o.result = '`+ResultRunning+`')))`, tenant, source, errStopped)
 	if err != nil {
 		return claim.DBError(err)
 	}
@@ -254,12 +278,12 @@ func Workers(s *Scanner) func(*river.Workers) {
 // can still be listed (it would be judged missed again).
 const Retention = 90 * 24 * time.Hour
 
-// Purge ends the queued scans whose job is gone (expireQueued), then
-// deletes the scans that finished before before, with their findings,
-// and returns how many scans it deleted. claimd's maintenance loop calls
+// Purge ends the queued and running scans no job will end
+// (expireStale), then deletes the scans that finished before before,
+// with their findings, and returns how many scans it deleted. claimd's maintenance loop calls
 // it on every run.
 func Purge(ctx context.Context, db claim.DBTX, before time.Time) (int64, error) {
-	if err := expireQueued(ctx, db, "", ""); err != nil {
+	if err := expireStale(ctx, db, "", ""); err != nil {
 		return 0, err
 	}
 	tag, err := db.Exec(ctx, `DELETE FROM backfill_scans WHERE id IN (SELECT id FROM backfill_scans

@@ -3,7 +3,6 @@ package backfill
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -132,39 +131,13 @@ const scanColumns = `id, source, trigger, COALESCE(actor, ''), mode, started_at,
 	COALESCE(notes, '')`
 
 // scanScan reads scanColumns; a range not known yet (a queued scan of
-// the source's default range) is left zero.
+// the source's default range) is left nil.
 func scanScan(r pgx.Row) (Scan, error) {
 	var s Scan
-	var from, to *time.Time
-	err := r.Scan(&s.ID, &s.Source, &s.Trigger, &s.Actor, &s.Mode, &s.StartedAt, &s.FinishedAt, &from,
-		&to, &s.Pages, &s.Listed, &s.Missed, &s.Backfilled, &s.Redelivered, &s.Result, &s.Error, &s.BacklogFrom,
+	err := r.Scan(&s.ID, &s.Source, &s.Trigger, &s.Actor, &s.Mode, &s.StartedAt, &s.FinishedAt, &s.RangeStart,
+		&s.RangeEnd, &s.Pages, &s.Listed, &s.Missed, &s.Backfilled, &s.Redelivered, &s.Result, &s.Error, &s.BacklogFrom,
 		&s.BacklogTo, &s.Notes)
-	if from != nil {
-		s.RangeStart = *from
-	}
-	if to != nil {
-		s.RangeEnd = *to
-	}
 	return s, err
-}
-
-// MarshalJSON writes a Scan with range_start and range_end null while
-// they are not known (zero: a queued scan of the source's default range,
-// known when it starts).
-func (s Scan) MarshalJSON() ([]byte, error) {
-	type plain Scan
-	v := struct {
-		plain
-		RangeStart *time.Time `json:"range_start"`
-		RangeEnd   *time.Time `json:"range_end"`
-	}{plain: plain(s)}
-	if !s.RangeStart.IsZero() {
-		v.RangeStart = &s.RangeStart
-	}
-	if !s.RangeEnd.IsZero() {
-		v.RangeEnd = &s.RangeEnd
-	}
-	return json.Marshal(v)
 }
 
 // findingsSQL reads a source's findings with their state now: a stored

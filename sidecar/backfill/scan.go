@@ -67,15 +67,19 @@ const (
 
 // Scan is one scan's record (backfill_scans).
 type Scan struct {
-	ID          int64      `json:"id"`
-	Source      string     `json:"source"`
-	Trigger     string     `json:"trigger"`
-	Actor       string     `json:"actor,omitempty"`
-	Mode        string     `json:"mode"`
-	StartedAt   time.Time  `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
-	RangeStart  time.Time  `json:"range_start"`
-	RangeEnd    time.Time  `json:"range_end"`
+	ID         int64      `json:"id"`
+	Source     string     `json:"source"`
+	Trigger    string     `json:"trigger"`
+	Actor      string     `json:"actor,omitempty"`
+	Mode       string     `json:"mode"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// RangeStart and RangeEnd bound the range the scan judges,
+	// [RangeStart, RangeEnd), provider creation time; nil (JSON null)
+	// while not known: a queued scan of the source's default range,
+	// known when it starts.
+	RangeStart  *time.Time `json:"range_start"`
+	RangeEnd    *time.Time `json:"range_end"`
 	Pages       int        `json:"pages"`
 	Listed      int        `json:"listed"`
 	Missed      int        `json:"missed"`
@@ -261,7 +265,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		span.From = back.From
 	}
 	sc := Scan{Source: src.Name, Trigger: trig.Kind, Actor: trig.Actor, Mode: string(mode), StartedAt: now,
-		RangeStart: span.From, RangeEnd: span.To, Result: ResultRunning}
+		RangeStart: &span.From, RangeEnd: &span.To, Result: ResultRunning}
 	var actor *string
 	if trig.Actor != "" {
 		actor = &trig.Actor

@@ -41,8 +41,9 @@ type backfillPage struct {
 	EventsBefore string
 }
 
-// backfillPageOf reads backfillPage from the source page's query; a
-// cursor that is none is 400 naming it.
+// backfillPageOf reads backfillPage from the source page's query, whose
+// parameters sourcePage has checked with httpquery.Once (each at most
+// once); a cursor that is none is 400 naming it.
 func backfillPageOf(ctx *fiber.Ctx) (backfillPage, error) {
 	q := backfillPage{Done: ctx.Query("scan"), EventsBefore: ctx.Query("events_before")}
 	if raw := ctx.Query("scans_before"); raw != "" {
@@ -86,9 +87,9 @@ func (c *Console) backfillOf(ctx context.Context, sess *auth.Session, name strin
 		v.Interval = "every " + age(src.Backfill.Interval)
 	}
 	switch q.Done {
-	case "queued":
+	case backfill.ResultQueued:
 		v.Done = "Scan queued: it lists the provider's events and records the ones claimd did not receive."
-	case "running":
+	case backfill.ResultRunning:
 		v.Done = "A scan of this source is queued or running already."
 	}
 	scans, nextScan, err := backfill.ListScans(ctx, c.cfg.Inbox.Pool(), src.Tenant, src.Name,
@@ -152,9 +153,9 @@ func (c *Console) backfillScan(ctx *fiber.Ctx) error {
 	}
 	c.cfg.Logger.Info().Str("tenant", sess.Tenant).Str("key_prefix", sess.KeyPrefix).Str("source", src.Name).
 		Int64("scan", sc.ID).Bool("whole_window", !trig.From.IsZero()).Bool("already_running", already).Msg("console: backfill scan")
-	done := "queued"
+	done := backfill.ResultQueued
 	if already {
-		done = "running"
+		done = backfill.ResultRunning
 	}
 	return ctx.Redirect(sourceURL(src.Name, "")+"?scan="+done+"#backfill", fiber.StatusSeeOther)
 }

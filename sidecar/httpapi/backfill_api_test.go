@@ -78,12 +78,13 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 
 	first, firstRaw := e.askScan(t, `{"mode":"report"}`)
 	require.False(t, first.AlreadyRunning)
-	require.Equal(t, "queued", first.Scan.Result)
+	require.Equal(t, backfill.ResultQueued, first.Scan.Result)
 	require.Equal(t, "api", first.Scan.Trigger)
 	require.Equal(t, "report", first.Scan.Mode)
 	require.NotEmpty(t, first.Scan.Actor)
-	require.True(t, first.Scan.RangeStart.IsZero() && first.Scan.RangeEnd.IsZero(), "the source's default range: known when it runs")
+	require.True(t, first.Scan.RangeStart == nil && first.Scan.RangeEnd == nil, "the source's default range: known when it runs")
 	require.Contains(t, string(firstRaw.body), `"range_start":null`)
+	require.Contains(t, string(firstRaw.body), `"range_end":null`)
 	require.Nil(t, first.Scan.FinishedAt)
 	require.Equal(t, strconv.FormatInt(first.Scan.ID, 10), e.scalar(t,
 		`SELECT args->>'scan_id' FROM river_job WHERE kind = 'claimd_backfill_scan' AND state = 'available'`),
@@ -98,7 +99,7 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	again, _ := e.askScan(t, `{"whole_window":true}`)
 	require.True(t, again.AlreadyRunning)
 	require.Equal(t, first.Scan.ID, again.Scan.ID)
-	require.True(t, again.Scan.RangeStart.IsZero(), "the scan queued already, as it was asked for")
+	require.Nil(t, again.Scan.RangeStart, "the scan queued already, as it was asked for")
 	require.Equal(t, "1", e.scalar(t, `SELECT count(*)::text FROM backfill_scans`))
 	require.Equal(t, "1", e.scalar(t, `SELECT count(*)::text FROM river_job WHERE kind = 'claimd_backfill_scan'`))
 
@@ -126,13 +127,13 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	next, _ := e.askScan(t, `{"whole_window":true}`)
 	require.False(t, next.AlreadyRunning)
 	require.NotEqual(t, first.Scan.ID, next.Scan.ID)
-	require.WithinDuration(t, time.Now().Add(-72*time.Hour), next.Scan.RangeStart, time.Minute, "the whole window, as it was when asked")
-	require.WithinDuration(t, time.Now().Add(-600*time.Second), next.Scan.RangeEnd, time.Minute)
+	require.WithinDuration(t, time.Now().Add(-72*time.Hour), *next.Scan.RangeStart, time.Minute, "the whole window, as it was when asked")
+	require.WithinDuration(t, time.Now().Add(-600*time.Second), *next.Scan.RangeEnd, time.Minute)
 	var args backfill.ScanArgs
 	require.NoError(t, json.Unmarshal([]byte(e.scalar(t, `SELECT args::text FROM river_job WHERE kind = 'claimd_backfill_scan'`)), &args))
 	require.Equal(t, next.Scan.ID, args.ScanID)
 	require.NotNil(t, args.From)
-	require.True(t, args.From.Equal(next.Scan.RangeStart) && args.To.Equal(next.Scan.RangeEnd))
+	require.True(t, args.From.Equal(*next.Scan.RangeStart) && args.To.Equal(*next.Scan.RangeEnd))
 	r = e.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans/"+strconv.FormatInt(first.Scan.ID, 10))
 	require.NoError(t, json.Unmarshal(r.body, &got))
 	require.Equal(t, "error", got.Result)
@@ -143,7 +144,7 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	// and leaves one whose job is queued.
 	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
 	require.NoError(t, err)
-	require.Equal(t, "queued", e.scalar(t, `SELECT result FROM backfill_scans WHERE id = `+strconv.FormatInt(next.Scan.ID, 10)))
+	require.Equal(t, backfill.ResultQueued, e.scalar(t, `SELECT result FROM backfill_scans WHERE id = `+strconv.FormatInt(next.Scan.ID, 10)))
 	_, err = e.pool.Exec(e.ctx, `DELETE FROM river_job WHERE kind = 'claimd_backfill_scan'`)
 	require.NoError(t, err)
 	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
@@ -154,7 +155,78 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	n, err := backfill.Schedule(e.ctx, e.inbox, time.Now())
 	require.NoError(t, err)
 	require.Positive(t, n, "stripe-bf has never been scanned")
-	require.Equal(t, "queued", e.scalar(t, `SELECT result FROM backfill_scans WHERE tenant = 'acme' AND trigger = 'schedule'`))
+	require.Equal(t, backfill.ResultQueued, e.scalar(t, `SELECT result FROM backfill_scans WHERE tenant = 'acme' AND trigger = 'schedule'`))
+}
+
+// TestBackfillStaleRunningScanEnded: a scan left running by a claimd
+// stopped mid-scan (its row running, its River job stuck running until
+// River's rescuer discards it) is ended error "the scan stopped" by the
+// maintenance purge once its job no longer runs, and by the next scan
+// asked for; while its job runs it is left running. A running job
+// answers only for the row it names: another running row of its source
+// (no job names it) or of another source is ended; a job that names no
+// running row answers for every running row of its source.
+func TestBackfillStaleRunningScanEnded(t *testing.T) {
+	t.Parallel()
+	e := setupBackfillQueue(t)
+	first, _ := e.askScan(t, `{}`)
+	id := strconv.FormatInt(first.Scan.ID, 10)
+	// The worker took the job and started the scan; then claimd stopped.
+	_, err := e.pool.Exec(e.ctx, `UPDATE river_job SET state = 'running', attempted_at = now(), attempt = 1
+		WHERE kind = 'claimd_backfill_scan'`)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE backfill_scans SET result = 'running' WHERE id = $1`, first.Scan.ID)
+	require.NoError(t, err)
+	running := func(tenant, source string) int64 {
+		var id int64
+		require.NoError(t, e.pool.QueryRow(e.ctx, `INSERT INTO backfill_scans (tenant, source, trigger, mode, result)
+			VALUES ($1, $2, 'api', 'report', 'running') RETURNING id`, tenant, source).Scan(&id))
+		return id
+	}
+	resultOf := func(id int64) string {
+		return e.scalar(t, `SELECT result || ':' || COALESCE(error, '') || ':' || (finished_at IS NOT NULL)::text
+			FROM backfill_scans WHERE id = $1`, id)
+	}
+	const stopped = "error:the scan stopped: claimd stopped or the job was lost:true"
+	unnamed, other := running("acme", "stripe-bf"), running("other", "stripe-other")
+
+	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
+	require.NoError(t, err)
+	require.Equal(t, backfill.ResultRunning+"::false", resultOf(first.Scan.ID), "its job still runs")
+	require.Equal(t, stopped, resultOf(unnamed), "the running job names another row")
+	require.Equal(t, stopped, resultOf(other), "no job of its source runs")
+
+	// A running job that names no row answers for its source's running rows.
+	_, err = e.pool.Exec(e.ctx, `UPDATE river_job SET args = args - 'scan_id' WHERE kind = 'claimd_backfill_scan'`)
+	require.NoError(t, err)
+	legacy := running("acme", "stripe-bf")
+	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
+	require.NoError(t, err)
+	require.Equal(t, backfill.ResultRunning+"::false", resultOf(first.Scan.ID))
+	require.Equal(t, backfill.ResultRunning+"::false", resultOf(legacy))
+
+	// River's rescuer discards the stuck job (one attempt): the purge
+	// ends both rows; the scan reads as ended.
+	_, err = e.pool.Exec(e.ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE kind = 'claimd_backfill_scan'`)
+	require.NoError(t, err)
+	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
+	require.NoError(t, err)
+	require.Equal(t, stopped, resultOf(first.Scan.ID))
+	require.Equal(t, stopped, resultOf(legacy))
+	r := e.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans/"+id)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var got backfill.Scan
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Equal(t, backfill.ResultError, got.Result)
+	require.Equal(t, "the scan stopped: claimd stopped or the job was lost", got.Error)
+	require.NotNil(t, got.FinishedAt)
+
+	// The next scan asked for ends a stale running row of its source too.
+	again := running("acme", "stripe-bf")
+	next, _ := e.askScan(t, `{}`)
+	require.False(t, next.AlreadyRunning)
+	require.Equal(t, stopped, resultOf(again))
+	require.Equal(t, backfill.ResultQueued+"::false", resultOf(next.Scan.ID))
 }
 
 // TestBackfillScanRangeAsked: the body of POST …/backfill/scans is
@@ -201,11 +273,11 @@ func TestBackfillScanRangeAsked(t *testing.T) {
 
 	s, _ := e.askScan(t, `{"from":"`+at(30*time.Hour)+`","to":"`+at(20*time.Hour)+`"}`)
 	require.True(t, s.Scan.RangeStart.Equal(now.Add(-30*time.Hour)) && s.Scan.RangeEnd.Equal(now.Add(-20*time.Hour)),
-		"%v %v", s.Scan.RangeStart, s.Scan.RangeEnd)
+		"%v %v", *s.Scan.RangeStart, *s.Scan.RangeEnd)
 	_, err := e.pool.Exec(e.ctx, `DELETE FROM river_job WHERE kind = 'claimd_backfill_scan'`)
 	require.NoError(t, err)
 	s, _ = e.askScan(t, `{"from":"`+at(30*time.Hour)+`"}`)
-	require.WithinDuration(t, time.Now().Add(-600*time.Second), s.Scan.RangeEnd, time.Minute, "one bound: the other is the window's")
+	require.WithinDuration(t, time.Now().Add(-600*time.Second), *s.Scan.RangeEnd, time.Minute, "one bound: the other is the window's")
 }
 
 // TestBackfillListingPages: GET …/backfill/scans and …/events answer

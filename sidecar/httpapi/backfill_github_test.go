@@ -347,7 +347,7 @@ func TestBackfillGitHubEndlessEmptyPages(t *testing.T) {
 	require.Equal(t, 5, sc.Pages)
 	require.Len(t, b.gh.Requests(), 5, "no page is asked past max_pages")
 	require.NotNil(t, sc.BacklogFrom)
-	require.True(t, sc.BacklogFrom.Equal(sc.RangeStart) && sc.BacklogTo.Equal(sc.RangeEnd), "nothing reached: all of it is left")
+	require.True(t, sc.BacklogFrom.Equal(*sc.RangeStart) && sc.BacklogTo.Equal(*sc.RangeEnd), "nothing reached: all of it is left")
 	cursor := b.scalar(t, `SELECT backlog_cursor FROM backfill_state WHERE source = 'gh-bf'`)
 	require.True(t, strings.HasPrefix(cursor, "/repos/"), "path and query only: %s", cursor)
 	require.Contains(t, cursor, "cursor=")

@@ -160,7 +160,7 @@ func TestBackfillStripeBacklogCoversTheWindow(t *testing.T) {
 	require.Equal(t, win.To.Format(time.RFC3339), b.scalar(t,
 		`SELECT to_char(scanned_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM backfill_state WHERE source = 'stripe-bf'`),
 		"the cursor moved past the part covered")
-	require.Equal(t, "partial", b.scalar(t, `SELECT result FROM backfill_scans WHERE id = $1`, first.ID))
+	require.Equal(t, backfill.ResultPartial, b.scalar(t, `SELECT result FROM backfill_scans WHERE id = $1`, first.ID))
 	require.Equal(t, win.From.Format(time.RFC3339), b.scalar(t,
 		`SELECT to_char(backlog_from AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM backfill_scans WHERE id = $1`, first.ID))
 

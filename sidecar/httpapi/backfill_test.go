@@ -347,7 +347,7 @@ func TestBackfillAPIAndSchedule(t *testing.T) {
 		require.Equal(t, 200, r.status, "%s", r.body)
 		require.NoError(t, json.Unmarshal(r.body, &scans))
 		return len(scans.Scans) == 1 && scans.Scans[0].Result != backfill.ResultRunning &&
-			scans.Scans[0].Result != "queued"
+			scans.Scans[0].Result != backfill.ResultQueued
 	})
 	sc := scans.Scans[0]
 	require.Equal(t, started.Scan.ID, sc.ID, "the scan answered at once is the scan that ran")

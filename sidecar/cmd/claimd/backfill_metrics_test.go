@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
@@ -40,7 +41,8 @@ func TestBackfillSeriesFollowTheSourcesFile(t *testing.T) {
 		"ST_HOOK_SECRET": "whsec_backfill_metrics_test", "ST_EVENTS_KEY": "rk_test_backfill_metrics",
 	})
 	require.EqualValues(t, 1200, b.metric(`claimd_backfill_interval_seconds{source="st"}`))
-	for _, r := range []string{"ok", "partial", "rate_limited", "credential_refused", "error"} {
+	for _, r := range []string{backfill.ResultOK, backfill.ResultPartial, backfill.ResultRateLimited,
+		backfill.ResultCredentialRefused, backfill.ResultError} {
 		require.EqualValues(t, 0, b.metric(`claimd_backfill_scans_total{result="`+r+`",source="st"}`), r)
 	}
 	require.EqualValues(t, 0, b.metric(`claimd_backfill_missed_total{source="st"}`))
