@@ -10,68 +10,19 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
 )
 
-// reporter lets the stand-ins, written for tests, run in a command: what
-// they would report to a test (a request that does not follow the
-// provider's documented shape, a redelivery the ingest door refused) is
-// printed to stderr, and their cleanups run when the command ends. The
-// stand-ins call Errorf and Cleanup; the other methods of testing.TB a
-// stand-in might call are given here too, and any other would panic on
-// the nil interface.
-type reporter struct {
-	testing.TB
-	mu       sync.Mutex
-	out      io.Writer
-	cleanups []func()
-}
+// reporter prints what a stand-in finds wrong (a request that does not
+// follow the provider's documented shape, a redelivery the ingest door
+// refused) to stderr: it is the stand-ins' standin.Reporter.
+type reporter struct{ out *syncWriter }
 
-func (r *reporter) Helper() {}
-
-func (r *reporter) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fmt.Fprintf(r.out, "standin: "+format+"\n", args...)
-}
-
-func (r *reporter) Error(args ...any) { r.Errorf("%s", fmt.Sprint(args...)) }
-
-func (r *reporter) Logf(format string, args ...any) { r.Errorf(format, args...) }
-
-func (r *reporter) Log(args ...any) { r.Error(args...) }
-
-// Fatalf and Fatal print as Errorf does: a request handler cannot end
-// the command.
-func (r *reporter) Fatalf(format string, args ...any) { r.Errorf(format, args...) }
-
-func (r *reporter) Fatal(args ...any) { r.Error(args...) }
-
-func (r *reporter) Failed() bool { return false }
-
-func (r *reporter) Cleanup(f func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.cleanups = append(r.cleanups, f)
-}
-
-func (r *reporter) Name() string { return "standin" }
-
-func (r *reporter) cleanup() {
-	r.mu.Lock()
-	fs := r.cleanups
-	r.cleanups = nil
-	r.mu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
-}
+func (r reporter) Errorf(format string, args ...any) { r.out.printf("standin: "+format+"\n", args...) }
 
 // syncWriter serialises lines printed from handlers and the main flow.
 type syncWriter struct {
@@ -105,7 +56,7 @@ type server struct {
 	key      string
 	keyGiven bool
 	out      *syncWriter
-	rep      *reporter
+	rep      reporter
 	http     *http.Server
 	served   chan error
 	events   []delivery // oldest first
@@ -130,35 +81,31 @@ func start(cfg config, stdout, stderr io.Writer) (*server, error) {
 		return nil, errors.New("-listen resolved to a non-loopback address; use 127.0.0.1:PORT, or add -allow-remote")
 	}
 	s := &server{cfg: cfg, url: "http://" + ln.Addr().String(), key: cfg.key, keyGiven: cfg.key != "",
-		out: &syncWriter{w: stdout}, rep: &reporter{out: stderr}, served: make(chan error, 1)}
+		out: &syncWriter{w: stdout}, rep: reporter{out: &syncWriter{w: stderr}}, served: make(chan error, 1)}
 	if s.key == "" {
 		s.key = newKey(cfg.provider)
 	}
-	var api *httptest.Server
+	// The stand-in is served on the listener asked for, under its URL
+	// (GitHub's Link headers name it; claimd follows a next page on its
+	// base_url's origin only).
+	var api http.Handler
 	switch cfg.provider {
 	case "stripe":
-		s.stripe = standin.NewStripe(s.rep, s.key)
-		api = s.stripe.Server
+		s.stripe = standin.NewStripeAt(s.rep, s.key, s.url)
+		api = s.stripe
 	case "github":
-		s.github = standin.NewGitHub(s.rep, s.key, cfg.hook, cfg.secret)
+		s.github = standin.NewGitHubAt(s.rep, s.key, cfg.hook, cfg.secret, s.url)
 		s.github.IngestURL = cfg.deliver
-		api = s.github.Server
+		api = s.github
 	case "square":
-		s.square = standin.NewSquare(s.rep, s.key, cfg.squareVersion)
-		api = s.square.Server
+		s.square = standin.NewSquareAt(s.rep, s.key, cfg.squareVersion, s.url)
+		api = s.square
 	}
-	// The stand-in started its own test server on a random port: its
-	// handler is served on the listener asked for instead, under that
-	// URL (GitHub's Link headers name it; claimd follows a next page on
-	// its base_url's origin only).
-	handler := api.Config.Handler
-	api.Close()
-	api.URL = s.url
 	s.seed(time.Now().UTC().Truncate(time.Second))
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /forward", s.forward)
-	mux.Handle("/", handler)
+	mux.Handle("/", api)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -174,7 +121,6 @@ func (s *server) close() {
 	if err := s.http.Shutdown(ctx); err != nil {
 		_ = s.http.Close()
 	}
-	s.rep.cleanup()
 }
 
 // newKey returns a random credential in the provider's style (the

@@ -8,12 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -36,10 +34,13 @@ import (
 //     403, GitHub's more common form).
 //
 // A redelivery really POSTs the signed delivery to IngestURL (claimd's
-// ingest door) before the stand-in answers 202.
+// ingest door) before the stand-in answers 202. A GitHub is the API's
+// http.Handler.
 type GitHub struct {
-	*httptest.Server
-	t      testing.TB
+	// URL is the base URL the stand-in is served at (claimd's base_url;
+	// the Link headers' next pages are under it).
+	URL    string
+	t      Reporter
 	token  string
 	hook   string // "repos/o/r/hooks/1"
 	hookID string
@@ -83,14 +84,20 @@ type GitHubRequest struct {
 	Status        int
 }
 
-// NewGitHub starts the stand-in for hook (repos/OWNER/REPO/hooks/ID);
-// token is the accepted token, secret the hook's webhook secret.
-func NewGitHub(t testing.TB, token, hook, secret string) *GitHub {
-	g := &GitHub{t: t, token: token, hook: hook, hookID: hook[strings.LastIndexByte(hook, '/')+1:], secret: secret,
-		PageSize: 100, nextID: 1000}
-	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
-	t.Cleanup(g.Close)
+// NewGitHub starts the stand-in for hook (repos/OWNER/REPO/hooks/ID) on
+// a loopback server of its own until t ends; token is the accepted
+// token, secret the hook's webhook secret.
+func NewGitHub(t TestReporter, token, hook, secret string) *GitHub {
+	g := NewGitHubAt(t, token, hook, secret, "")
+	g.URL = serveTest(t, g)
 	return g
+}
+
+// NewGitHubAt returns the stand-in for the caller to serve at baseURL;
+// the rest as NewGitHub, r is told what it finds wrong.
+func NewGitHubAt(r Reporter, token, hook, secret, baseURL string) *GitHub {
+	return &GitHub{URL: baseURL, t: r, token: token, hook: hook, hookID: hook[strings.LastIndexByte(hook, '/')+1:],
+		secret: secret, PageSize: 100, nextID: 1000}
 }
 
 // Add appends a delivery to the log (an id is given when zero) and
@@ -177,7 +184,8 @@ func (g *GitHub) now() time.Time {
 	return time.Now()
 }
 
-func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers the delivery log's routes under /{hook}/deliveries.
+func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	rec := GitHubRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Authorization: r.Header.Get("Authorization")}
 	var post *GitHubDelivery

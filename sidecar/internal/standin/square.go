@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -35,9 +33,12 @@ import (
 //   - https://developer.squareup.com/docs/webhooks/step3validate — a
 //     notification is signed with x-square-hmacsha256-signature, the base64
 //     HMAC-SHA256 of the notification URL followed by the body.
+//
+// A Square is the API's http.Handler.
 type Square struct {
-	*httptest.Server
-	t       testing.TB
+	// URL is the base URL the stand-in is served at (claimd's base_url).
+	URL     string
+	t       Reporter
 	token   string
 	version string
 	// PageSize caps the pages the stand-in answers (besides limit).
@@ -69,13 +70,19 @@ type SquareRequest struct {
 	Status        int
 }
 
-// NewSquare starts the stand-in; token is the accepted access token,
-// version the Square-Version it expects.
-func NewSquare(t testing.TB, token, version string) *Square {
-	s := &Square{t: t, token: token, version: version, PageSize: 100, queries: map[string]json.RawMessage{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
+// NewSquare starts the stand-in on a loopback server of its own until t
+// ends; token is the accepted access token, version the Square-Version
+// it expects.
+func NewSquare(t TestReporter, token, version string) *Square {
+	s := NewSquareAt(t, token, version, "")
+	s.URL = serveTest(t, s)
 	return s
+}
+
+// NewSquareAt returns the stand-in for the caller to serve at baseURL;
+// the rest as NewSquare, r is told what it finds wrong.
+func NewSquareAt(r Reporter, token, version, baseURL string) *Square {
+	return &Square{URL: baseURL, t: r, token: token, version: version, PageSize: 100, queries: map[string]json.RawMessage{}}
 }
 
 // Add seeds events.
@@ -143,7 +150,8 @@ func (ev SquareEvent) Notification(notificationURL, signatureKey string) (body [
 	return body, base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
-func (s *Square) serve(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers POST /v2/events.
+func (s *Square) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec := SquareRequest{Authorization: r.Header.Get("Authorization")}

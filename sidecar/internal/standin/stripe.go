@@ -1,8 +1,3 @@
-// Package standin holds local stand-ins for providers' APIs, for tests:
-// httptest servers that follow each provider's documented requests and
-// answers (cited in each file), hold seeded events, check the shape of
-// every request they get, and can be switched to answer a rate limit or
-// to refuse a revoked credential.
 package standin
 
 import (
@@ -12,12 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -38,11 +31,12 @@ import (
 //   - https://docs.stripe.com/rate-limits — a 429, here with Retry-After
 //     when the test asks for one.
 //
-// Every request is checked against that shape (t.Errorf names what is
-// wrong) and recorded.
+// Every request is checked against that shape (the Reporter's Errorf
+// names what is wrong) and recorded. A Stripe is the API's http.Handler.
 type Stripe struct {
-	*httptest.Server
-	t   testing.TB
+	// URL is the base URL the stand-in is served at (claimd's base_url).
+	URL string
+	t   Reporter
 	key string
 
 	mu       sync.Mutex
@@ -76,12 +70,18 @@ type StripeRequest struct {
 	Status        int
 }
 
-// NewStripe starts the stand-in; key is the restricted key it accepts.
-func NewStripe(t testing.TB, key string) *Stripe {
-	s := &Stripe{t: t, key: key, PageSize: 100}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
+// NewStripe starts the stand-in on a loopback server of its own until t
+// ends; key is the restricted key it accepts.
+func NewStripe(t TestReporter, key string) *Stripe {
+	s := NewStripeAt(t, key, "")
+	s.URL = serveTest(t, s)
 	return s
+}
+
+// NewStripeAt returns the stand-in for the caller to serve at baseURL;
+// key is the restricted key it accepts, r is told what it finds wrong.
+func NewStripeAt(r Reporter, key, baseURL string) *Stripe {
+	return &Stripe{URL: baseURL, t: r, key: key, PageSize: 100}
 }
 
 // Add seeds events.
@@ -174,7 +174,8 @@ func (ev StripeEvent) SignedDelivery(secret string, at time.Time, apiVersion str
 	return body, "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-func (s *Stripe) serve(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers GET /v1/events.
+func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := r.URL.Query()
