@@ -354,6 +354,14 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	b.fails(t, call{method: "POST", path: "/v1/claims/fail/execution", key: keyA,
 		body: map[string]any{"execution_id": "", "retry": "unknown", "error": "x"}}, http.StatusUnprocessableEntity, "invalid", "execution_id")
 	b.fails(t, call{method: "GET", path: "/v1/claims/list?execution_id=", key: keyA}, http.StatusUnprocessableEntity, "invalid", "execution_id")
+	// The workflow version an execution ran, told after its claims.
+	xw := b.do(t, call{method: "POST", path: "/v1/executions/workflow", key: keyA, body: map[string]any{
+		"executions": []map[string]any{{"execution_id": "exec_9", "workflow_id": "wf-9", "workflow_version": "v-9"}}}})
+	require.Equal(t, http.StatusOK, xw.status, "%s", xw)
+	require.Contains(t, string(xw.body), `"entries":2`)
+	b.fails(t, call{method: "POST", path: "/v1/executions/workflow", key: keyA, body: map[string]any{
+		"executions": []map[string]any{{"execution_id": "exec_9", "workflow_id": "wf-9"}}}},
+		http.StatusUnprocessableEntity, "invalid", "executions[0].workflow_version")
 	b.fails(t, call{method: "POST", path: "/v1/claims", key: keyA,
 		body: map[string]any{"source": "stripe", "event_id": "evt_x3", "lease_policy": "Review"}}, http.StatusUnprocessableEntity, "invalid", "lease_policy")
 

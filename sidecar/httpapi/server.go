@@ -339,6 +339,7 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/complete/batch", s.completeBatch)
 	v1.Post("/claims/fail/batch", s.failBatch)
 	v1.Post("/claims/fail/execution", s.failExecution)
+	v1.Post("/executions/workflow", s.executionWorkflow)
 	v1.Get("/claims", s.find)
 	v1.Get("/claims/list", s.list) // before /claims/:id, so "list" is not an id
 	v1.Get("/claims/:id", s.get)

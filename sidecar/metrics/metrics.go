@@ -35,6 +35,7 @@ type Metrics struct {
 	groupSize       *prometheus.HistogramVec
 	duplicates      *boundedCounter
 	shadow          *boundedCounter
+	revisions       *boundedCounter
 }
 
 // StatsFunc reads the open-record snapshot for the gauges.
@@ -112,6 +113,14 @@ func New(stats StatsFunc) *Metrics {
 			"in_progress, conflict, …): duplicate and in_progress are copies enforcement would have stopped.",
 	}, []string{"source", "would_be"}), max: maxDuplicateSources, seen: map[string]bool{}}
 	m.Registry.MustRegister(m.shadow.vec)
+	m.revisions = &boundedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "claimd_duplicate_cause_revisions_total",
+		Help: "Duplicate copies whose cause a later report changed, by source (as claimd_duplicates_total), from (the cause " +
+			"the copy was counted under in claimd_duplicates_total, which keeps it: counters never decrease) and to (the cause " +
+			"it has now): an n8n execution's workflow version, told by the settle hook after the copy was stopped, shows two " +
+			"versions of one workflow (from n8n_twice or upstream_repeat, to n8n_two_versions).",
+	}, []string{"source", "from", "to"}), max: maxDuplicateSources, seen: map[string]bool{}}
+	m.Registry.MustRegister(m.revisions.vec)
 	m.groupSize.WithLabelValues("claim")
 	m.groupSize.WithLabelValues("settle")
 	m.groupSize.WithLabelValues("ingest")
@@ -159,6 +168,12 @@ func (m *Metrics) Duplicated(source string, c claim.Cause) {
 	m.duplicates.inc(source, string(c))
 }
 
+// CauseRevised implements claim.CauseRevisionObserver: one copy's cause
+// changed after it was counted.
+func (m *Metrics) CauseRevised(r claim.CauseRevision) {
+	m.revisions.inc(r.Source, string(r.From), string(r.To))
+}
+
 // ShadowDecided implements claim.ShadowObserver: one shadow claim and
 // what it would have been.
 func (m *Metrics) ShadowDecided(source string, wouldBe claim.Outcome) {
@@ -170,7 +185,7 @@ func (m *Metrics) ShadowDecided(source string, wouldBe claim.Outcome) {
 // distinct names the rest count as "_other".
 const maxDuplicateSources = 200
 
-// boundedCounter is a counter vector over (source, label) whose source
+// boundedCounter is a counter vector over (source, labels…) whose source
 // label takes at most max distinct values.
 type boundedCounter struct {
 	vec  *prometheus.CounterVec
@@ -179,7 +194,7 @@ type boundedCounter struct {
 	seen map[string]bool
 }
 
-func (b *boundedCounter) inc(source, label string) {
+func (b *boundedCounter) inc(source string, labels ...string) {
 	b.mu.Lock()
 	if !b.seen[source] {
 		if len(b.seen) >= b.max {
@@ -189,7 +204,7 @@ func (b *boundedCounter) inc(source, label string) {
 		}
 	}
 	b.mu.Unlock()
-	b.vec.WithLabelValues(source, label).Inc()
+	b.vec.WithLabelValues(append([]string{source}, labels...)...).Inc()
 }
 
 // Completed implements claim.Observer.
