@@ -13,7 +13,8 @@
  * workflow itself), it completes them after a success and fails them after
  * an error, crash or cancel, with the item's `on_error` retry kind (default
  * IDEMPOTENT_CLAIM_ON_ERROR, itself default `unknown`). See the package
- * README, "Settle hook".
+ * README, "Settle hook". It also tells claimd which workflow version each
+ * execution that claimed ran, for the duplicate causes.
  *
  * This file is what n8n loads: it exports only n8n's hook map. The logic is
  * in lib/. Nothing here may stop n8n from starting: a problem is logged and

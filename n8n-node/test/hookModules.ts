@@ -32,6 +32,8 @@ export interface ClaimsModule {
 	PATH_COMPLETE: string;
 	PATH_FAIL: string;
 	PATH_FAIL_EXECUTION: string;
+	PATH_EXECUTION_WORKFLOW: string;
+	MAX_REPORTS: number;
 	actionFor(run: unknown): 'complete' | 'fail' | 'none';
 	claimsOfRun(run: unknown, workflow: unknown): Claim[];
 	executionStatus(run: unknown): string;
@@ -57,6 +59,15 @@ export interface ClaimsModule {
 		run: unknown;
 		offloadManual: boolean;
 	}): 'act' | 'crashed-worker' | 'skip';
+	workflowReport(run: unknown, workflow: unknown, executionId: unknown): WorkflowReport | null;
+	reportRequests(reports: WorkflowReport[]): SettleRequest[];
+}
+
+/** One execution of POST /v1/executions/workflow. */
+export interface WorkflowReport {
+	execution_id: string;
+	workflow_id: string;
+	workflow_version: string;
 }
 
 export interface ConfigModule {

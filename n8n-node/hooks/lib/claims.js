@@ -43,6 +43,15 @@ const MAX_BATCH = 100;
 const PATH_COMPLETE = '/v1/claims/complete/batch';
 const PATH_FAIL = '/v1/claims/fail/batch';
 const PATH_FAIL_EXECUTION = '/v1/claims/fail/execution';
+const PATH_EXECUTION_WORKFLOW = '/v1/executions/workflow';
+/** Executions per POST /v1/executions/workflow (claimd takes at most 100). */
+const MAX_REPORTS = 100;
+/** Claim outcomes whose items show the execution claimed (any of them: the copy's execution matters most). */
+const CLAIM_OUTCOMES = ['won', 'duplicate', 'in_progress', 'conflict'];
+/** The longest workflow_id / workflow_version claimd takes, in bytes (claim.MaxWorkflowFieldLen). */
+const MAX_WORKFLOW_FIELD = 128;
+/** The longest execution_id claimd takes, in bytes. */
+const MAX_EXECUTION_ID = 200;
 
 function isObject(value) {
 	return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -193,6 +202,98 @@ function findClaims({ runData, stack, nodes, pinned }) {
 	}
 
 	return claims.filter((claim) => !settled.has(claim.claimId));
+}
+
+/**
+ * Whether the run shows an Idempotent Claim Trigger or Claim node output
+ * of a claim, whatever its outcome (won, duplicate, in_progress,
+ * conflict): the execution claimed, so claimd's delivery log holds
+ * entries of it. Same inputs as findClaims; pinned output is not this
+ * execution's.
+ */
+function hasClaimOutput({ runData, stack, nodes, pinned }) {
+	const byName = new Map();
+	for (const node of asArray(nodes)) {
+		if (isObject(node) && typeof node.name === 'string') byName.set(node.name, node);
+	}
+	const skip = new Set(asArray(pinned));
+	const claimed = (item) => {
+		const idempotency = idempotencyOf(item);
+		return idempotency !== null && CLAIM_OUTCOMES.includes(idempotency.outcome);
+	};
+	if (isObject(runData)) {
+		for (const [name, tasks] of Object.entries(runData)) {
+			if (skip.has(name) || nodeRole(byName.get(name)) !== 'claims') continue;
+			for (const task of asArray(tasks)) {
+				for (const item of mainItems(isObject(task) ? task.data : undefined)) {
+					if (claimed(item)) return true;
+				}
+			}
+		}
+	}
+	for (const entry of asArray(stack)) {
+		if (!isObject(entry) || !isObject(entry.node) || skip.has(entry.node.name)) continue;
+		const node = nodeKind(entry.node) !== null ? entry.node : byName.get(entry.node.name);
+		if (nodeKind(node) !== 'trigger') continue;
+		for (const item of mainItems(entry.data)) {
+			if (claimed(item)) return true;
+		}
+	}
+	return false;
+}
+
+function workflowField(value) {
+	return typeof value === 'string' &&
+		value.length > 0 &&
+		value.length <= MAX_WORKFLOW_FIELD &&
+		/^[\x21-\x7e]+$/.test(value)
+		? value
+		: null;
+}
+
+/**
+ * The workflow version report of an ended execution, for POST
+ * /v1/executions/workflow: `{ execution_id, workflow_id, workflow_version }`,
+ * or null when the run shows no claim (hasClaimOutput) or n8n gave no
+ * usable id or version.
+ *
+ * The version is the workflow data's `versionId`: n8n 2.41 sets it to the
+ * id of the workflow history version whose nodes the execution runs (a
+ * production execution: the published version's, as live-webhooks.js and
+ * the published-version repository copy it next to its nodes; a manual
+ * one: the draft that runs). `activeVersionId` is not used: it names the
+ * version published when the data was read, which is not the one that ran
+ * in a manual execution of a draft, nor after a publish while the old
+ * version's trigger still runs.
+ */
+function workflowReport(run, workflow, executionId) {
+	if (!isObject(workflow)) return null;
+	const id = workflowField(workflow.id);
+	const version = workflowField(workflow.versionId);
+	const execution = executionId === undefined || executionId === null ? '' : String(executionId);
+	if (id === null || version === null || execution === '' || execution.length > MAX_EXECUTION_ID) {
+		return null;
+	}
+	const data = isObject(run) && isObject(run.data) ? run.data : {};
+	const claimed = hasClaimOutput({
+		runData: isObject(data.resultData) ? data.resultData.runData : undefined,
+		stack: isObject(data.executionData) ? data.executionData.nodeExecutionStack : undefined,
+		nodes: workflow.nodes,
+		pinned: pinnedNodes(run, workflow),
+	});
+	return claimed ? { execution_id: execution, workflow_id: id, workflow_version: version } : null;
+}
+
+/**
+ * The requests that tell claimd the reports' versions: POST
+ * /v1/executions/workflow, at most MAX_REPORTS executions each.
+ */
+function reportRequests(reports) {
+	return chunks(reports, MAX_REPORTS).map((part) => ({
+		path: PATH_EXECUTION_WORKFLOW,
+		body: { executions: part },
+		claimIds: [],
+	}));
 }
 
 /** n8n's execution statuses (ExecutionStatus in n8n-workflow). */
@@ -382,6 +483,8 @@ module.exports = {
 	PATH_COMPLETE,
 	PATH_FAIL,
 	PATH_FAIL_EXECUTION,
+	PATH_EXECUTION_WORKFLOW,
+	MAX_REPORTS,
 	actionFor,
 	claimsOfRun,
 	executionStatus,
@@ -389,11 +492,14 @@ module.exports = {
 	failText,
 	findClaims,
 	hasClaimNode,
+	hasClaimOutput,
 	hasRunData,
 	nodeKind,
 	nodeRole,
 	pinnedNodes,
 	processRole,
+	reportRequests,
 	settleRequests,
 	whoActs,
+	workflowReport,
 };

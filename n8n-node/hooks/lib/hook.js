@@ -23,6 +23,14 @@
  * first try, at most that long. Either way what did not land is retried
  * in the background (settler.js).
  *
+ * It also tells claimd which workflow version each execution that claimed
+ * ran (won, duplicate, in_progress or conflict items of the trigger or the
+ * Claim node): n8n gives a node no version id, and this hook sees the
+ * workflow data's versionId (claims.workflowReport). The executions that
+ * ended together go in one POST /v1/executions/workflow next to their
+ * settles, so claimd can tell a copy run by two versions of one workflow
+ * (n8n_two_versions) from one run twice by the same version.
+ *
  * n8n's stop (`n8n.stop`, which every n8n command runs before it waits for
  * its running executions and exits) sends what is queued at once and waits,
  * up to STOP_DRAIN_MS, for every settle in flight or waiting for a retry;
@@ -40,8 +48,10 @@ const {
 	hasClaimNode,
 	nodeKind,
 	processRole,
+	reportRequests,
 	settleRequests,
 	whoActs,
+	workflowReport,
 } = require('./claims');
 const { Settler } = require('./settler');
 
@@ -269,6 +279,35 @@ function createHook(deps) {
 		}
 	}
 
+	/**
+	 * Tells claimd which workflow version each ended execution ran
+	 * (workflowReport: executions whose run shows a claim of any outcome),
+	 * in one request for the executions that ended together; by the process
+	 * that ran the execution only. Never throws.
+	 */
+	function report(ended, waitMs) {
+		try {
+			if (settler.reportsRefused) return;
+			const reports = [];
+			for (const [run, workflow, executionId] of ended) {
+				try {
+					if (whoActs({ role, run, offloadManual }) !== 'act') continue;
+					const one = workflowReport(run, workflow, executionId);
+					if (one !== null) reports.push(one);
+				} catch (error) {
+					logger.debug(
+						`Idempotent Claim hook: execution ${executionId}'s workflow version not read (${error && error.message})`,
+					);
+				}
+			}
+			if (reports.length === 0) return;
+			const ids = reports.map((r) => r.execution_id).join(', ');
+			track(settler.submit(reportRequests(reports), { executionId: ids, waitMs }));
+		} catch (error) {
+			logger.warn(`Idempotent Claim hook: workflow versions not sent (${error && error.message})`);
+		}
+	}
+
 	/** Ended executions whose settle is not worked out yet: [run, workflow, executionId]. */
 	let deferred = [];
 	let deferTimer = null;
@@ -289,6 +328,7 @@ function createHook(deps) {
 		for (const [run, workflow, executionId] of ended) {
 			track(settleLogged(run, workflow, executionId, 0));
 		}
+		report(ended, 0);
 	}
 
 	/**
@@ -302,6 +342,7 @@ function createHook(deps) {
 			const waitMs = stopping ? Math.max(config.waitMs, stopDrainMs) : config.waitMs;
 			const done = settleLogged(fullRunData, workflowData, executionId, waitMs);
 			track(done);
+			report([[fullRunData, workflowData, executionId]], waitMs);
 			await done;
 			return;
 		}

@@ -78,6 +78,11 @@ function defaultSetTimer(fn, ms) {
 	return timer;
 }
 
+/** Whether a job is POST /v1/executions/workflow (its body lists executions). */
+function isReport(job) {
+	return Boolean(job.body && Array.isArray(job.body.executions));
+}
+
 class Settler {
 	/**
 	 * options: url, apiKey, retrySeconds, maxPending, logger ({ debug, info,
@@ -110,6 +115,8 @@ class Settler {
 		this.timerAt = Infinity;
 		this.healthy = true;
 		this.idleWaiters = [];
+		/** True once claimd answered that it has no POST /v1/executions/workflow. */
+		this.reportsRefused = false;
 	}
 
 	/** Claims queued or in flight (a fail-by-execution request counts as one). */
@@ -378,6 +385,18 @@ class Settler {
 		}
 		if (status !== 200) {
 			const code = errorCode(text);
+			if (isReport(job) && (status === 404 || status === 405)) {
+				// A claimd without POST /v1/executions/workflow: stop sending
+				// versions (once per process), settles go on.
+				if (!this.reportsRefused) {
+					this.reportsRefused = true;
+					this.logger.warn(
+						`Idempotent Claim hook: claimd does not take executions' workflow versions (HTTP ${status}); ` +
+							'the hook stops sending them, so duplicate causes name no version (upgrade claimd)',
+					);
+				}
+				return { final: true };
+			}
 			const hint =
 				status === 401
 					? ": the API key is not one of claimd's (IDEMPOTENT_CLAIM_API_KEY)"
@@ -398,6 +417,7 @@ class Settler {
 		} catch {
 			answer = null;
 		}
+		if (isReport(job)) return this.reportAnswer(job, answer);
 		if (job.body && job.body.execution_id !== undefined) return this.executionAnswer(job, answer);
 		return this.batchAnswer(job, answer);
 	}
@@ -431,6 +451,31 @@ class Settler {
 				(meaning ? ` (${meaning})` : error.field ? ` (${error.field})` : '');
 			if (meaning) this.logger.warn(line, { executionId: job.executionId, claimId, code });
 			else this.logger.error(line, { executionId: job.executionId, claimId, code });
+		});
+		return { landed: true };
+	}
+
+	reportAnswer(job, answer) {
+		const sent = job.body.executions;
+		const results = answer && Array.isArray(answer.results) ? answer.results : null;
+		if (results === null || results.length !== sent.length) {
+			this.logger.error(
+				`Idempotent Claim hook: the answer to the workflow versions of executions ${job.executionId} is not claimd's ` +
+					'(IDEMPOTENT_CLAIM_URL points at something else?)',
+				{ executionId: job.executionId },
+			);
+			return { final: true };
+		}
+		results.forEach((result, i) => {
+			const executionId = sent[i].execution_id;
+			const revised = result && Number.isInteger(result.revised) ? result.revised : 0;
+			const entries = result && Number.isInteger(result.entries) ? result.entries : 0;
+			const line =
+				`Idempotent Claim hook: execution ${executionId} ran workflow ${sent[i].workflow_id} version ${sent[i].workflow_version}: ` +
+				`${entries} delivery-log ${entries === 1 ? 'entry' : 'entries'} took it` +
+				(revised > 0 ? `, ${plural(revised, 'duplicate')} now explained by two workflow versions` : '');
+			// Two versions of one workflow ran one delivery: an operator's business.
+			this.logger[revised > 0 ? 'info' : 'debug'](line, { executionId });
 		});
 		return { landed: true };
 	}
