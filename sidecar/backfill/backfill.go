@@ -122,6 +122,21 @@ type Page struct {
 	Oldest time.Time
 }
 
+// see records a row created at at in p.Oldest and says where it stands
+// against r, the lists being newest first: in [r.From, r.To) it is
+// judged (in); before r.From the list has passed r (past: it ends after
+// this page); at or after r.To it is neither (within the grace, or listed
+// by another part of the scan).
+func (p *Page) see(at time.Time, r Range) (in, past bool) {
+	if p.Oldest.IsZero() || at.Before(p.Oldest) {
+		p.Oldest = at
+	}
+	if at.Before(r.From) {
+		return false, true
+	}
+	return at.Before(r.To), false
+}
+
 // Lister reads one provider's event list for one source.
 type Lister interface {
 	// List calls fn with each page of the events created in r, newest

@@ -95,16 +95,7 @@ func (c *Client) Do(ctx context.Context, newReq func() (*http.Request, error)) (
 				c.observe("error")
 				return Response{}, ctx.Err()
 			}
-			f := classify(err)
-			c.observe(f.class)
-			// Logged by its fixed text: the transport's error quotes the
-			// URL, which is not logged either.
-			c.Log.Warn().Str("source", c.Source).Int("try", try).Str("class", f.class).Msg("backfill: provider request failed: " + f.text)
-			failures++
-			if !f.retry || failures >= ServerTries {
-				return Response{}, TransportError{Class: f.class, Text: f.text, Tries: failures}
-			}
-			if err := c.pause(ctx, serverBackoff(failures)); err != nil {
+			if err := c.transportFailed(ctx, classify(err), try, &failures, "request"); err != nil {
 				return Response{}, err
 			}
 			continue
@@ -122,13 +113,7 @@ func (c *Client) Do(ctx context.Context, newReq func() (*http.Request, error)) (
 				if f.class == "error" {
 					f = failure{class: ClassUnreadable, text: "the provider's answer could not be read", retry: true}
 				}
-				c.observe(f.class)
-				c.Log.Warn().Str("source", c.Source).Int("try", try).Str("class", f.class).Msg("backfill: provider answer failed: " + f.text)
-				failures++
-				if !f.retry || failures >= ServerTries {
-					return Response{}, TransportError{Class: f.class, Text: f.text, Tries: failures}
-				}
-				if err := c.pause(ctx, serverBackoff(failures)); err != nil {
+				if err := c.transportFailed(ctx, f, try, &failures, "answer"); err != nil {
 					return Response{}, err
 				}
 				continue
@@ -188,8 +173,26 @@ func serverBackoff(n int) time.Duration {
 	return min(30*time.Second, time.Second<<min(n-1, 5))
 }
 
-// pause waits d outside the rate-limit budget (5xx and transport
-// failures, bounded by ServerTries instead).
+// transportFailed counts and logs the transport failure f of the
+// request's try (what: "request" when it got no answer, "answer" when its
+// body could not be read) and returns what ends the request — a
+// TransportError once f may not be retried or ServerTries failed, or
+// the context's error while pausing — or nil when the next try may go
+// after serverBackoff. It is logged by its fixed text: the transport's
+// error quotes the URL, which is not logged either.
+func (c *Client) transportFailed(ctx context.Context, f failure, try int, failures *int, what string) error {
+	c.observe(f.class)
+	c.Log.Warn().Str("source", c.Source).Int("try", try).Str("class", f.class).Msg("backfill: provider " + what + " failed: " + f.text)
+	*failures++
+	if !f.retry || *failures >= ServerTries {
+		return TransportError{Class: f.class, Text: f.text, Tries: *failures}
+	}
+	return c.pause(ctx, serverBackoff(*failures))
+}
+
+// pause waits d (with Sleep when it is set), or until ctx ends: its
+// error then. wait charges a rate limit's wait to the budget first; 5xx
+// and transport failures pause outside it (bounded by ServerTries).
 func (c *Client) pause(ctx context.Context, d time.Duration) error {
 	if c.Sleep != nil {
 		return c.Sleep(ctx, d)
@@ -268,17 +271,7 @@ func (c *Client) wait(ctx context.Context, d time.Duration) error {
 		return ErrRateLimited
 	}
 	c.waited += d
-	if c.Sleep != nil {
-		return c.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return c.pause(ctx, d)
 }
 
 func (c *Client) now() time.Time {

@@ -115,15 +115,10 @@ func (l *githubLister) List(ctx context.Context, r Range, fn func(Page) error) e
 				return providerFailure("an item of the provider's delivery list is not a GitHub delivery")
 			}
 			at := d.DeliveredAt.UTC()
-			if page.Oldest.IsZero() || at.Before(page.Oldest) {
-				page.Oldest = at
-			}
-			if at.Before(r.From) {
-				older = true
+			in, past := page.see(at, r)
+			older = older || past
+			if !in {
 				continue
-			}
-			if !at.Before(r.To) {
-				continue // within the grace (or listed by another part of the scan): not judged here
 			}
 			ok2xx := d.StatusCode >= 200 && d.StatusCode < 300
 			if i, dup := idx[d.GUID]; dup {

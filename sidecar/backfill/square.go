@@ -109,16 +109,11 @@ func (l *squareLister) List(ctx context.Context, r Range, fn func(Page) error) e
 				return providerFailure("an item of the provider's SearchEvents result is not a Square event")
 			}
 			created := ev.CreatedAt.UTC()
-			if page.Oldest.IsZero() || created.Before(page.Oldest) {
-				page.Oldest = created
-			}
 			// Only [From, To) is judged; an older event ends the search
 			// (sorted newest first).
-			if created.Before(r.From) {
-				older = true
-				continue
-			}
-			if !created.Before(r.To) {
+			in, past := page.see(created, r)
+			older = older || past
+			if !in {
 				continue
 			}
 			page.Items = append(page.Items, Item{ProviderID: ev.EventID, Type: ev.Type, CreatedAt: created, Body: []byte(raw)})

@@ -91,17 +91,12 @@ func (l *stripeLister) List(ctx context.Context, r Range, fn func(Page) error) e
 			}
 			last = ev.ID
 			created := time.Unix(ev.Created, 0).UTC()
-			if page.Oldest.IsZero() || created.Before(page.Oldest) {
-				page.Oldest = created
-			}
 			// The list is asked for [From, To) only; an event outside it
 			// (a list that ignored the filter) is not judged, and one
 			// older than From ends the list (newest first).
-			if created.Before(r.From) {
-				older = true
-				continue
-			}
-			if !created.Before(r.To) {
+			in, past := page.see(created, r)
+			older = older || past
+			if !in {
 				continue
 			}
 			page.Items = append(page.Items, Item{ProviderID: ev.ID, Type: ev.Type, CreatedAt: created,

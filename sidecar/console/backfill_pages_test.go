@@ -127,30 +127,3 @@ func TestConsoleRecordOrigin(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.status, page.body)
 	require.NotContains(t, page.body, `data-testid="field-origin"`)
 }
-
-// TestConsoleBackfillQueryOnce: the source page's backfill parameters
-// (scan, scans_before, events_before) given twice are its 400 page naming
-// the parameter and quoting none of the values, as range is; each once,
-// the page is shown.
-func TestConsoleBackfillQueryOnce(t *testing.T) {
-	t.Parallel()
-	e := setupBackfill(t)
-	b := e.browser(t)
-	b.signIn(keyA)
-	for query, field := range map[string]string{
-		"scan=queued&scan=zq9value":                      "scan",
-		"scans_before=3&scans_before=zq9value":           "scans_before",
-		"events_before=&events_before=zq9value":          "events_before",
-		"range=7d&scan=queued&scan=":                     "scan",
-		"scans_before=1&events_before=a&events_before=b": "events_before",
-	} {
-		r := b.get("/ui/sources/bf?" + query)
-		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", query, r.body)
-		require.Equal(t, []string{field}, texts(r.body, "error-field"), query)
-		require.NotContains(t, withoutToken(r.body), "zq9value", query)
-	}
-	for _, query := range []string{"scan=queued", "scans_before=3", "range=7d&scan=running&scans_before=2"} {
-		r := b.get("/ui/sources/bf?" + query)
-		require.Equal(t, http.StatusOK, r.status, "%s: %s", query, r.body)
-	}
-}

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -37,10 +36,9 @@ import (
 // ingest door) before the stand-in answers 202. A GitHub is the API's
 // http.Handler.
 type GitHub struct {
-	// URL is the base URL the stand-in is served at (claimd's base_url;
-	// the Link headers' next pages are under it).
-	URL    string
-	t      Reporter
+	// api's URL is the base URL the stand-in is served at (claimd's
+	// base_url; the Link headers' next pages are under it).
+	api[GitHubRequest]
 	token  string
 	hook   string // "repos/o/r/hooks/1"
 	hookID string
@@ -52,14 +50,10 @@ type GitHub struct {
 	// Now is the stand-in's clock (redelivery window); nil time.Now.
 	Now func() time.Time
 
-	mu        sync.Mutex
 	rows      []GitHubDelivery
 	nextID    int64
-	revoked   bool
 	readOnly  bool
 	endless   bool
-	fail      []string
-	requests  []GitHubRequest
 	attempted []int64
 }
 
@@ -96,7 +90,7 @@ func NewGitHub(t TestReporter, token, hook, secret string) *GitHub {
 // NewGitHubAt returns the stand-in for the caller to serve at baseURL;
 // the rest as NewGitHub, r is told what it finds wrong.
 func NewGitHubAt(r Reporter, token, hook, secret, baseURL string) *GitHub {
-	return &GitHub{URL: baseURL, t: r, token: token, hook: hook, hookID: hook[strings.LastIndexByte(hook, '/')+1:],
+	return &GitHub{api: api[GitHubRequest]{URL: baseURL, t: r}, token: token, hook: hook, hookID: hook[strings.LastIndexByte(hook, '/')+1:],
 		secret: secret, PageSize: 100, nextID: 1000}
 }
 
@@ -116,21 +110,6 @@ func (g *GitHub) Add(d GitHubDelivery) GitHubDelivery {
 	return d
 }
 
-// FailNext429 makes the next request a rate limit (403 with this
-// retry-after, "" for none).
-func (g *GitHub) FailNext429(retryAfter string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.fail = append(g.fail, retryAfter)
-}
-
-// Revoke refuses the token from now on (401 Bad credentials).
-func (g *GitHub) Revoke() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.revoked = true
-}
-
 // ReadOnly makes the token one without write permission on webhooks
 // from now on: deliveries are still listed and read, and a redelivery is
 // refused 403 "Resource not accessible by personal access token", as
@@ -147,13 +126,6 @@ func (g *GitHub) Endless(on bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.endless = on
-}
-
-// Requests returns the requests so far.
-func (g *GitHub) Requests() []GitHubRequest {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]GitHubRequest(nil), g.requests...)
 }
 
 // Attempts returns the delivery ids redelivered so far.
@@ -214,17 +186,11 @@ func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-GitHub-Api-Version") == "" || !strings.Contains(r.Header.Get("Accept"), "application/vnd.github") {
 		g.t.Errorf("github stand-in: Accept and X-GitHub-Api-Version are expected")
 	}
-	if len(g.fail) > 0 {
-		ra := g.fail[0]
-		g.fail = g.fail[1:]
-		if ra != "" {
-			w.Header().Set("Retry-After", ra)
-		}
+	if g.rateLimited(w) {
 		answer(403, map[string]any{"message": "You have exceeded a secondary rate limit."})
 		return
 	}
-	tok, ok := strings.CutPrefix(rec.Authorization, "Bearer ")
-	if !ok || tok != g.token || g.revoked {
+	if _, ok := g.bearer(rec.Authorization, g.token); !ok {
 		answer(401, map[string]any{"message": "Bad credentials"})
 		return
 	}

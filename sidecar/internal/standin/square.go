@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -36,21 +35,15 @@ import (
 //
 // A Square is the API's http.Handler.
 type Square struct {
-	// URL is the base URL the stand-in is served at (claimd's base_url).
-	URL     string
-	t       Reporter
+	api[SquareRequest]
 	token   string
 	version string
 	// PageSize caps the pages the stand-in answers (besides limit).
 	PageSize int
 
-	mu       sync.Mutex
-	events   []SquareEvent
-	revoked  bool
-	ignore   bool
-	fail     []string
-	queries  map[string]json.RawMessage // cursor → the query it belongs to
-	requests []SquareRequest
+	events  []SquareEvent
+	ignore  bool
+	queries map[string]json.RawMessage // cursor → the query it belongs to
 }
 
 // SquareEvent is a seeded event.
@@ -82,7 +75,7 @@ func NewSquare(t TestReporter, token, version string) *Square {
 // NewSquareAt returns the stand-in for the caller to serve at baseURL;
 // the rest as NewSquare, r is told what it finds wrong.
 func NewSquareAt(r Reporter, token, version, baseURL string) *Square {
-	return &Square{URL: baseURL, t: r, token: token, version: version, PageSize: 100, queries: map[string]json.RawMessage{}}
+	return &Square{api: api[SquareRequest]{URL: baseURL, t: r}, token: token, version: version, PageSize: 100, queries: map[string]json.RawMessage{}}
 }
 
 // Add seeds events.
@@ -92,34 +85,12 @@ func (s *Square) Add(evs ...SquareEvent) {
 	s.events = append(s.events, evs...)
 }
 
-// FailNext429 makes the next request answer 429 RATE_LIMITED with this
-// Retry-After ("" for none).
-func (s *Square) FailNext429(retryAfter string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = append(s.fail, retryAfter)
-}
-
 // IgnoreRange makes the search ignore query.filter.created_at from now
 // on (a provider bug): every event is found, newest first.
 func (s *Square) IgnoreRange(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ignore = on
-}
-
-// Revoke refuses the token from now on (401).
-func (s *Square) Revoke() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.revoked = true
-}
-
-// Requests returns the requests so far.
-func (s *Square) Requests() []SquareRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]SquareRequest(nil), s.requests...)
 }
 
 func (ev SquareEvent) data() map[string]any {
@@ -185,17 +156,11 @@ func (s *Square) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Cursor, rec.Query = body.Cursor, body.Query
-	if len(s.fail) > 0 {
-		ra := s.fail[0]
-		s.fail = s.fail[1:]
-		if ra != "" {
-			w.Header().Set("Retry-After", ra)
-		}
+	if s.rateLimited(w) {
 		answer(429, errs("RATE_LIMIT_ERROR", "RATE_LIMITED"))
 		return
 	}
-	tok, ok := strings.CutPrefix(rec.Authorization, "Bearer ")
-	if !ok || tok != s.token || s.revoked {
+	if _, ok := s.bearer(rec.Authorization, s.token); !ok {
 		answer(401, errs("AUTHENTICATION_ERROR", "UNAUTHORIZED"))
 		return
 	}

@@ -15,6 +15,8 @@ package standin
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 )
 
 // Reporter is told what a stand-in finds wrong: a request that does not
@@ -37,4 +39,64 @@ func serveTest(t TestReporter, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// api is what each stand-in keeps besides its provider's data: its base
+// URL, its Reporter, its lock, the requests it got (R: its provider's
+// record of one), whether its credential is revoked, and the rate limits
+// it is to answer next.
+type api[R any] struct {
+	// URL is the base URL the stand-in is served at (claimd's base_url).
+	URL string
+	t   Reporter
+
+	mu       sync.Mutex
+	revoked  bool
+	limits   []string // the Retry-After of each rate limit to answer next ("" none)
+	requests []R
+}
+
+// FailNext429 makes the next request a rate limit with this Retry-After
+// value ("" for none), answered as the provider answers one (see the
+// stand-in's type).
+func (a *api[R]) FailNext429(retryAfter string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.limits = append(a.limits, retryAfter)
+}
+
+// Revoke makes the credential refused from now on (401).
+func (a *api[R]) Revoke() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.revoked = true
+}
+
+// Requests returns the requests so far.
+func (a *api[R]) Requests() []R {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]R(nil), a.requests...)
+}
+
+// rateLimited takes the next rate limit asked for (FailNext429) and sets
+// its Retry-After on w; false when none is due. The caller holds mu.
+func (a *api[R]) rateLimited(w http.ResponseWriter) bool {
+	if len(a.limits) == 0 {
+		return false
+	}
+	ra := a.limits[0]
+	a.limits = a.limits[1:]
+	if ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	return true
+}
+
+// bearer returns the token of authorization (an Authorization header
+// value, "Bearer TOKEN") and whether it is want and not revoked. The
+// caller holds mu.
+func (a *api[R]) bearer(authorization, want string) (string, bool) {
+	tok, ok := strings.CutPrefix(authorization, "Bearer ")
+	return tok, ok && tok == want && !a.revoked
 }

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 )
 
@@ -34,18 +32,12 @@ import (
 // Every request is checked against that shape (the Reporter's Errorf
 // names what is wrong) and recorded. A Stripe is the API's http.Handler.
 type Stripe struct {
-	// URL is the base URL the stand-in is served at (claimd's base_url).
-	URL string
-	t   Reporter
+	api[StripeRequest]
 	key string
 
-	mu       sync.Mutex
-	events   []StripeEvent
-	revoked  bool
-	fail429  []string
-	fail5xx  []int
-	ignore   bool
-	requests []StripeRequest
+	events  []StripeEvent
+	fail5xx []int
+	ignore  bool
 	// PageSize caps the page the stand-in answers (besides limit).
 	PageSize int
 }
@@ -81,7 +73,7 @@ func NewStripe(t TestReporter, key string) *Stripe {
 // NewStripeAt returns the stand-in for the caller to serve at baseURL;
 // key is the restricted key it accepts, r is told what it finds wrong.
 func NewStripeAt(r Reporter, key, baseURL string) *Stripe {
-	return &Stripe{URL: baseURL, t: r, key: key, PageSize: 100}
+	return &Stripe{api: api[StripeRequest]{URL: baseURL, t: r}, key: key, PageSize: 100}
 }
 
 // Add seeds events.
@@ -89,14 +81,6 @@ func (s *Stripe) Add(evs ...StripeEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, evs...)
-}
-
-// FailNext429 makes the next request answer 429 with this Retry-After
-// value ("" for none).
-func (s *Stripe) FailNext429(retryAfter string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail429 = append(s.fail429, retryAfter)
 }
 
 // FailNext5xx makes the next n requests answer status (a 5xx, as
@@ -115,20 +99,6 @@ func (s *Stripe) IgnoreRange(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ignore = on
-}
-
-// Revoke makes the key refused from now on (401).
-func (s *Stripe) Revoke() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.revoked = true
-}
-
-// Requests returns the requests so far.
-func (s *Stripe) Requests() []StripeRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]StripeRequest(nil), s.requests...)
 }
 
 // JSON renders ev as Stripe's Event object. apiVersion, when not empty,
@@ -193,12 +163,7 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(404, map[string]any{"error": map[string]any{"type": "invalid_request_error", "message": "Unrecognized request URL"}})
 		return
 	}
-	if len(s.fail429) > 0 {
-		ra := s.fail429[0]
-		s.fail429 = s.fail429[1:]
-		if ra != "" {
-			w.Header().Set("Retry-After", ra)
-		}
+	if s.rateLimited(w) {
 		answer(429, map[string]any{"error": map[string]any{"type": "rate_limit_error", "message": "Too many requests"}})
 		return
 	}
@@ -208,8 +173,7 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(st, map[string]any{"error": map[string]any{"type": "api_error", "message": "stand-in outage " + rec.Authorization}})
 		return
 	}
-	key, ok := strings.CutPrefix(rec.Authorization, "Bearer ")
-	if !ok || key != s.key || s.revoked {
+	if key, ok := s.bearer(rec.Authorization, s.key); !ok {
 		shown := key
 		if len(shown) > 8 {
 			shown = shown[:8] + "****" + shown[len(shown)-4:]
