@@ -12,6 +12,12 @@ type Receipt struct {
 	// Inserted is true when this delivery created the inbox record; false
 	// for a redelivery of a known key.
 	Inserted bool
+	// Adopted is true when this delivery adopted a record of its key that
+	// had no inbox row and was not settled (made by a claim: an ingest door
+	// in shadow, see receiveSQL): the record is now received, as if this
+	// delivery had created it, and the caller stores its inbox row and
+	// dispatch job in the same transaction, as for Inserted.
+	Adopted bool
 	// Conflict is true when the key was known with a different payload hash.
 	Conflict bool
 	// Cause is why a duplicate delivery came (as logged with it), "" for
@@ -26,6 +32,10 @@ type Receipt struct {
 // conflict (r.PayloadHash is compared with the record's ReceiptHash, the
 // provider view, never with the claims' view); every delivery is written to the delivery log. The record is
 // claimed later by the n8n workflow with the same key (received → won).
+// A record of the key without an inbox row that is not settled (a claim
+// made it: an ingest door in shadow) is adopted by a delivery of the same
+// payload (Receipt.Adopted; see receiveSQL): the caller stores it as for
+// a new record.
 // Errors: Invalid for a bad request, Unavailable, or internal.
 func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, error) {
 	if err := l.Validate(r); err != nil {
@@ -85,11 +95,11 @@ func (l *Ledger) receiveArgs(r Request) []any {
 func scanReceipt(row pgx.Row, r Request) (Receipt, error) {
 	var rc Receipt
 	var cause string
-	rec, err := scanRecord(row, &rc.Inserted, &cause)
+	rec, err := scanRecord(row, &rc.Inserted, &rc.Adopted, &cause)
 	if err != nil {
 		return Receipt{}, err
 	}
 	rc.Record, rc.Cause = rec, Cause(cause)
-	rc.Conflict = !rc.Inserted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash
+	rc.Conflict = !rc.Inserted && !rc.Adopted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash
 	return rc, nil
 }

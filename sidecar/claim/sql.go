@@ -542,26 +542,67 @@ WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'r
 // plain redelivery (the receipt hash the record already has) neither
 // locks nor rewrites the record: only its delivery is logged.
 //
+// Adoption (adopted): a record of the key that an enforcing door never
+// stored (a claim made it, e.g. an ingest door in shadow: no inbox row)
+// and that is not settled for good is adopted by a delivery of its
+// payload (receipt hash equal, or none yet): the record becomes what this
+// delivery would have made, state received with a fresh attempt budget
+// (max_attempts = attempt + $8), no claim token, lease, retry time or
+// claims' payload hash (the workflow's claim sets its own view), and the
+// caller stores the body as its inbox row and queues its dispatch job in
+// the same transaction (ingest). Adoptable (adoptableExpr): no inbox row,
+// payload not purged, and retryable_failed, dead_lettered, or processing
+// under lease policy reclaim with its lease ended (its holder lost it, as
+// a claim would take it over). Not adopted, answered as before: completed
+// and stale (settled), unknown (an operator resolves it; resolved to
+// retry, the next delivery adopts it), processing with a live lease (a
+// shadow forward in flight: its outcome is relayed to the provider, which
+// delivers a failure again), processing under review (the sweeper makes it
+// unknown). The adopt CTE locks the record (FOR UPDATE) and, in READ
+// COMMITTED, re-checks its state on the version it locked, so of
+// concurrent deliveries exactly one adopts; the others find it received
+// and are duplicates. Clearing the claim token fences a settle of the
+// former holder that lands later: it no longer matches, changes nothing
+// and is answered lease_lost.
+//
+// Cost: a plain redelivery of a completed or received record (the
+// normal case) is decided by cur as before; of another state it also
+// probes inbox_events by its primary key, in the same statement. The adopt
+// CTE runs only when cur found nothing (a one-time filter).
+//
 // $1 tenant, $2 source, $3 event_id, $4 event_type, $5 receipt hash,
 // $6 object id, $7 object version, $8 max attempts, $9 lease policy,
 // $10 backoff base, $11 backoff cap, $12 door (the source name),
 // $13 request fingerprint, $14 the provider's retry signal. After
-// recordColumns and inserted, each row carries the cause logged with a
-// duplicate ("" for none).
-const receiveSQL = `
+// recordColumns, inserted and adopted, each row carries the cause logged
+// with a duplicate ("" for none).
+var receiveSQL = strings.ReplaceAll(`
 WITH cur AS (
 	-- A plain redelivery: the record exists with this very receipt hash
-	-- (set once, never changed), so nothing of it would change; it is
-	-- answered from the statement's snapshot without locking or rewriting
-	-- the row, and only its delivery is logged.
+	-- (set once, never changed) and is not adoptable, so nothing of it
+	-- would change; it is answered from the statement's snapshot without
+	-- locking or rewriting the row, and only its delivery is logged.
 	SELECT * FROM claims
 	WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = '' AND receipt_hash = $5::text
+	  AND NOT ({ADOPTABLE})
+), adopt AS (
+	SELECT id FROM claims
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
+	  AND tenant = $1 AND source = $2 AND event_id = $3 AND action = ''
+	  AND (receipt_hash = $5::text OR receipt_hash IS NULL) AND {ADOPTABLE}
+	FOR UPDATE
+), a AS (
+	UPDATE claims cl SET state = 'received', last_outcome = 'received', max_attempts = cl.attempt + $8::int,
+		claim_token = NULL, lease_until = NULL, next_attempt_at = NULL, request_id = NULL, payload_hash = NULL,
+		receipt_hash = COALESCE(cl.receipt_hash, $5::text), updated_at = statement_timestamp()
+	FROM adopt WHERE cl.id = adopt.id
+	RETURNING cl.*
 ), c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
 		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, receipt_hash, object_id, object_version)
 	SELECT $1::text, $2::text, $3::text, '', $4::text, 'received', 'received', 0, $8::int, $9::text,
 		$10::float8, $11::float8, $5::text, $6::text, $7::bigint
-	WHERE NOT EXISTS (SELECT 1 FROM cur)
+	WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM adopt)
 	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
 		conflict_count = cl.conflict_count + CASE WHEN cl.receipt_hash IS NOT NULL
 			AND cl.receipt_hash <> excluded.receipt_hash THEN 1 ELSE 0 END,
@@ -575,18 +616,33 @@ WITH cur AS (
 	FROM (
 		SELECT id AS e_id, CASE WHEN inserted THEN 'received'
 		                        WHEN receipt_hash <> $5 THEN 'ingest_conflict'
-		                        ELSE 'ingest_duplicate' END AS e_outcome, attempt AS e_attempt FROM c
+		                        ELSE 'ingest_duplicate' END AS e_outcome, attempt AS e_attempt,
+			'provider delivery' AS e_detail FROM c
 		UNION ALL
-		SELECT id, 'ingest_duplicate', attempt FROM cur
+		SELECT id, 'ingest_duplicate', attempt, 'provider delivery' FROM cur
+		UNION ALL
+		SELECT id, 'received', attempt, 'provider delivery: adopted a record without an inbox row (made by a claim, e.g. in shadow)' FROM a
 	) e
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, detail, door, fingerprint, cause, cause_note)
-	SELECT e_id, e_outcome, e_attempt, $5, 'provider delivery', $12::text, $13::bytea, (why).cause, (why).note
+	SELECT e_id, e_outcome, e_attempt, $5, e_detail, $12::text, $13::bytea, (why).cause, (why).note
 	FROM entry
 )
-SELECT ` + recordColumns + `, inserted, COALESCE((SELECT (why).cause FROM entry), '') FROM c
+SELECT `+recordColumns+`, inserted, false, COALESCE((SELECT (why).cause FROM entry), '') FROM c
 UNION ALL
-SELECT ` + recordColumns + `, false, COALESCE((SELECT (why).cause FROM entry), '') FROM cur`
+SELECT `+recordColumns+`, false, false, COALESCE((SELECT (why).cause FROM entry), '') FROM cur
+UNION ALL
+SELECT `+recordColumns+`, false, true, '' FROM a`, "{ADOPTABLE}", adoptableExpr)
+
+// adoptableExpr is whether the record of claims (unqualified columns) is
+// adopted by a delivery of its payload (see receiveSQL): no inbox row, its
+// payload not purged, and a state that leaves the event undone with
+// nothing to do it. The state tests come first: a completed or received
+// record (most redeliveries) never probes inbox_events.
+const adoptableExpr = `(state IN ('retryable_failed', 'dead_lettered')
+	   OR (state = 'processing' AND lease_policy = 'reclaim' AND lease_until <= statement_timestamp()))
+	  AND payload_purged_at IS NULL
+	  AND NOT EXISTS (SELECT 1 FROM inbox_events ie WHERE ie.claim_id = claims.id)`
 
 // listSQL returns one page of a tenant's records in one open state, oldest
 // first by (updated_at, id), after the cursor position ($4, $5) when given.

@@ -24,7 +24,8 @@ import (
 // when nothing else waits, never on a timer). A group's transaction is
 // five round trips whatever its size: begin, the inbox records (one
 // pipelined batch, claim.Ledger.ReceiveBatchTx), the inbox_events,
-// conflict and re-arm rows (a second batch), the dispatch jobs (River's
+// conflict and re-arm rows (a second batch; an adopted record's inbox
+// row as a new one's), the dispatch jobs (River's
 // InsertManyTx, one statement) and the commit (one WAL flush). Each delivery still gets exactly the receipts it would get
 // alone, and its 2xx only after the commit:
 //
@@ -182,7 +183,11 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 			e := in.ledger.KeyExpiry(rc.Record)
 			rcpt := Receipt{EventID: reqs[i].EventID, ClaimID: rc.ID, Status: Duplicate, KeyExpiresAt: e.At, KeyExpiry: e.Kind()}
 			switch {
-			case rc.Inserted:
+			case rc.Inserted, rc.Adopted:
+				// A new record, or one a claim made without an inbox row
+				// that this delivery adopted (claim.Receipt.Adopted: an
+				// event seen by the door in shadow whose forward did not
+				// complete it): stored and queued as new.
 				rcpt.Status = Accepted
 				b.Queue(`INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
 					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, d.src.Tenant, d.src.Name, d.payloads[k], d.cts[k], d.hdrJSON)
@@ -200,7 +205,8 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {
 			d, k, rc := ds[rows[i].d], rows[i].k, rcs[i]
-			if !rc.Inserted && !rc.Conflict {
+			stored := rc.Inserted || rc.Adopted
+			if !stored && !rc.Conflict {
 				var rearmed bool
 				if err := br.QueryRow().Scan(&rearmed); err != nil {
 					br.Close()
@@ -214,7 +220,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 				br.Close()
 				return err
 			}
-			if rc.Inserted || !rc.Conflict {
+			if stored || !rc.Conflict {
 				jobs = append(jobs, river.InsertManyParams{Args: DispatchArgs{ClaimID: rc.ID, Source: d.src.Name},
 					InsertOpts: &river.InsertOpts{Queue: queueName(d.src.Name), MaxAttempts: riverMaxAttempts}})
 			}

@@ -27,7 +27,13 @@ import (
 // cause), marked shadow. Nothing else is stored: no inbox row, no
 // dispatch job. Because the records are real, turning shadow off later
 // decides the next copy of an event seen in shadow against them: a
-// duplicate, not dispatched again.
+// duplicate of a completed one, not dispatched again. A record that no
+// forward completed (failed, dead-lettered, or its lease ended without a
+// settle under lease policy reclaim) has no inbox row; the enforcing
+// door's next copy of its payload adopts it (claim.Receipt.Adopted): that
+// copy's body becomes its inbox row and its dispatch is queued, once. A
+// record whose forward is still in flight is not adopted: the forward's
+// outcome reaches the provider, which delivers a failure again.
 //
 // What claimd cannot verify is refused exactly as the door refuses it
 // when enforcing (the caller runs the source's rules first), and never
@@ -330,7 +336,10 @@ func shadowReason(src *Source, ans ShadowAnswer) string {
 // shadowSettle settles the claims of ans that would have won (they carry
 // the claim token) by the forward's answer: complete on a 2xx, fail
 // retryable otherwise. It runs even when ctx has ended (the answer is
-// known), bounded by recordTimeout.
+// known), bounded by recordTimeout. A settle fenced by its token changes
+// nothing: a record an enforcing door adopted after the lease ended has
+// no token (it is received, to be dispatched), so the settle is logged as
+// not made and the dispatch decides.
 func (in *Inbox) shadowSettle(ctx context.Context, src *Source, ans *ShadowAnswer) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
