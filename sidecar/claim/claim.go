@@ -232,8 +232,11 @@ const (
 	// CauseN8nTwoVersions: two n8n executions of two versions of one
 	// workflow ran one delivery: two versions were active at once (after
 	// the workflow was edited and published again, the old version's
-	// trigger still ran). Told only when both claims named their
-	// workflow version (Request.WorkflowVersion) and they differ; the
+	// trigger still ran). Told when both executions' workflow versions
+	// are known and differ: named by their claims
+	// (Request.WorkflowVersion), or told later by
+	// Ledger.RecordExecutionWorkflow (n8n's settle hook), which revises a
+	// copy first explained CauseN8nTwice or CauseUpstreamRepeat; the
 	// note names both executions and both versions. Deactivate and
 	// activate the workflow again, or restart the n8n process that runs
 	// the old trigger.
