@@ -72,6 +72,18 @@ func TestReceiveAdoptsRecordsWithoutInboxRow(t *testing.T) {
 	purged := won("evt_purged", "")
 	_, err = b.pool.Exec(ctx, `UPDATE claims SET state = 'dead_lettered', payload_purged_at = now() WHERE id = $1`, purged.ID)
 	require.NoError(t, err)
+	// Unknown, then resolved: failed is final, retry adoptable.
+	for _, o := range []claim.ResolveOutcome{claim.ResolveFailed, claim.ResolveRetry} {
+		res := won("evt_resolved_"+string(o), "")
+		_, err = b.ledger.Release(ctx, "a", res.ID, "stuck", "op")
+		require.NoError(t, err)
+		unknown := b.receive(t, "evt_resolved_"+string(o), receiptHash)
+		require.False(t, unknown.Adopted, "unknown: an operator decides")
+		_, err = b.ledger.Resolve(ctx, "a", res.ID, o, "", "decided")
+		require.NoError(t, err)
+	}
+	require.False(t, b.receive(t, "evt_resolved_failed", receiptHash).Adopted, "resolved failed: not to run")
+	require.True(t, b.receive(t, "evt_resolved_retry", receiptHash).Adopted, "resolved retry: adopted")
 	conflict := won("evt_conflict", "")
 	_, err = b.pool.Exec(ctx, `UPDATE claims SET receipt_hash = '33' WHERE id = $1`, conflict.ID)
 	require.NoError(t, err)

@@ -555,7 +555,7 @@ WHERE state IN ('unknown', 'dead_lettered', 'processing', 'retryable_failed', 'r
 // under lease policy reclaim with its lease ended (its holder lost it, as
 // a claim would take it over). Not adopted, answered as before: completed
 // and stale (settled), unknown (an operator resolves it; resolved to
-// retry, the next delivery adopts it), processing with a live lease (a
+// retry, the next delivery adopts it; resolved failed, never), processing with a live lease (a
 // shadow forward in flight: its outcome is relayed to the provider, which
 // delivers a failure again), processing under review (the sweeper makes it
 // unknown). The adopt CTE locks the record (FOR UPDATE) and, in READ
@@ -637,12 +637,17 @@ SELECT `+recordColumns+`, false, true, '' FROM a`, "{ADOPTABLE}", adoptableExpr)
 // adoptableExpr is whether the record of claims (unqualified columns) is
 // adopted by a delivery of its payload (see receiveSQL): no inbox row, its
 // payload not purged, and a state that leaves the event undone with
-// nothing to do it. The state tests come first: a completed or received
-// record (most redeliveries) never probes inbox_events.
+// nothing to do it; not a record an operator resolved failed (dead
+// lettered by a resolved_failed decision: the operator said it is not to
+// run; resolved retry, it is adoptable again). The state tests come first:
+// a completed or received record (most redeliveries) never probes
+// inbox_events.
 const adoptableExpr = `(state IN ('retryable_failed', 'dead_lettered')
 	   OR (state = 'processing' AND lease_policy = 'reclaim' AND lease_until <= statement_timestamp()))
 	  AND payload_purged_at IS NULL
-	  AND NOT EXISTS (SELECT 1 FROM inbox_events ie WHERE ie.claim_id = claims.id)`
+	  AND NOT EXISTS (SELECT 1 FROM inbox_events ie WHERE ie.claim_id = claims.id)
+	  AND NOT (state = 'dead_lettered' AND EXISTS (SELECT 1 FROM claim_deliveries d
+		WHERE d.claim_id = claims.id AND d.outcome = 'resolved_failed'))`
 
 // listSQL returns one page of a tenant's records in one open state, oldest
 // first by (updated_at, id), after the cursor position ($4, $5) when given.
