@@ -7,6 +7,7 @@ package claim
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +44,10 @@ type HourStats struct {
 	// (a trigger's, a shadow ingest door's) and claims of records that
 	// did not come through ingest.
 	Deliveries int64
+	// ShadowDeliveries counts those of Deliveries whose delivery-log
+	// entry is marked shadow (observed only: they all ran); the others
+	// were enforced.
+	ShadowDeliveries int64
 	// DuplicatesStopped counts the copies answered duplicate or
 	// in_progress (at ingest or at a claim): effects not run again.
 	DuplicatesStopped int64
@@ -52,9 +57,11 @@ type HourStats struct {
 	// WouldDuplicates counts shadow mode's would-be duplicates: shadow
 	// claims decided duplicate or in_progress (answered won, so they ran:
 	// copies enforcement would have stopped). They are not in
-	// DuplicatesStopped (nothing was stopped), and a shadow conflict is
-	// not in Conflicts (nothing was held).
-	WouldDuplicates int64
+	// DuplicatesStopped (nothing was stopped). WouldConflicts counts the
+	// shadow claims decided conflict (they ran; enforcement would have
+	// held them), not in Conflicts (nothing was held). The would-be rate
+	// of shadow mode is WouldDuplicates / ShadowDeliveries.
+	WouldDuplicates, WouldConflicts int64
 	// Missed counts the events backfill found missing in the hour,
 	// Backfilled those of them it recovered (both 0 until backfill's
 	// tables exist).
@@ -76,6 +83,16 @@ func (h HourStats) DispatchLagAvgMs() float64 {
 		return 0
 	}
 	return h.DispatchLagSumMs / float64(h.Dispatched)
+}
+
+// WouldPercent is h's would-be duplicates in whole percent (rounded) of
+// its deliveries observed in shadow, 0 without any: shadow mode's rate,
+// not diluted by the enforced deliveries of the same hours.
+func WouldPercent(h HourStats) int64 {
+	if h.ShadowDeliveries == 0 {
+		return 0
+	}
+	return int64(math.Round(100 * float64(h.WouldDuplicates) / float64(h.ShadowDeliveries)))
 }
 
 // rollupFeatures says which optional columns and tables of other features
@@ -122,13 +139,16 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 		cause = "COALESCE(d.cause, '')"
 		viaDoor = " OR d.door IS NOT NULL"
 	}
-	logRows := `SELECT c.tenant, c.source, ` + hourExpr("d.at") + ` AS hour,
-		count(*) FILTER (WHERE (d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
+	delivery := `((d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
 				AND COALESCE(d.detail, '') NOT LIKE 'backfilled %')
-			OR (d.outcome IN (` + claimOutcomesSQL + `) AND ((c.receipt_hash IS NULL AND c.origin IS NULL)` + viaDoor + `))) AS deliveries,
+			OR (d.outcome IN (` + claimOutcomesSQL + `) AND ((c.receipt_hash IS NULL AND c.origin IS NULL)` + viaDoor + `)))`
+	logRows := `SELECT c.tenant, c.source, ` + hourExpr("d.at") + ` AS hour,
+		count(*) FILTER (WHERE ` + delivery + `) AS deliveries,
+		count(*) FILTER (WHERE ` + delivery + ` AND d.shadow) AS shadow_deliveries,
 		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress') AND NOT d.shadow) AS duplicates_stopped,
 		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict') AND NOT d.shadow) AS conflicts,
 		count(*) FILTER (WHERE d.outcome IN ('duplicate', 'in_progress') AND d.shadow) AS would_duplicates,
+		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict') AND d.shadow) AS would_conflicts,
 		0::bigint AS missed, 0::bigint AS backfilled,
 		count(*) FILTER (WHERE d.outcome = 'dispatched') AS dispatched,
 		COALESCE(sum(EXTRACT(EPOCH FROM d.at - c.created_at) * 1000) FILTER (WHERE d.outcome = 'dispatched'), 0)::float8 AS lag_sum,
@@ -139,24 +159,27 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 	if withBackfill {
 		logRows += `
 	UNION ALL
-	SELECT tenant, scope, ` + hourExpr("detected_at") + `, 0, 0, 0, 0,
+	SELECT tenant, scope, ` + hourExpr("detected_at") + `, 0, 0, 0, 0, 0, 0,
 		count(*), count(*) FILTER (WHERE state IN ('fetched', 'arrived', 'late_real')), 0, 0, 0
 	FROM backfill_events WHERE detected_at >= $1
 	GROUP BY 1, 2, 3`
 	}
-	// would_duplicates: the shadow rows of the delivery log (migration
-	// 00017, shadow mode).
-	hourly = `INSERT INTO stats_hourly (tenant, source, hour, deliveries, duplicates_stopped, conflicts,
-		would_duplicates, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max)
-	SELECT tenant, source, hour, sum(deliveries), sum(duplicates_stopped), sum(conflicts),
-		sum(would_duplicates), sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
+	// shadow_deliveries, would_duplicates, would_conflicts: the shadow
+	// rows of the delivery log (migration 00017, shadow mode; the columns
+	// are migration 00022's).
+	hourly = `INSERT INTO stats_hourly (tenant, source, hour, deliveries, shadow_deliveries, duplicates_stopped, conflicts,
+		would_duplicates, would_conflicts, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max)
+	SELECT tenant, source, hour, sum(deliveries), sum(shadow_deliveries), sum(duplicates_stopped), sum(conflicts),
+		sum(would_duplicates), sum(would_conflicts), sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
 	FROM (` + logRows + `) r
 	GROUP BY 1, 2, 3
 	ON CONFLICT (tenant, source, hour) DO UPDATE SET
 		deliveries          = GREATEST(stats_hourly.deliveries, excluded.deliveries),
+		shadow_deliveries   = GREATEST(stats_hourly.shadow_deliveries, excluded.shadow_deliveries),
 		duplicates_stopped  = GREATEST(stats_hourly.duplicates_stopped, excluded.duplicates_stopped),
 		conflicts           = GREATEST(stats_hourly.conflicts, excluded.conflicts),
 		would_duplicates    = GREATEST(stats_hourly.would_duplicates, excluded.would_duplicates),
+		would_conflicts     = GREATEST(stats_hourly.would_conflicts, excluded.would_conflicts),
 		missed              = GREATEST(stats_hourly.missed, excluded.missed),
 		backfilled          = GREATEST(stats_hourly.backfilled, excluded.backfilled),
 		dispatched          = GREATEST(stats_hourly.dispatched, excluded.dispatched),
@@ -239,15 +262,15 @@ func (l *Ledger) SourceStats(ctx context.Context, tenant, source string, from, t
 		at[h] = len(out)
 		out = append(out, HourStats{Hour: h, Causes: map[string]int64{}})
 	}
-	rows, err := l.pool.Query(ctx, `SELECT hour, deliveries, duplicates_stopped, conflicts, would_duplicates,
-		missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max
+	rows, err := l.pool.Query(ctx, `SELECT hour, deliveries, shadow_deliveries, duplicates_stopped, conflicts,
+		would_duplicates, would_conflicts, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max
 		FROM stats_hourly WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
 	if err != nil {
 		return nil, DBError(err)
 	}
 	var h HourStats
-	if _, err := pgx.ForEachRow(rows, []any{&h.Hour, &h.Deliveries, &h.DuplicatesStopped, &h.Conflicts,
-		&h.WouldDuplicates, &h.Missed, &h.Backfilled, &h.Dispatched, &h.DispatchLagSumMs, &h.DispatchLagMaxMs}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&h.Hour, &h.Deliveries, &h.ShadowDeliveries, &h.DuplicatesStopped, &h.Conflicts,
+		&h.WouldDuplicates, &h.WouldConflicts, &h.Missed, &h.Backfilled, &h.Dispatched, &h.DispatchLagSumMs, &h.DispatchLagMaxMs}, func() error {
 		i, ok := at[h.Hour.UTC()]
 		if !ok {
 			return fmt.Errorf("claim: stats hour %s outside the range read", h.Hour)

@@ -317,12 +317,16 @@ func TestRollupStatsWouldDuplicates(t *testing.T) {
 			s.DuplicatesStopped += h.DuplicatesStopped
 			s.Conflicts += h.Conflicts
 			s.WouldDuplicates += h.WouldDuplicates
+			s.ShadowDeliveries += h.ShadowDeliveries
+			s.WouldConflicts += h.WouldConflicts
 		}
 		return s
 	}
 	st := sum()
 	require.Equal(t, int64(5), st.Deliveries)
+	require.Equal(t, int64(5), st.ShadowDeliveries, "all of them observed in shadow")
 	require.Equal(t, int64(3), st.WouldDuplicates, "one in_progress and two duplicate copies")
+	require.Equal(t, int64(1), st.WouldConflicts, "the copy with another payload")
 	require.Zero(t, st.DuplicatesStopped)
 	require.Zero(t, st.Conflicts)
 
@@ -333,7 +337,16 @@ func TestRollupStatsWouldDuplicates(t *testing.T) {
 	require.Empty(t, d.WouldBe)
 	_, _, err = b.ledger.RollupStats(ctx, time.Now().Add(-claim.RollupWindow))
 	require.NoError(t, err)
+	c, err := b.ledger.Claim(ctx, claim.Request{Tenant: "a", Key: claim.Key{Source: "obs", EventID: "e1"}, PayloadHash: hashN(3)})
+	require.NoError(t, err)
+	require.Equal(t, claim.Conflict, c.Outcome)
+	_, _, err = b.ledger.RollupStats(ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
 	st = sum()
+	require.Equal(t, int64(7), st.Deliveries)
+	require.Equal(t, int64(5), st.ShadowDeliveries, "the enforced copies are no shadow deliveries")
 	require.Equal(t, int64(1), st.DuplicatesStopped)
+	require.Equal(t, int64(1), st.Conflicts)
 	require.Equal(t, int64(3), st.WouldDuplicates)
+	require.Equal(t, int64(1), st.WouldConflicts)
 }

@@ -56,13 +56,19 @@ type env struct {
 type options struct {
 	failureLimit int
 	secure       bool
+	// sources replaces the sources file (sources) when not "".
+	sources string
 }
 
 func setup(t *testing.T, o options) *env {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	cfg, err := ingest.Parse([]byte(sources), func(string) string { return "" })
+	file := sources
+	if o.sources != "" {
+		file = o.sources
+	}
+	cfg, err := ingest.Parse([]byte(file), func(string) string { return "" })
 	require.NoError(t, err)
 	ledger, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies}})
 	require.NoError(t, err)

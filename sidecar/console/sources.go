@@ -89,34 +89,47 @@ type sourceView struct {
 	// Backfill is the source's gap detection (backfill.go), nil without.
 	Backfill *backfillView
 	// Shadow is the shadow-mode line, nil when the source is not in
-	// shadow and has no would-be duplicates in the range.
+	// shadow and observed nothing in shadow in the range.
 	Shadow *shadowView
+	// Scope is the dedupe_scope whose numbers the page shows when Source
+	// is an ingest door or trigger source keyed in another scope, else "".
+	Scope string
 }
 
-// shadowView is what shadow mode saw over a range: Would would-be
-// duplicates (copies that ran but enforcement would have stopped) of
-// Deliveries deliveries, Percent of them (whole percent, rounded); On
-// when the source's policy is in shadow now.
+// shadowView is what shadow mode saw over a range: of Observed
+// deliveries observed in shadow (all of them ran), Would would-be
+// duplicates and WouldConflicts would-be conflicts (copies enforcement
+// would have stopped or held), Percent the would-be duplicates of
+// Observed (whole percent, rounded). Enforced counts the other
+// deliveries of the range, enforced (a range across the switch), Stopped
+// and Held their duplicates stopped and conflicts held. On when the
+// source's policy is in shadow now.
 type shadowView struct {
-	Would, Deliveries int64
-	Percent           int64
-	Words             string
-	On                bool
+	Would, WouldConflicts, Observed int64
+	Percent                         int64
+	Enforced, Stopped, Held         int64
+	Words                           string
+	On                              bool
 }
 
 // newShadowView sums hours for source; nil when there is nothing to say.
 func newShadowView(hours []claim.HourStats, words string, on bool) *shadowView {
 	v := shadowView{Words: words, On: on}
+	var sum claim.HourStats
 	for _, h := range hours {
-		v.Would += h.WouldDuplicates
-		v.Deliveries += h.Deliveries
+		sum.WouldDuplicates += h.WouldDuplicates
+		sum.WouldConflicts += h.WouldConflicts
+		sum.ShadowDeliveries += h.ShadowDeliveries
+		sum.Deliveries += h.Deliveries
+		v.Stopped += h.DuplicatesStopped
+		v.Held += h.Conflicts
 	}
-	if !on && v.Would == 0 {
+	v.Would, v.WouldConflicts, v.Observed = sum.WouldDuplicates, sum.WouldConflicts, sum.ShadowDeliveries
+	v.Enforced = max(sum.Deliveries-sum.ShadowDeliveries, 0)
+	if !on && v.Observed == 0 && v.Would == 0 && v.WouldConflicts == 0 {
 		return nil
 	}
-	if v.Deliveries > 0 {
-		v.Percent = int64(math.Round(100 * float64(v.Would) / float64(v.Deliveries)))
-	}
+	v.Percent = claim.WouldPercent(sum)
 	return &v
 }
 
@@ -163,7 +176,8 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 	}
 	dctx, cancel := c.ctx(ctx)
 	defer cancel()
-	known, err := c.cfg.Ledger.SourceKnown(dctx, sess.Tenant, source)
+	scope := c.statsScope(sess.Tenant, source)
+	known, err := c.cfg.Ledger.SourceKnown(dctx, sess.Tenant, scope)
 	if err != nil {
 		return err
 	}
@@ -180,22 +194,40 @@ func (c *Console) sourcePage(ctx *fiber.Ctx) error {
 	}
 	to := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	from := to.Add(-rng.Span)
-	hours, err := c.cfg.Ledger.SourceStats(dctx, sess.Tenant, source, from, to)
+	hours, err := c.cfg.Ledger.SourceStats(dctx, sess.Tenant, scope, from, to)
 	if err != nil {
 		return err
 	}
-	saved, err := c.cfg.Ledger.Savings(dctx, sess.Tenant, source, from, to)
+	saved, err := c.cfg.Ledger.Savings(dctx, sess.Tenant, scope, from, to)
 	if err != nil {
 		return err
 	}
 	v := sourceView{Source: source, Range: rng.Name, Saved: newSaved(saved, rng.Words), Until: to,
 		Charts: sourceCharts(hours, rng), Backfill: bf,
-		Shadow: newShadowView(hours, rng.Words, c.cfg.Ledger.Policy(source).Shadow)}
+		Shadow: newShadowView(hours, rng.Words, c.cfg.Ledger.Policy(scope).Shadow)}
+	if scope != source {
+		v.Scope = scope
+	}
 	for _, r := range statsRanges {
 		v.Ranges = append(v.Ranges, rangeLink{Name: r.Name, URL: sourceURL(source, r.Name), Current: r.Name == rng.Name})
 	}
 	return c.render(ctx, fiber.StatusOK, "source", page{Title: "Source " + source, Session: sess, CSRF: sess.CSRF,
 		Nav: "overview", Data: v})
+}
+
+// statsScope is the ledger source whose numbers the source page of
+// source shows for tenant: the dedupe_scope of tenant's ingest door or
+// trigger source of that name (the doors of a scope share their records,
+// so a copy at one door of an event another door received is the scope's
+// duplicate, no one door's), else source.
+func (c *Console) statsScope(tenant, source string) string {
+	if c.cfg.Inbox == nil {
+		return source
+	}
+	if src := c.cfg.Inbox.TriggerSource(source); src != nil && src.Tenant == tenant && src.Scope != "" {
+		return src.Scope
+	}
+	return source
 }
 
 // bucket is the sum of a range's hours drawn as one bar.

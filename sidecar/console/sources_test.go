@@ -96,8 +96,10 @@ func TestSourcePageCharts(t *testing.T) {
 }
 
 // TestSourcePageShadow: a source observed only (shadow mode) shows how
-// many of its deliveries would have been stopped, a chart of the
-// would-be duplicates and how to enforce; once enforced the line says so.
+// many of the deliveries it observed would have been stopped or held, a
+// chart of the would-be duplicates and how to enforce; once enforced the
+// line says so, and its rate stays that of the shadow deliveries while
+// the enforced ones are told apart.
 func TestSourcePageShadow(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
@@ -105,25 +107,35 @@ func TestSourcePageShadow(t *testing.T) {
 	first := e.claim(t, tenantA, "obs", "e1")
 	_, err := e.ledger.Complete(e.ctx, tenantA, first.ID, first.Token, "")
 	require.NoError(t, err)
-	for range 3 {
+	copyOf := func(hash string) claim.Result {
 		r, err := e.ledger.Claim(e.ctx, claim.Request{Tenant: tenantA, Key: claim.Key{Source: "obs", EventID: "e1"},
-			PayloadHash: strings.Repeat("ab", 32)})
+			PayloadHash: strings.Repeat(hash, 32)})
 		require.NoError(t, err)
+		return r
+	}
+	for range 3 {
+		r := copyOf("ab")
 		require.Equal(t, claim.Won, r.Outcome)
 		require.Equal(t, claim.Duplicate, r.WouldBe)
 	}
+	r := copyOf("cd")
+	require.Equal(t, claim.Won, r.Outcome)
+	require.Equal(t, claim.Conflict, r.WouldBe)
 	_, _, err = e.ledger.RollupStats(e.ctx, time.Now().Add(-claim.RollupWindow))
 	require.NoError(t, err)
 
 	b := e.browser(t)
 	b.signIn(keyA)
-	r := b.get("/ui/sources/obs")
-	require.Equal(t, http.StatusOK, r.status, r.body)
-	require.NotContains(t, r.body, "style=")
-	require.Equal(t, []string{"75 %"}, texts(r.body, "shadow-percent"), "3 of 4 deliveries")
-	require.Equal(t, []string{"3"}, texts(r.body, "shadow-would"))
-	require.Contains(t, r.body, "<code>shadow: true</code>")
-	figs := figureRe.FindAllString(r.body, -1)
+	page := b.get("/ui/sources/obs")
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.NotContains(t, page.body, "style=")
+	require.Equal(t, []string{"60 %"}, texts(page.body, "shadow-percent"), "3 of 5 deliveries")
+	require.Equal(t, []string{"5"}, texts(page.body, "shadow-observed"))
+	require.Equal(t, []string{"3"}, texts(page.body, "shadow-would"))
+	require.Equal(t, []string{"1"}, texts(page.body, "shadow-would-conflicts"))
+	require.Empty(t, texts(page.body, "shadow-enforced"), "nothing enforced in the range")
+	require.Contains(t, page.body, "<code>shadow: true</code>")
+	figs := figureRe.FindAllString(page.body, -1)
 	require.Len(t, figs, 6, "the five charts and the would-be duplicates")
 	var would float64
 	for _, fig := range figs {
@@ -136,13 +148,53 @@ func TestSourcePageShadow(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3.0, would)
-	require.NotContains(t, texts(r.body, "saved-duplicates"), "3", "nothing was stopped")
+	require.NotContains(t, texts(page.body, "saved-duplicates"), "3", "nothing was stopped")
 	rec := b.get("/ui/claims/" + first.ID)
 	require.Equal(t, http.StatusOK, rec.status)
-	require.Len(t, texts(rec.body, "delivery-shadow"), 4, "the won claim and its three copies are shadow entries")
+	require.Len(t, texts(rec.body, "delivery-shadow"), 5, "the won claim and its four copies are shadow entries")
 
 	require.NoError(t, e.ledger.SetPolicies(claim.Policies{}))
-	r = b.get("/ui/sources/obs")
-	require.Contains(t, r.body, "Enforced now")
-	require.NotContains(t, r.body, "<code>shadow: true</code>")
+	page = b.get("/ui/sources/obs")
+	require.Contains(t, page.body, "Enforced now")
+	require.NotContains(t, page.body, "<code>shadow: true</code>")
+
+	// Enforced copies of the same hours: stopped, and not in the rate.
+	for range 5 {
+		require.Equal(t, claim.Duplicate, copyOf("ab").Outcome)
+	}
+	_, _, err = e.ledger.RollupStats(e.ctx, time.Now().Add(-claim.RollupWindow))
+	require.NoError(t, err)
+	page = b.get("/ui/sources/obs")
+	require.Equal(t, []string{"60 %"}, texts(page.body, "shadow-percent"), "still 3 of the 5 observed in shadow, not of 10")
+	require.Equal(t, []string{"5"}, texts(page.body, "shadow-observed"))
+	require.Equal(t, []string{"The other 5 deliveries of this range were enforced: 5 duplicates stopped, 0 conflicts held."},
+		texts(page.body, "shadow-enforced"))
+}
+
+// TestSourcePageDoorScope: the source page of an ingest door keyed in a
+// dedupe_scope shows the scope's numbers and says so; the scope's own
+// page shows the same numbers without the note.
+func TestSourcePageDoorScope(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{sources: `
+sources:
+  door-a: {tenant: tenant-a, provider: token, secrets: ["` + tokKey + `"], dedupe_scope: shop, options: {header: X-Api-Key, key: {id_pointers: ["/id"]}}, forward: {url: "http://n8n.invalid/webhook/a"}}
+  door-b: {tenant: tenant-a, provider: token, secrets: ["` + tokKey + `"], dedupe_scope: shop, options: {header: X-Api-Key, key: {id_pointers: ["/id"]}}, forward: {url: "http://n8n.invalid/webhook/b"}}
+`})
+	_, err := e.pool.Exec(e.ctx, `INSERT INTO stats_hourly (tenant, source, hour, deliveries, duplicates_stopped)
+		VALUES ($1, 'shop', $2, 7, 4)`, tenantA, time.Now().UTC().Truncate(time.Hour))
+	require.NoError(t, err)
+	b := e.browser(t)
+	b.signIn(keyA)
+	for _, name := range []string{"door-a", "door-b"} {
+		page := b.get("/ui/sources/" + name)
+		require.Equal(t, http.StatusOK, page.status, "%s: %s", name, page.body)
+		require.Len(t, texts(page.body, "scope"), 1, name)
+		require.Contains(t, page.body, "dedupe scope <code>shop</code>", name)
+		require.Contains(t, texts(page.body, "saved-duplicates"), "4", name)
+	}
+	page := b.get("/ui/sources/shop")
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.Empty(t, texts(page.body, "scope"))
+	require.Contains(t, texts(page.body, "saved-duplicates"), "4")
 }

@@ -44,6 +44,9 @@ type statsNumbersJSON struct {
 	// Deliveries counts the copies that reached claimd (ingest, trigger
 	// and claims of records that came through neither).
 	Deliveries int64 `json:"deliveries"`
+	// ShadowDeliveries counts those of Deliveries observed in shadow mode
+	// (all of them ran); the others were enforced.
+	ShadowDeliveries int64 `json:"shadow_deliveries"`
 	// DuplicatesStopped counts the copies answered duplicate or
 	// in_progress (effects not run again), split by cause in
 	// DuplicatesByCause.
@@ -52,8 +55,12 @@ type statsNumbersJSON struct {
 	// WouldDuplicates counts shadow mode's would-be duplicates: copies
 	// that ran, and that enforcement would have stopped.
 	WouldDuplicates int64 `json:"would_duplicates"`
+	// WouldConflicts counts shadow mode's would-be conflicts: copies
+	// with a known key and another payload that ran, and that
+	// enforcement would have held.
+	WouldConflicts int64 `json:"would_conflicts"`
 	// Conflicts counts the copies with a known key and another payload,
-	// held (not those seen in shadow).
+	// held (not those seen in shadow: WouldConflicts).
 	Conflicts int64 `json:"conflicts"`
 	// Missed and Backfilled count the events backfill found missing and
 	// recovered.
@@ -89,7 +96,11 @@ type savedJSON struct {
 // statsJSON is the answer of GET /v1/sources/{source}/stats.
 type statsJSON struct {
 	Source string `json:"source"`
-	Range  string `json:"range"`
+	// Scope is the ledger source whose numbers these are: an ingest
+	// door's dedupe_scope (the records of every door of the scope, which
+	// deduplicate together), else Source itself.
+	Scope string `json:"scope"`
+	Range string `json:"range"`
 	// From and To bound the hours, [from, to), UTC: To is the end of the
 	// current hour (whose numbers grow until it ends).
 	From time.Time `json:"from"`
@@ -98,7 +109,9 @@ type statsJSON struct {
 	Shadow bool            `json:"shadow"`
 	Hours  []statsHourJSON `json:"hours"`
 	// Summary is the numbers of the whole range; WouldDuplicatesPercent
-	// the would-be duplicates in whole percent of the deliveries.
+	// the would-be duplicates in whole percent of the deliveries observed
+	// in shadow (ShadowDeliveries), whatever the enforced hours of the
+	// range saw.
 	Summary struct {
 		statsNumbersJSON
 		WouldDuplicatesPercent int64 `json:"would_duplicates_percent"`
@@ -109,7 +122,10 @@ type statsJSON struct {
 
 // sourceStats is GET /v1/sources/{source}/stats. {source} is the ledger's
 // source (the claims' source: a source's dedupe_scope, by default its
-// name). A source the key's tenant has neither records nor numbers of,
+// name) or an ingest door or trigger source of the key's tenant, whose
+// numbers are its dedupe_scope's (named in scope): the doors of one
+// scope share their records, so a copy at one door of an event another
+// door received is the scope's duplicate, no one door's. A source the key's tenant has neither records nor numbers of,
 // nor configures, is 404 naming the parameter (another tenant's alike); a
 // range other than 24h or 7d, or given twice, is 400 naming range.
 func (s *Server) sourceStats(c *fiber.Ctx) error {
@@ -135,24 +151,27 @@ func (s *Server) sourceStats(c *fiber.Ctx) error {
 	if !known && !s.configures(tn, source) {
 		return &apperr.Error{Code: apperr.NotFound, Field: "source", Message: "no such source for this key's tenant"}
 	}
+	scope := s.statsScope(tn, source)
 	to := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	from := to.Add(-span)
-	hours, err := s.cfg.Ledger.SourceStats(ctx, tn, source, from, to)
+	hours, err := s.cfg.Ledger.SourceStats(ctx, tn, scope, from, to)
 	if err != nil {
 		return err
 	}
 	weekFrom := to.Add(-statsWeek)
-	saved, err := s.cfg.Ledger.Savings(ctx, tn, source, weekFrom, to)
+	saved, err := s.cfg.Ledger.Savings(ctx, tn, scope, weekFrom, to)
 	if err != nil {
 		return err
 	}
-	out := statsJSON{Source: source, Range: rng, From: from, To: to, Shadow: s.cfg.Ledger.Policy(source).Shadow,
+	out := statsJSON{Source: source, Scope: scope, Range: rng, From: from, To: to, Shadow: s.cfg.Ledger.Policy(scope).Shadow,
 		Hours: make([]statsHourJSON, len(hours))}
 	var total claim.HourStats
 	total.Causes = map[string]int64{}
 	for i, h := range hours {
 		out.Hours[i] = statsHourJSON{Hour: h.Hour, statsNumbersJSON: numbersJSON(h)}
 		total.Deliveries += h.Deliveries
+		total.ShadowDeliveries += h.ShadowDeliveries
+		total.WouldConflicts += h.WouldConflicts
 		total.DuplicatesStopped += h.DuplicatesStopped
 		total.WouldDuplicates += h.WouldDuplicates
 		total.Conflicts += h.Conflicts
@@ -166,9 +185,7 @@ func (s *Server) sourceStats(c *fiber.Ctx) error {
 		}
 	}
 	out.Summary.statsNumbersJSON = numbersJSON(total)
-	if total.Deliveries > 0 {
-		out.Summary.WouldDuplicatesPercent = int64(math.Round(100 * float64(total.WouldDuplicates) / float64(total.Deliveries)))
-	}
+	out.Summary.WouldDuplicatesPercent = claim.WouldPercent(total)
 	out.Saved = savedJSON{From: weekFrom, To: to, EffectsNotRepeated: saved.DuplicatesStopped, ByCause: causesJSON(saved.ByCause),
 		ConflictsHeld: saved.Conflicts, MissedRecovered: saved.Backfilled, Missed: saved.Missed}
 	return c.JSON(out)
@@ -177,10 +194,24 @@ func (s *Server) sourceStats(c *fiber.Ctx) error {
 // numbersJSON is h's numbers on the wire (lags rounded to the
 // millisecond).
 func numbersJSON(h claim.HourStats) statsNumbersJSON {
-	return statsNumbersJSON{Deliveries: h.Deliveries, DuplicatesStopped: h.DuplicatesStopped,
-		DuplicatesByCause: causesJSON(h.Causes), WouldDuplicates: h.WouldDuplicates, Conflicts: h.Conflicts,
-		Missed: h.Missed, Backfilled: h.Backfilled, Dispatched: h.Dispatched,
+	return statsNumbersJSON{Deliveries: h.Deliveries, ShadowDeliveries: h.ShadowDeliveries, DuplicatesStopped: h.DuplicatesStopped,
+		DuplicatesByCause: causesJSON(h.Causes), WouldDuplicates: h.WouldDuplicates, WouldConflicts: h.WouldConflicts,
+		Conflicts: h.Conflicts,
+		Missed:    h.Missed, Backfilled: h.Backfilled, Dispatched: h.Dispatched,
 		DispatchLagAvgMs: math.Round(h.DispatchLagAvgMs()), DispatchLagMaxMs: math.Round(h.DispatchLagMaxMs)}
+}
+
+// statsScope is the ledger source whose numbers GET …/stats of source
+// reports for tenant: the dedupe_scope of tenant's ingest door or trigger
+// source of that name, else source.
+func (s *Server) statsScope(tenant, source string) string {
+	if s.cfg.Inbox == nil {
+		return source
+	}
+	if src := s.cfg.Inbox.TriggerSource(source); src != nil && src.Tenant == tenant && src.Scope != "" {
+		return src.Scope
+	}
+	return source
 }
 
 // configures reports whether the sources file names source as tenant's
