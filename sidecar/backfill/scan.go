@@ -571,6 +571,9 @@ func ModeFor(src *ingest.Source, want ingest.BackfillMode) (ingest.BackfillMode,
 	switch {
 	case want != ingest.BackfillFetch && want != ingest.BackfillRedeliver && want != ingest.BackfillAuto:
 		return "", errors.New("mode must be report, fetch, redeliver or auto")
+	case mode == ingest.BackfillReport:
+		return "", errors.New("this source's backfill.mode is report: a scan may ask for report only " +
+			"(backfill.mode auto, fetch or redeliver lets a scan act on missed events)")
 	case mode != ingest.BackfillAuto:
 		return "", fmt.Errorf("this source's backfill.mode is %s: a scan may ask for report or %s only", mode, mode)
 	case want == ingest.BackfillFetch && src.TriggerOnly():

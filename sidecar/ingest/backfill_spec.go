@@ -272,7 +272,13 @@ func (b *BackfillSpec) compile(t verify.Type, s SourceSpec, triggerOnly bool, ge
 	}
 	if b.BaseURL != "" {
 		u, err := url.Parse(b.BaseURL)
-		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
+		if err == nil && u.User != nil {
+			// Credentials go in backfill.credentials (${VAR}), never in
+			// the URL: the URL is logged and shown; it is not quoted here.
+			return nil, fail("base_url", "must not carry user info (credentials in the URL, user:password@host): "+
+				"give the API key in backfill.credentials")
+		}
+		if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
 			(u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
 			return nil, fail("base_url", "must be an absolute https URL (http only to a loopback host), without query")
 		}

@@ -88,16 +88,28 @@ func TestBackfillSpecRefusals(t *testing.T) {
 		{"key headers", "stripe", "", bfForward, `key: {headers: ["X-Shop"]}`, `{credentials: ["${K}"]}`, "key.headers cannot be read from the provider's event list"},
 		{"key retention within window", "stripe", "", bfForward, "key_retention_days: 30\n    retention_days: 30", `{credentials: ["${K}"]}`, "backfill.window_hours: the window (720 h) must be shorter than key_retention_days"},
 		{"unsupported provider", "shopify", "", bfForward, "", `{credentials: ["${K}"]}`, "backfill: provider shopify has no event list"},
-		{"unknown field", "stripe", "", bfForward, "", `{credentials: ["${K}"], windw_hours: 2}`, "windw_hours"},
+		{"unknown field", "stripe", "", bfForward, "", `{credentials: ["${K}"], windw_hours: 2}`,
+			"sources file line 9: unknown setting under sources.s.backfill (allowed: base_url, credentials, "},
+		{"a secret as a key", "stripe", "", bfForward, "", `{credentials: ["${K}"], rk_live_KEYNAMESECRET: 2}`,
+			"unknown setting under sources.s.backfill (allowed: "},
+		{"user info in base", "stripe", "", bfForward, "", `{credentials: ["${K}"], base_url: "https://user:sk_live_pw@api.example.com"}`,
+			"backfill.base_url: must not carry user info (credentials in the URL"},
+		{"a user in base", "stripe", "", bfForward, "", `{credentials: ["${K}"], base_url: "https://sk_live_pw@api.example.com"}`,
+			"backfill.base_url: must not carry user info"},
+		{"window out of range", "stripe", "", bfForward, "", `{credentials: ["${K}"], window_hours: 99999999999999999999}`,
+			"sources file line 9: sources.s.backfill.window_hours is out of range: it takes a whole number from -9223372036854775808 to 9223372036854775807"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ingest.Parse([]byte(bfSources(tc.provider, tc.options, tc.forward, tc.extra, tc.backfill)), env)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
-			if tc.name != "unknown field" { // the YAML decoder names its line instead
+			if !strings.HasPrefix(tc.want, "sources file line") && !strings.HasPrefix(tc.want, "unknown setting") {
 				require.Contains(t, err.Error(), `source "s"`, "names the source")
 			}
 			require.NotContains(t, err.Error(), bfKey)
+			for _, part := range []string{"windw", "KEYNAMESECRET", "sk_live", "@api", "99999999", "BackfillSpec", "ingest."} {
+				require.NotContains(t, err.Error(), part, "neither a key or value written nor a Go type")
+			}
 			require.False(t, strings.Contains(err.Error(), "rk_with"), "never the variable's value")
 		})
 	}

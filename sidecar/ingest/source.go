@@ -297,6 +297,13 @@ func ReadFile(path string, getenv func(string) string) (Config, error) {
 //     (tenant, secrets, forward…) is refused: it is either a file cut
 //     before the provider line or a mistake.
 func Parse(b []byte, getenv func(string) string) (Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return Config{}, fmt.Errorf("sources file: %w", err)
+	}
+	if err := checkSettings(&root, reflect.TypeFor[File](), ""); err != nil {
+		return Config{}, err
+	}
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -309,10 +316,6 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 	if f.Sources == nil {
 		return Config{}, errors.New("sources file has no `sources:` mapping (missing, or without a value, as in a file cut short): " +
 			"a configuration without sources is written `sources: {}`")
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return Config{}, fmt.Errorf("sources file: %w", err)
 	}
 	if err := checkNoEmptyValues(&root, ""); err != nil {
 		return Config{}, err

@@ -74,9 +74,11 @@ func TestSourcesFileMissingEnvNamesTheVariable(t *testing.T) {
 func TestSourcesFileRejectsUnknownFields(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
-		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], secret: s, " + fwd + "}\n", "secret"},
-		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], forward: {url: \"http://n8n/x\", retries: 3}}\n", "retries"},
-		{"source:\n  gh: {tenant: acme}\n", "source"},
+		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], secret: s, " + fwd + "}\n",
+			"sources file line 2: unknown setting under sources.gh (allowed: "},
+		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], forward: {url: \"http://n8n/x\", retries: 3}}\n",
+			"sources file line 2: unknown setting under sources.gh.forward (allowed: backoff_base_seconds, "},
+		{"source:\n  gh: {tenant: acme}\n", "sources file line 1: unknown setting at the top of the file (allowed: sources)"},
 		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], options: {client_state: x}, " + fwd + "}\n", "options: provider github takes no options"},
 		{"sources:\n  gh: {tenant: acme, provider: msgraph, secrets: [s], tolerance_seconds: 60, " + fwd + "}\n", "tolerance does not apply to provider msgraph"},
 	} {
@@ -310,11 +312,11 @@ func TestSourcesFileRefusesAmbiguousKeys(t *testing.T) {
 sources:
   a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_pointers: ["/id"]}}, ` + fwd + `}
   a: {tenant: t, provider: token, secrets: ["y-secret-0123456789"], options: {key: {id_pointers: ["/id"]}}, ` + fwd + `}
-`, `already defined`},
+`, `a key is written twice in one map (first at line `},
 		"duplicate option": {`
 sources:
   a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_pointers: ["/id"], id_pointers: ["/other"]}}, ` + fwd + `}
-`, `already defined`},
+`, `a key is written twice in one map (first at line `},
 		"case variant of an option": {`
 sources:
   a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_header: X-A, Id_header: X-B}}, ` + fwd + `}

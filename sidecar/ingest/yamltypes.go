@@ -17,8 +17,8 @@ import (
 // they could not decode ("cannot unmarshal !!str `sk_live…` into int").
 // A type error names the line, the setting's path and what the setting
 // takes (typeMismatch); each line of a yaml.TypeError this does not find
-// is kept without its value (an unknown key's line is kept as yaml.v3
-// wrote it: it names the key, not a value). Any other error (YAML syntax)
+// is kept without its value or key (a key written twice, or naming no
+// setting, is not quoted). Any other error (YAML syntax)
 // is returned wrapped: yaml.v3 quotes no value in those.
 func decodeError(b []byte, err error) error {
 	var te *yaml.TypeError
@@ -42,12 +42,26 @@ func decodeError(b []byte, err error) error {
 // !!tag `value` into type" (the value cut to 7 characters and "...").
 var unmarshalLine = regexp.MustCompile("^(line \\d+: cannot unmarshal !![a-z]+)( .*)? into ([^ `]+)$")
 
+// duplicateKeyLine and unknownFieldLine are yaml.v3's errors for a key
+// written twice and a key naming no field: both quote the key (which may
+// be a secret pasted in the wrong place), the second a Go type.
+var (
+	duplicateKeyLine = regexp.MustCompile(`^(line \d+): mapping key .* already defined at line (\d+)$`)
+	unknownFieldLine = regexp.MustCompile(`^(line \d+): field .* not found in type .*$`)
+)
+
 // withoutValue is a yaml.v3 type error line with the value it quotes
 // left out; a line of any other shape is kept only when it quotes
 // nothing (no backtick).
 func withoutValue(line string) string {
 	if m := unmarshalLine.FindStringSubmatch(line); m != nil {
 		return m[1] + " into " + m[3]
+	}
+	if m := duplicateKeyLine.FindStringSubmatch(line); m != nil {
+		return m[1] + ": a key is written twice in one map (first at line " + m[2] + ")"
+	}
+	if m := unknownFieldLine.FindStringSubmatch(line); m != nil {
+		return m[1] + ": unknown setting" // checkSettings names its place first
 	}
 	if strings.ContainsRune(line, '`') {
 		line, _, _ = strings.Cut(line, "`")

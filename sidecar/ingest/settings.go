@@ -1,0 +1,169 @@
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// checkSettings walks the sources file's YAML nodes n along the Go type t
+// they decode into (File: structs by their yaml tags, pointers, maps,
+// slices) before the file is decoded, and refuses:
+//
+//   - a key that names no setting: "sources file line 9: unknown setting
+//     under sources.pay.backfill (allowed: …)". The key is not quoted (a
+//     secret pasted where a key goes would be echoed) and no Go type is
+//     named (yaml.v3's own error, "field … not found in type
+//     ingest.BackfillSpec", does both and names no path);
+//   - a boolean setting written other than plainly true or false: yaml.v3
+//     decodes the YAML 1.1 words yes, no, on, off, y, n (unquoted or
+//     quoted) and True, FALSE into a bool field, so `shadow: "yes"` would
+//     turn shadow mode on while `shadow: "true"` is refused. YAML 1.2's
+//     core schema (yaml.org/spec/1.2.2, 10.3.2) has true and false; the
+//     file takes them lowercase and unquoted only;
+//   - a whole number outside the range of its setting's type (yaml.v3
+//     reads 99999999999999999999 as a float and would report a fraction).
+//
+// Every error names the line and the setting's path, never the value or
+// key written. Values of type any (options) are the provider's to check.
+func checkSettings(n *yaml.Node, t reflect.Type, path string) error {
+	if n == nil {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := checkSettings(c, t, path); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.AliasNode:
+		return checkSettings(n.Alias, t, path)
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil // null leaves the zero value
+	}
+	if t == reflect.TypeFor[yaml.Node]() {
+		return nil // decoded by its setting (retry_statuses: a list or "500-599")
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return nil
+	case reflect.Bool:
+		if n.Kind == yaml.ScalarNode && (n.Style != 0 || (n.Value != "true" && n.Value != "false")) {
+			return fmt.Errorf("sources file line %d: %s must be true or false, written plainly "+
+				"(lowercase, unquoted; yes, no, on, off and quoted words are not taken)", n.Line, settingName(path))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind == yaml.ScalarNode && n.Style == 0 {
+			return checkRange(n, t, path)
+		}
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // typeMismatch names the type
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.ShortTag() == "!!merge" {
+				if err := checkSettings(v, t, path); err != nil {
+					return err
+				}
+				continue
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				return fmt.Errorf("sources file line %d: unknown setting %s (allowed: %s)", k.Line, under(path),
+					strings.Join(sortedKeys(fields), ", "))
+			}
+			if err := checkSettings(v, ft, join(path, k.Value)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].ShortTag() == "!!merge" {
+				if err := checkSettings(n.Content[i+1], t, path); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := checkSettings(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, c := range n.Content {
+			if err := checkSettings(c, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkRange refuses a plain whole number n (decimal, or 0x, 0o, 0b;
+// "_" between digits) outside the range of the integer type t. Anything
+// else is left to typeMismatch and checkWholeNumbers.
+func checkRange(n *yaml.Node, t reflect.Type, path string) error {
+	v, ok := new(big.Int).SetString(strings.ReplaceAll(n.Value, "_", ""), 0)
+	if !ok {
+		return nil
+	}
+	lo, hi := new(big.Int), new(big.Int)
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		hi.SetUint64(math.MaxUint64 >> (64 - t.Bits()))
+	default:
+		hi.SetInt64(math.MaxInt64 >> (64 - t.Bits()))
+		lo.Neg(hi).Sub(lo, big.NewInt(1))
+	}
+	if v.Cmp(lo) >= 0 && v.Cmp(hi) <= 0 {
+		return nil
+	}
+	return fmt.Errorf("sources file line %d: %s is out of range: it takes a whole number from %s to %s "+
+		"(%d bits; the setting's own limits may be narrower)", n.Line, settingName(path), lo, hi, t.Bits())
+}
+
+// settingName is path, or "the file" for the top level.
+func settingName(path string) string {
+	if path == "" {
+		return "the file"
+	}
+	return path
+}
+
+// under says where an unknown key was found: "under sources.pay.backfill",
+// or "at the top of the file".
+func under(path string) string {
+	if path == "" {
+		return "at the top of the file"
+	}
+	return "under " + path
+}
+
+func sortedKeys(m map[string]reflect.Type) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
