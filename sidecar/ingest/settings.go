@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
 // checkSettings walks the sources file's YAML nodes n along the Go type t
@@ -31,7 +33,8 @@ import (
 //     reads 99999999999999999999 as a float and would report a fraction).
 //
 // Every error names the line and the setting's path, never the value or
-// key written. Values of type any (options) are the provider's to check.
+// key written. A source's options are walked along its provider's
+// options struct (checkOptions).
 func checkSettings(n *yaml.Node, t reflect.Type, path string) error {
 	if n == nil {
 		return nil
@@ -86,6 +89,14 @@ func checkSettings(n *yaml.Node, t reflect.Type, path string) error {
 			if !ok {
 				return fmt.Errorf("sources file line %d: unknown setting %s (allowed: %s)", k.Line, under(path),
 					strings.Join(sortedKeys(fields), ", "))
+			}
+			if t == reflect.TypeFor[SourceSpec]() && k.Value == "options" {
+				if ot := optionsType(n); ot != nil {
+					if err := checkOptions(v, ot, join(path, k.Value)); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			if err := checkSettings(v, ft, join(path, k.Value)); err != nil {
 				return err
@@ -166,4 +177,79 @@ func sortedKeys(m map[string]reflect.Type) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// optionsType is the options struct type of the provider a source's
+// mapping n names (provider: …), nil when it names none registered or
+// the provider takes no options (Parse refuses those).
+func optionsType(n *yaml.Node) reflect.Type {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Value == "provider" && v.Kind == yaml.ScalarNode {
+			p, ok := verify.Lookup(verify.Type(v.Value))
+			if !ok || p.Options == nil {
+				return nil
+			}
+			return reflect.TypeOf(p.Options())
+		}
+	}
+	return nil
+}
+
+// checkOptions is checkSettings for a source's options, whose keys name
+// the fields of the provider's options struct t as verify.DecodeOptions
+// matches them (json tag, else the Go name in snake_case): an unknown
+// option is refused by line and place, never quoted, and a boolean or
+// whole-number option as checkSettings refuses one.
+func checkOptions(n *yaml.Node, t reflect.Type, path string) error {
+	if n == nil {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode {
+		return checkOptions(n.Alias, t, path)
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // DecodeOptions names the type
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft := verify.OptionField(t, k.Value)
+			if ft == nil {
+				return fmt.Errorf("sources file line %d: unknown option under %s (allowed: %s)", k.Line, path,
+					strings.Join(verify.OptionNames(t), ", "))
+			}
+			if err := checkOptions(v, ft, join(path, k.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := checkOptions(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, c := range n.Content {
+			if err := checkOptions(c, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return checkSettings(n, t, path)
 }

@@ -320,11 +320,11 @@ sources:
 		"case variant of an option": {`
 sources:
   a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {id_header: X-A, Id_header: X-B}}, ` + fwd + `}
-`, `options.key.Id_header: option names are lower snake_case`},
+`, `unknown option under sources.a.options.key (allowed: id_header, `},
 		"camel-case option": {`
 sources:
   a: {tenant: t, provider: token, secrets: ["x-secret-0123456789"], options: {key: {IDHeader: X-A}}, ` + fwd + `}
-`, `options.key.IDHeader: option names are lower snake_case`},
+`, `unknown option under sources.a.options.key (allowed: id_header, `},
 		"empty key rule": {`
 sources:
   a: {tenant: t, provider: stripe, secrets: ["whsec_x"], key: {}, ` + fwd + `}

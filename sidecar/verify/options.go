@@ -116,6 +116,22 @@ func camelKeys(v any, t reflect.Type, at string) (any, error) {
 	return v, nil
 }
 
+// OptionNames lists the option keys struct type t takes, as the sources
+// file writes them: a field's json tag, else its Go name in snake_case
+// (id_header for IDHeader).
+func OptionNames(t reflect.Type) []string { return optionNames(t) }
+
+// OptionField returns the type of the field of struct type t that option
+// key k names (as DecodeOptions matches it: the json tag, else the Go
+// name in snake_case), nil when k is not lower snake_case or names none.
+func OptionField(t reflect.Type, k string) reflect.Type {
+	if !optionKey.MatchString(k) {
+		return nil
+	}
+	_, ft := optionField(t, k)
+	return ft
+}
+
 // optionNames lists the option keys struct type t takes, as the sources
 // file writes them: a field's json tag, else its Go name in snake_case.
 func optionNames(t reflect.Type) []string {
