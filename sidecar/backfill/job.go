@@ -2,32 +2,32 @@ package backfill
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
-// ScanArgs is the River job that runs one scan of a source. It is unique
-// per tenant and source while queued or running (InsertOpts: only the
-// fields tagged unique count), so one scan of a source runs at a time
-// across replicas, however many the schedule, the API and the console ask
-// for.
+// ScanArgs is the River job that runs one scan of a source: the
+// backfill_scans row ScanID, made queued with the job in one transaction
+// (Enqueue). The job is not unique in River: the scan rows keep one scan
+// of a source at a time (at most one queued or running row per tenant and
+// source, a unique index), so a scan that finished frees its source at
+// once, whenever River gets to completing its job.
 type ScanArgs struct {
-	Tenant  string `json:"tenant" river:"unique"`
-	Source  string `json:"source" river:"unique"`
+	Tenant  string `json:"tenant"`
+	Source  string `json:"source"`
 	Trigger string `json:"trigger"`
 	Actor   string `json:"actor,omitempty"`
 	Mode    string `json:"mode,omitempty"`
-	// ScanID is the backfill_scans row (result queued) made with the job.
+	// ScanID is the backfill_scans row (result queued) made with the job:
+	// the one row the job runs.
 	ScanID int64 `json:"scan_id,omitempty"`
 	// From and To are the range asked for (Trigger.From, To), nil for
 	// the source's default.
@@ -39,12 +39,9 @@ type ScanArgs struct {
 func (ScanArgs) Kind() string { return "claimd_backfill_scan" }
 
 // InsertOpts are a scan job's: River's default queue, one attempt (the
-// next scan is the retry), unique by tenant and source among the jobs not
-// finished yet.
+// next scan is the retry). Not unique: see ScanArgs.
 func InsertOpts() *river.InsertOpts {
-	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByArgs: true,
-		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-			rivertype.JobStateRetryable, rivertype.JobStateScheduled}}}
+	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 1}
 }
 
 // Worker runs scan jobs with its Scanner.
@@ -62,19 +59,23 @@ func (w *Worker) Timeout(job *river.Job[ScanArgs]) time.Duration {
 	return 10 * time.Minute
 }
 
-// Work runs the scan of its queued row; a source no longer configured
-// (or no longer with backfill, or of another tenant now) is skipped, its
-// queued row ended error.
+// Work runs the scan of its queued row (ScanID) and nothing else: a job
+// without a row, or whose row is no longer queued (ended by the stale-row
+// sweep, or purged), does nothing. A source no longer configured (or no
+// longer with backfill, or of another tenant now) is skipped, its queued
+// row ended error.
 func (w *Worker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	a := job.Args
+	if a.ScanID == 0 {
+		w.Scanner.Log.Info().Str("source", a.Source).Msg("backfill scan job without a scan row: nothing to run")
+		return nil
+	}
 	src := w.Scanner.Inbox.TriggerSource(a.Source)
 	if src == nil || src.Tenant != a.Tenant || src.Backfill == nil {
 		w.Scanner.Log.Info().Str("source", a.Source).Msg("backfill scan skipped: the source has no backfill now")
-		if a.ScanID != 0 {
-			if _, err := w.Scanner.Inbox.Pool().Exec(ctx, `UPDATE backfill_scans SET result = 'error', error = $2,
-				finished_at = now() WHERE id = $1 AND result = 'queued'`, a.ScanID, errNoBackfillNow); err != nil {
-				return claim.DBError(err)
-			}
+		if _, err := w.Scanner.Inbox.Pool().Exec(ctx, `UPDATE backfill_scans SET result = $3, error = $2,
+			finished_at = now() WHERE id = $1 AND result = $4`, a.ScanID, errNoBackfillNow, ResultError, ResultQueued); err != nil {
+			return claim.DBError(err)
 		}
 		return nil
 	}
@@ -86,6 +87,10 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		trig.To = *a.To
 	}
 	_, err := w.Scanner.Run(ctx, src, trig)
+	if errors.Is(err, ErrNotQueued) {
+		w.Scanner.Log.Info().Str("source", a.Source).Int64("scan", a.ScanID).Msg("backfill scan job's row is no longer queued: nothing to run")
+		return nil
+	}
 	return err
 }
 
@@ -98,16 +103,20 @@ const (
 )
 
 // Enqueue asks for a scan of src: its backfill_scans row (result queued,
-// with trig's kind, actor, mode and range; a zero bound is stored NULL,
-// the source's default) and its River job (ScanArgs with the row's id)
-// are made in one transaction, so the caller has the scan's id at once
-// and a queued row always has its job. When a scan of the source is
-// queued or running already (the job is unique per tenant and source),
-// nothing is made and that scan is returned with already true (its own
-// mode and range, not trig's). Queued rows of the source whose job is
-// gone, and running rows whose job no longer runs, are ended first
-// (expireStale). trig.Mode must be a mode ModeFor
-// allows ("" the source's). Errors: the database's (claim.DBError).
+// requested_at now, started_at NULL, with trig's kind, actor, mode and
+// range; a zero bound is stored NULL, the source's default) and its River
+// job (ScanArgs with the row's id) are made in one transaction, so the
+// caller has the scan's id at once and a queued row always has its job.
+//
+// One scan of a source at a time: when a scan of the source is queued or
+// running already (its row; the unique index backfill_scans_one_active_idx),
+// nothing is made and that scan is returned with already true — its own
+// mode and range, not trig's, which are not applied. A scan that finished
+// frees the source at once. Queued rows of the source whose job is gone,
+// and running rows whose job no longer runs, are ended first
+// (expireStale). trig.Mode must be a mode ModeFor allows ("" the
+// source's). Errors: the database's (claim.DBError); Unavailable when the
+// source's active scan kept ending while this one was asked for.
 func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Trigger) (sc Scan, already bool, err error) {
 	if src.Backfill == nil {
 		return Scan{}, false, errors.New("the source has no backfill configuration")
@@ -126,69 +135,57 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 		t := trig.To.UTC().Truncate(time.Microsecond)
 		to = &t
 	}
-	// A job found a duplicate whose scan row is gone by the time it is
-	// read (the scan just ended) is asked for again, once.
-	for try := 0; try < 2; try++ {
-		var existing int64
-		err = claim.RunTx(ctx, in.Pool(), func(tx pgx.Tx) error {
-			existing = 0
-			if err := expireStale(ctx, tx, src.Tenant, src.Name); err != nil {
-				return err
-			}
-			var actor *string
-			if trig.Actor != "" {
-				actor = &trig.Actor
-			}
-			s, err := scanScan(tx.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, result,
-				range_start, range_end) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7) RETURNING `+scanColumns,
-				src.Tenant, src.Name, trig.Kind, actor, string(mode), from, to))
-			if err != nil {
-				return err
-			}
-			res, err := in.EnqueueTx(ctx, tx, ScanArgs{Tenant: src.Tenant, Source: src.Name, Trigger: trig.Kind,
-				Actor: trig.Actor, Mode: string(mode), ScanID: s.ID, From: from, To: to}, InsertOpts())
-			if err != nil {
-				return err
-			}
-			if res.UniqueSkippedAsDuplicate {
-				var a ScanArgs
-				if json.Unmarshal(res.Job.EncodedArgs, &a) == nil {
-					existing = a.ScanID
-				}
-				if existing == 0 {
-					existing = -1
-				}
-				return errDuplicate
-			}
-			sc = s
-			return nil
-		})
-		if err == nil {
-			return sc, false, nil
-		}
-		if !errors.Is(err, errDuplicate) {
-			return Scan{}, false, claim.DBError(err)
-		}
-		// The scan queued or running: its own row, or (a job whose scan
-		// made its row when it started) the source's latest unfinished.
-		q := `SELECT ` + scanColumns + ` FROM backfill_scans WHERE tenant = $1 AND source = $2 AND id = $3`
-		if existing < 0 {
-			q = `SELECT ` + scanColumns + ` FROM backfill_scans WHERE tenant = $1 AND source = $2 AND $3 < 0
-				AND result IN ('queued', 'running') ORDER BY id DESC LIMIT 1`
-		}
-		s, err := scanScan(in.Pool().QueryRow(ctx, q, src.Tenant, src.Name, existing))
-		if err == nil {
-			return s, true, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return Scan{}, false, claim.DBError(err)
-		}
+	var actor *string
+	if trig.Actor != "" {
+		actor = &trig.Actor
 	}
-	return Scan{}, false, &apperr.Error{Code: apperr.Unavailable,
-		Message: "a scan of this source was ending while another was asked for: ask again"}
+	err = claim.RunTx(ctx, in.Pool(), func(tx pgx.Tx) error {
+		already = false
+		if err := expireStale(ctx, tx, src.Tenant, src.Name); err != nil {
+			return err
+		}
+		// The insert waits for a concurrent ask's transaction; when that
+		// one made the source's active row, this one makes none and reads
+		// it. Should that row end before it is read, the source is free
+		// and the insert is tried again.
+		for try := 0; try < 3; try++ {
+			s, err := scanScan(tx.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, result,
+				range_start, range_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING `+scanColumns,
+				src.Tenant, src.Name, trig.Kind, actor, string(mode), ResultQueued, from, to))
+			if err == nil {
+				if _, err := in.EnqueueTx(ctx, tx, ScanArgs{Tenant: src.Tenant, Source: src.Name, Trigger: trig.Kind,
+					Actor: trig.Actor, Mode: string(mode), ScanID: s.ID, From: from, To: to}, InsertOpts()); err != nil {
+					return err
+				}
+				sc = s
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			s, err = scanScan(tx.QueryRow(ctx, `SELECT `+scanColumns+` FROM backfill_scans
+				WHERE tenant = $1 AND source = $2 AND result IN ($3, $4)`, src.Tenant, src.Name, ResultQueued, ResultRunning))
+			if err == nil {
+				sc, already = s, true
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		return errActiveEnding
+	})
+	if errors.Is(err, errActiveEnding) {
+		return Scan{}, false, &apperr.Error{Code: apperr.Unavailable,
+			Message: "a scan of this source was ending while another was asked for: ask again"}
+	}
+	if err != nil {
+		return Scan{}, false, claim.DBError(err)
+	}
+	return sc, already, nil
 }
 
-var errDuplicate = errors.New("a scan of the source is queued or running")
+var errActiveEnding = errors.New("the source's active scan kept ending")
 
 // expireStale ends the scans (of tenant's source; every source when
 // tenant is "") that no River job will ever end, result error:
@@ -197,32 +194,31 @@ var errDuplicate = errors.New("a scan of the source is queued or running")
 //     never ran"). A queued row is made in one transaction with its job,
 //     so such a row's job was lost (cancelled, discarded after a crash of
 //     its replica, or cleaned away);
-//   - a running row whose job is no longer running ("the scan stopped"):
+//   - a running row whose job no longer runs ("the scan stopped"):
 //     claimd was stopped or crashed mid-scan, and River has since rescued
 //     or cleaned away the job (a job of a crashed replica stays running
 //     until River's rescuer discards it, Worker.Timeout after it
-//     started: the source's max_wait_seconds plus 10 minutes). A running
-//     row is its job's when
-//     the job's scan_id names it; a job that names no running row (its
-//     row not started yet, or made before jobs carried scan_id) answers
-//     for every running row of its source.
+//     started: the source's max_wait_seconds plus 10 minutes). A job runs
+//     only the row its scan_id names (Worker.Work), so only that job
+//     answers for a running row.
 //
-// Without it such a row would say queued or running for ever.
+// Without it such a row would say queued or running for ever, and keep
+// its source from being scanned (one queued or running row per source).
 func expireStale(ctx context.Context, db claim.DBTX, tenant, source string) error {
-	_, err := db.Exec(ctx, `UPDATE backfill_scans s SET result = '`+ResultError+`', error = $3, finished_at = now()
-		WHERE s.result = '`+ResultQueued+`' AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
-		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'claimd_backfill_scan'
+	_, err := db.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
+		WHERE s.result = $5 AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
+		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $6
 			AND j.args->>'scan_id' = s.id::text
-			AND j.state IN ('available', 'pending', 'running', 'retryable', 'scheduled'))`, tenant, source, errNeverRan)
+			AND j.state IN ('available', 'pending', 'running', 'retryable', 'scheduled'))`,
+		tenant, source, errNeverRan, ResultError, ResultQueued, ScanArgs{}.Kind())
 	if err != nil {
 		return claim.DBError(err)
 	}
-	_, err = db.Exec(ctx, `UPDATE backfill_scans s SET result = '`+ResultError+`', error = $3, finished_at = now()
-		WHERE s.result = '`+ResultRunning+`' AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
-		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'claimd_backfill_scan' AND j.state = 'running'
-			AND j.args->>'tenant' = s.tenant AND j.args->>'source' = s.source
-			AND (j.args->>'scan_id' = s.id::text OR NOT EXISTS (SELECT 1 FROM backfill_scans o
-				WHERE o.id::text = j.args->>'scan_id' AND o.result = '`+ResultRunning+`')))`, tenant, source, errStopped)
+	_, err = db.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
+		WHERE s.result = $5 AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
+		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $6 AND j.state = 'running'
+			AND j.args->>'scan_id' = s.id::text)`,
+		tenant, source, errStopped, ResultError, ResultRunning, ScanArgs{}.Kind())
 	if err != nil {
 		return claim.DBError(err)
 	}

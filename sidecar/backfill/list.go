@@ -126,7 +126,7 @@ func GetScan(ctx context.Context, db claim.DBTX, tenant, source string, id int64
 }
 
 // scanColumns are the backfill_scans columns scanScan reads.
-const scanColumns = `id, source, trigger, COALESCE(actor, ''), mode, started_at, finished_at, range_start,
+const scanColumns = `id, source, trigger, COALESCE(actor, ''), mode, requested_at, started_at, finished_at, range_start,
 	range_end, pages, listed, missed, backfilled, redelivered, result, COALESCE(error, ''), backlog_from, backlog_to,
 	COALESCE(notes, '')`
 
@@ -134,7 +134,7 @@ const scanColumns = `id, source, trigger, COALESCE(actor, ''), mode, started_at,
 // the source's default range) is left nil.
 func scanScan(r pgx.Row) (Scan, error) {
 	var s Scan
-	err := r.Scan(&s.ID, &s.Source, &s.Trigger, &s.Actor, &s.Mode, &s.StartedAt, &s.FinishedAt, &s.RangeStart,
+	err := r.Scan(&s.ID, &s.Source, &s.Trigger, &s.Actor, &s.Mode, &s.RequestedAt, &s.StartedAt, &s.FinishedAt, &s.RangeStart,
 		&s.RangeEnd, &s.Pages, &s.Listed, &s.Missed, &s.Backfilled, &s.Redelivered, &s.Result, &s.Error, &s.BacklogFrom,
 		&s.BacklogTo, &s.Notes)
 	return s, err

@@ -26,9 +26,10 @@ type Trigger struct {
 	// can only narrow it (see Scanner.Run).
 	Mode ingest.BackfillMode
 	// ScanID, when not zero, is the backfill_scans row of result queued
-	// made when the scan was asked for: Run turns that row into the
-	// running scan (with its range) instead of making a new one, or makes
-	// a new one when that row is gone (purged) or no longer queued.
+	// made when the scan was asked for (Enqueue): Run turns that row into
+	// the running scan (with its range), and runs nothing when that row is
+	// gone (purged) or no longer queued (ErrNotQueued). Zero: Run makes
+	// its own row.
 	ScanID int64
 	// From and To ask for an explicit range [From, To) (an operator's),
 	// clamped to the provider's window (see Window) and listed whatever
@@ -67,12 +68,16 @@ const (
 
 // Scan is one scan's record (backfill_scans).
 type Scan struct {
-	ID         int64      `json:"id"`
-	Source     string     `json:"source"`
-	Trigger    string     `json:"trigger"`
-	Actor      string     `json:"actor,omitempty"`
-	Mode       string     `json:"mode"`
-	StartedAt  time.Time  `json:"started_at"`
+	ID      int64  `json:"id"`
+	Source  string `json:"source"`
+	Trigger string `json:"trigger"`
+	Actor   string `json:"actor,omitempty"`
+	Mode    string `json:"mode"`
+	// RequestedAt is when the scan was asked for (its row made).
+	RequestedAt time.Time `json:"requested_at"`
+	// StartedAt is when it started running; nil (JSON null) while it is
+	// queued, and for a queued scan that ended without running.
+	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// RangeStart and RangeEnd bound the range the scan judges,
 	// [RangeStart, RangeEnd), provider creation time; nil (JSON null)
@@ -186,6 +191,21 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	}
 	pool := s.Inbox.Pool()
 	now := s.now()
+	sc := Scan{Source: src.Name, Trigger: trig.Kind, Actor: trig.Actor, Mode: string(mode), RequestedAt: now, StartedAt: &now,
+		Result: ResultRunning}
+	if trig.ScanID != 0 {
+		// The row made when the scan was asked for runs, if it is still
+		// there and still queued; else nothing does.
+		err := pool.QueryRow(ctx, `UPDATE backfill_scans SET result = $6, started_at = $4, mode = $5
+			WHERE id = $1 AND tenant = $2 AND source = $3 AND result = $7 RETURNING id, requested_at`,
+			trig.ScanID, src.Tenant, src.Name, now, string(mode), ResultRunning, ResultQueued).Scan(&sc.ID, &sc.RequestedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Scan{}, ErrNotQueued
+		}
+		if err != nil {
+			return Scan{}, claim.DBError(err)
+		}
+	}
 	win := Window(src, now)
 	st, err := loadState(ctx, pool, src)
 	if err != nil {
@@ -225,8 +245,8 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	// requested redelivery whose key the ledger now holds has arrived; a
 	// fetched event whose record now has a receipt hash got its real
 	// delivery late.
-	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = 'arrived', claim_id = c.id, updated_at = now()
-		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state IN ('redelivery_requested', 'missed')
+	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = '`+StateArrived+`', claim_id = c.id, updated_at = now()
+		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state IN ('`+StateRedeliveryRequested+`', '`+StateMissed+`')
 		AND c.tenant = e.tenant AND c.source = e.scope AND c.event_id = e.event_id AND c.action = ''`, src.Tenant, src.Name); err != nil {
 		return Scan{}, claim.DBError(err)
 	}
@@ -264,26 +284,24 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	if back != nil && back.From.Before(span.From) {
 		span.From = back.From
 	}
-	sc := Scan{Source: src.Name, Trigger: trig.Kind, Actor: trig.Actor, Mode: string(mode), StartedAt: now,
-		RangeStart: &span.From, RangeEnd: &span.To, Result: ResultRunning}
-	var actor *string
-	if trig.Actor != "" {
-		actor = &trig.Actor
-	}
-	if trig.ScanID != 0 {
-		// The row made when the scan was asked for, if it is still there
-		// and still queued (a purge may have removed it).
-		err := pool.QueryRow(ctx, `UPDATE backfill_scans SET result = 'running', started_at = $4, mode = $5,
-			range_start = $6, range_end = $7 WHERE id = $1 AND tenant = $2 AND source = $3 AND result = 'queued'
-			RETURNING id`, trig.ScanID, src.Tenant, src.Name, now, string(mode), span.From, span.To).Scan(&sc.ID)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	sc.RangeStart, sc.RangeEnd = &span.From, &span.To
+	if sc.ID != 0 {
+		if _, err := pool.Exec(ctx, `UPDATE backfill_scans SET range_start = $2, range_end = $3 WHERE id = $1`,
+			sc.ID, span.From, span.To); err != nil {
 			return Scan{}, claim.DBError(err)
 		}
-	}
-	if sc.ID == 0 {
-		if err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, started_at, range_start, range_end)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, src.Tenant, src.Name, trig.Kind, actor, string(mode), now, span.From, span.To).
-			Scan(&sc.ID); err != nil {
+	} else {
+		var actor *string
+		if trig.Actor != "" {
+			actor = &trig.Actor
+		}
+		err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, result, requested_at,
+			started_at, range_start, range_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING id`,
+			src.Tenant, src.Name, trig.Kind, actor, string(mode), ResultRunning, now, span.From, span.To).Scan(&sc.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Scan{}, ErrSourceBusy
+		}
+		if err != nil {
 			return Scan{}, claim.DBError(err)
 		}
 	}
@@ -546,6 +564,16 @@ func recordedMisses(ctx context.Context, db claim.DBTX, src *ingest.Source, from
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 var errMaxPages = errors.New("max pages")
+
+// Errors of Run that run no scan.
+var (
+	// ErrNotQueued: Trigger.ScanID names no queued row of the source (it
+	// ran, was ended, or was purged).
+	ErrNotQueued = errors.New("the scan row is no longer queued")
+	// ErrSourceBusy: Run without Trigger.ScanID while a scan of the
+	// source is queued or running.
+	ErrSourceBusy = errors.New("a scan of this source is queued or running")
+)
 
 // Window is the range of creation times src's provider can list at now
 // and a scan may judge: [now − backfill.window, now − backfill.grace).

@@ -158,6 +158,14 @@ func (l *Ledger) SetPolicies(ps Policies) error {
 	return nil
 }
 
+// Configured reports whether the sources file in force names source (an
+// ingest door, a trigger source or a claim-only source): it has a policy
+// of its own, not only the default.
+func (l *Ledger) Configured(source string) bool {
+	_, ok := l.policies.Load().BySource[source]
+	return ok
+}
+
 // Policy returns the effective policy of source.
 func (l *Ledger) Policy(source string) Policy {
 	return l.policies.Load().For(source)

@@ -90,7 +90,8 @@ func (c *Console) backfillOf(ctx context.Context, sess *auth.Session, name strin
 	case backfill.ResultQueued:
 		v.Done = "Scan queued: it lists the provider's events and records the ones claimd did not receive."
 	case backfill.ResultRunning:
-		v.Done = "A scan of this source is queued or running already."
+		v.Done = "A scan of this source is queued or running already: no scan was queued for this request, and what it asked for " +
+			"(its range) was not applied. The scan below runs with its own; ask again once it has finished."
 	}
 	scans, nextScan, err := backfill.ListScans(ctx, c.cfg.Inbox.Pool(), src.Tenant, src.Name,
 		backfill.ScanQuery{Limit: consoleScans, Before: q.ScansBefore})

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -119,4 +121,131 @@ func TestConsoleBackfillScanNow(t *testing.T) {
 		require.NotContains(t, p, bfReadKey)
 	}
 	require.NotContains(t, e.logs.String(), bfReadKey)
+}
+
+// TestConsoleBackfillScanAfterOneFinished: "Scan now" and "Scan the whole
+// window" asked for as soon as the previous scan finished (its row ended,
+// River's job not completed yet) queue a new scan; while one is queued
+// the page says the ask was not queued and its range not applied; asks
+// at the same moment queue one scan.
+func TestConsoleBackfillScanAfterOneFinished(t *testing.T) {
+	t.Parallel()
+	e := setupBackfill(t)
+	b := e.browser(t)
+	tok := b.signIn(keyA)
+	count := func(sql string) int {
+		var n int
+		require.NoError(t, e.pool.QueryRow(e.ctx, sql).Scan(&n))
+		return n
+	}
+	finish := func() {
+		// The replica ran the scan; River completes its job later.
+		tag, err := e.pool.Exec(e.ctx, `UPDATE backfill_scans SET result = 'ok', started_at = now(), finished_at = now()
+			WHERE result IN ('queued', 'running')`)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+	}
+	for i, form := range []url.Values{
+		{"csrf": {tok}, "confirm": {"yes"}},
+		{"csrf": {tok}, "confirm": {"yes"}, "whole_window": {"yes"}},
+		{"csrf": {tok}, "confirm": {"yes"}},
+	} {
+		r := b.post("/ui/sources/bf/backfill", form)
+		require.Equal(t, http.StatusSeeOther, r.status, r.body)
+		require.Equal(t, "/ui/sources/bf?scan=queued#backfill", r.location(), "ask %d", i)
+		require.Equal(t, i+1, count(`SELECT count(*) FROM backfill_scans`))
+		if form.Get("whole_window") == "yes" {
+			require.Equal(t, 1, count(`SELECT count(*) FROM backfill_scans WHERE result = 'queued' AND range_start IS NOT NULL`))
+		}
+		finish()
+	}
+
+	r := b.post("/ui/sources/bf/backfill", url.Values{"csrf": {tok}, "confirm": {"yes"}})
+	require.Equal(t, "/ui/sources/bf?scan=queued#backfill", r.location())
+	r = b.post("/ui/sources/bf/backfill", url.Values{"csrf": {tok}, "confirm": {"yes"}, "whole_window": {"yes"}})
+	require.Equal(t, "/ui/sources/bf?scan=running#backfill", r.location())
+	require.Equal(t, 0, count(`SELECT count(*) FROM backfill_scans WHERE range_start IS NOT NULL AND result = 'queued'`),
+		"the whole window was not applied to the queued scan")
+	page := b.get("/ui/sources/bf?scan=running")
+	require.Contains(t, page.body, "was not applied")
+	finish()
+
+	const n = 5
+	locs := make([]string, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			req, err := http.NewRequest(http.MethodPost, e.base+"/ui/sources/bf/backfill",
+				strings.NewReader(url.Values{"csrf": {tok}, "confirm": {"yes"}}.Encode()))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range b.cookies {
+				req.AddCookie(&http.Cookie{Name: k, Value: v})
+			}
+			<-start
+			resp, err := client.Do(req)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			locs[i] = resp.Header.Get("Location")
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	queued := 0
+	for _, l := range locs {
+		require.Contains(t, []string{"/ui/sources/bf?scan=queued#backfill", "/ui/sources/bf?scan=running#backfill"}, l)
+		if l == "/ui/sources/bf?scan=queued#backfill" {
+			queued++
+		}
+	}
+	require.Equal(t, 1, queued, "one scan queued")
+	require.Equal(t, 1, count(`SELECT count(*) FROM backfill_scans WHERE result = 'queued'`))
+}
+
+// TestConsoleFormFieldsOnce: a field given twice in a console form is
+// refused 400 naming it, before anything is done (whole_window=yes&
+// whole_window=no queues nothing), on every form (sign-in too); a
+// repeated field the console does not read is refused naming none.
+func TestConsoleFormFieldsOnce(t *testing.T) {
+	t.Parallel()
+	e := setupBackfill(t)
+	b := e.browser(t)
+	tok := b.signIn(keyA)
+	for _, tc := range []struct {
+		form  url.Values
+		field string
+	}{
+		{url.Values{"csrf": {tok}, "confirm": {"yes"}, "whole_window": {"yes", "no"}}, "whole_window"},
+		{url.Values{"csrf": {tok}, "confirm": {"yes"}, "whole_window": {"no", "yes"}}, "whole_window"},
+		{url.Values{"csrf": {tok}, "confirm": {"yes", "no"}}, "confirm"},
+		{url.Values{"csrf": {tok, tok}, "confirm": {"yes"}}, "csrf"},
+		{url.Values{"csrf": {tok}, "confirm": {"yes"}, "s3cr3t_name": {"a", "b"}}, ""},
+	} {
+		r := b.post("/ui/sources/bf/backfill", tc.form)
+		require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", tc.form, r.body)
+		body := withoutToken(r.body)
+		if tc.field != "" {
+			require.Equal(t, []string{tc.field}, texts(body, "error-field"))
+			require.Equal(t, []string{"must be given at most once (form field)"}, texts(body, "error-message"))
+		}
+		require.NotContains(t, body, "s3cr3t")
+	}
+	var n int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM backfill_scans`).Scan(&n))
+	require.Zero(t, n, "nothing queued")
+
+	other := e.browser(t)
+	page := other.get("/ui/signin")
+	require.Equal(t, http.StatusOK, page.status)
+	r := other.post("/ui/signin", url.Values{"csrf": {csrf(t, page.body)}, "api_key": {keyB, keyA}})
+	require.Equal(t, http.StatusBadRequest, r.status, r.body)
+	require.Contains(t, r.body, "api_key")
+	require.NotContains(t, r.body, keyA)
 }

@@ -50,6 +50,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -187,7 +188,8 @@ type errorView struct {
 
 // fail renders err as the error page: a fixed text per code, never the
 // caller's input. Invalid and InvalidState carry the ledger's own message
-// (field names, limits, the record's state); internal errors are logged
+// (field names, limits, the record's state), and so does Malformed naming
+// a field (its fixed rule); internal errors are logged
 // and answered with the request id.
 func (c *Console) fail(ctx *fiber.Ctx, err error) error {
 	e := apperr.As(err)
@@ -220,6 +222,11 @@ func (c *Console) fail(ctx *fiber.Ctx, err error) error {
 		v.Message = "The database cannot be reached just now; retry."
 	case apperr.Malformed, apperr.TooLarge:
 		v.Message = "The form could not be read."
+		if e.Code == apperr.Malformed && e.Field != "" {
+			// A field's fixed rule (a query parameter or form field given
+			// twice, a cursor that is none), quoting nothing sent.
+			v.Message = e.Message
+		}
 	default:
 		v.Message = "Internal error; see the sidecar log for request id " + ctx.GetRespHeader(fiber.HeaderXRequestID) + "."
 	}
@@ -342,7 +349,8 @@ func checkPost(ctx *fiber.Ctx, csrf string) (url.Values, error) {
 }
 
 // readForm parses an application/x-www-form-urlencoded body (read by the
-// transport within BodyLimit).
+// transport within BodyLimit); a field given more than once is 400
+// malformed (httpquery.FormOnce), for every form.
 func readForm(ctx *fiber.Ctx) (url.Values, error) {
 	ct, _, _ := strings.Cut(ctx.Get(fiber.HeaderContentType), ";")
 	if !strings.EqualFold(strings.TrimSpace(ct), fiber.MIMEApplicationForm) {
@@ -352,8 +360,15 @@ func readForm(ctx *fiber.Ctx) (url.Values, error) {
 	if err != nil {
 		return nil, apperr.New(apperr.Malformed, "the form could not be read")
 	}
+	// Which of two values would count is nobody's guess, so neither does.
+	if err := httpquery.FormOnce(v, formFields...); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
+
+// formFields are the fields the console's forms send.
+var formFields = []string{"csrf", "api_key", "confirm", "note", "outcome", "result_ref", "whole_window"}
 
 func (c *Console) ctx(ctx *fiber.Ctx) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx.UserContext(), c.cfg.RequestTimeout)

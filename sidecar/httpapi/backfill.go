@@ -22,19 +22,28 @@ import (
 //	GET  /v1/sources/{source}/backfill/scans/{id}                      → the scan
 //	GET  /v1/sources/{source}/backfill/events?state=&limit=&before=    → {events: [...], next?}, newest first
 //
-// A source of another tenant, or none, is 404 not_found; a source without
-// backfill 409 invalid_state. A query parameter given twice, or a limit,
-// before, from or to that is not one, is 400 malformed naming it.
+// A source of another tenant, or none, is 404 not_found; a configured
+// source without backfill (an ingest door or trigger source without
+// backfill:, or a claim-only source) 409 invalid_state naming source. A
+// query parameter given twice, or a limit, before, state, from, to or
+// scan id that is not one, is 400 malformed naming it.
 
 // backfillSource is the caller's tenant's source with backfill.
 func (s *Server) backfillSource(c *fiber.Ctx) (*ingest.Source, auth.Principal, error) {
 	p, _ := c.Locals(principalKey).(auth.Principal)
-	src := s.cfg.Inbox.TriggerSource(c.Params("source"))
+	name := c.Params("source")
+	src := s.cfg.Inbox.TriggerSource(name)
+	noBackfill := &apperr.Error{Code: apperr.InvalidState, Field: "source",
+		Message: "this source has no backfill configured (backfill: in the sources file)"}
+	if src == nil && s.cfg.Ledger != nil && s.cfg.Ledger.Configured(name) {
+		// A claim-only source: no tenant of its own, no provider to list.
+		return nil, p, noBackfill
+	}
 	if src == nil || src.Tenant != p.Tenant {
 		return nil, p, apperr.New(apperr.NotFound, "no such source")
 	}
 	if src.Backfill == nil {
-		return nil, p, &apperr.Error{Code: apperr.InvalidState, Message: "this source has no backfill configuration (backfill: in the sources file)"}
+		return nil, p, noBackfill
 	}
 	return src, p, nil
 }
@@ -130,8 +139,26 @@ func (s *Server) backfillStart(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderLocation, "/v1/sources/"+url.PathEscape(src.Name)+"/backfill/scans/"+strconv.FormatInt(sc.ID, 10))
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"scan": sc, "already_running": already})
+	ans := scanStartJSON{Scan: sc, AlreadyRunning: already}
+	if already {
+		ans.Note = alreadyRunningNote
+	}
+	return c.Status(fiber.StatusAccepted).JSON(ans)
 }
+
+// scanStartJSON is the answer of POST …/backfill/scans: the scan made, or
+// with AlreadyRunning the source's scan queued or running already (its own
+// mode and range; Note says the one asked for was not made).
+type scanStartJSON struct {
+	Scan           backfill.Scan `json:"scan"`
+	AlreadyRunning bool          `json:"already_running"`
+	Note           string        `json:"note,omitempty"`
+}
+
+// alreadyRunningNote is scanStartJSON.Note of an ask that made no scan.
+const alreadyRunningNote = "a scan of this source is queued or running already: no scan was made for this request, " +
+	"and its mode and range were not applied; scan is that scan, with its own mode and range. " +
+	"Ask again once it has finished (GET its Location until finished_at is set)"
 
 // queryOne returns query parameter name ("" when absent) and whether it
 // is there; one given more than once is httpquery.Once's 400 naming it.
@@ -203,7 +230,8 @@ func (s *Server) backfillScan(c *fiber.Ctx) error {
 	notFound := apperr.New(apperr.NotFound, "no such scan of this source")
 	id, err := strconv.ParseInt(c.Params("id"), 10, 64)
 	if err != nil || id < 1 {
-		return notFound
+		return &apperr.Error{Code: apperr.Malformed, Field: "id",
+			Message: "must be a scan id (a positive 64-bit integer, the scan's id as answered)"}
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()
@@ -230,8 +258,13 @@ func (s *Server) backfillEvents(c *fiber.Ctx) error {
 		return err
 	}
 	var q backfill.EventQuery
-	if q.State, _, err = queryOne(c, "state"); err != nil {
+	var stateGiven bool
+	if q.State, stateGiven, err = queryOne(c, "state"); err != nil {
 		return err
+	}
+	if stateGiven && q.State == "" {
+		return &apperr.Error{Code: apperr.Malformed, Field: "state",
+			Message: "must not be empty: give missed, fetched, redelivery_requested, arrived or late_real, or leave state out for any"}
 	}
 	switch q.State {
 	case "", backfill.StateMissed, backfill.StateFetched, backfill.StateRedeliveryRequested, backfill.StateArrived, backfill.StateLateReal:

@@ -67,9 +67,9 @@ func (e *ingestEnv) askScan(t *testing.T, body string) (scanAnswer, ingestAnswer
 // scan's row (queued, its trigger, actor, mode and range) and its job in
 // one transaction and answers the scan at once, with its Location; asked
 // again while it is queued, the same scan answers already_running (the
-// range asked for the second time is not applied, no second row). GET
-// …/scans/{id} reads it; another tenant's scan, a missing id and a
-// malformed one are 404. A queued scan whose job is gone is ended error
+// range asked for the second time is not applied, and the answer's note
+// says so; no second row). GET …/scans/{id} reads it; another tenant's
+// scan and a missing id are 404, a malformed id 400 naming id. A queued scan whose job is gone is ended error
 // "the scan never ran", by the next scan asked for and by the
 // maintenance purge, and a new one is queued.
 func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
@@ -86,6 +86,10 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	require.Contains(t, string(firstRaw.body), `"range_start":null`)
 	require.Contains(t, string(firstRaw.body), `"range_end":null`)
 	require.Nil(t, first.Scan.FinishedAt)
+	require.Nil(t, first.Scan.StartedAt, "not started yet")
+	require.Contains(t, string(firstRaw.body), `"started_at":null`)
+	require.WithinDuration(t, time.Now(), first.Scan.RequestedAt, time.Minute)
+	require.NotContains(t, string(firstRaw.body), `"note"`)
 	require.Equal(t, strconv.FormatInt(first.Scan.ID, 10), e.scalar(t,
 		`SELECT args->>'scan_id' FROM river_job WHERE kind = 'claimd_backfill_scan' AND state = 'available'`),
 		"the job carries the scan's id")
@@ -96,10 +100,12 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.body, &got))
 	require.Equal(t, first.Scan, got)
 
-	again, _ := e.askScan(t, `{"whole_window":true}`)
+	again, againRaw := e.askScan(t, `{"whole_window":true}`)
 	require.True(t, again.AlreadyRunning)
 	require.Equal(t, first.Scan.ID, again.Scan.ID)
 	require.Nil(t, again.Scan.RangeStart, "the scan queued already, as it was asked for")
+	require.Equal(t, "report", again.Scan.Mode, "its own mode")
+	require.Contains(t, string(againRaw.body), "were not applied", "the answer says the request's range was not applied")
 	require.Equal(t, "1", e.scalar(t, `SELECT count(*)::text FROM backfill_scans`))
 	require.Equal(t, "1", e.scalar(t, `SELECT count(*)::text FROM river_job WHERE kind = 'claimd_backfill_scan'`))
 
@@ -109,13 +115,18 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 	for _, p := range []string{
 		"/v1/sources/stripe-bf/backfill/scans/" + strconv.FormatInt(otherID, 10),
 		"/v1/sources/stripe-bf/backfill/scans/" + strconv.FormatInt(otherID+1000, 10),
-		"/v1/sources/stripe-bf/backfill/scans/abc",
-		"/v1/sources/stripe-bf/backfill/scans/-1",
 		"/v1/sources/stripe-other/backfill/scans/" + strconv.FormatInt(first.Scan.ID, 10),
 	} {
 		r := e.api(t, "GET", p)
 		require.Equal(t, 404, r.status, "%s: %s", p, r.body)
 		require.Contains(t, string(r.body), "not_found")
+	}
+	for _, id := range []string{"abc", "-1", "0", "99999999999999999999", "1.5", "%20"} {
+		r := e.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans/"+id)
+		require.Equal(t, 400, r.status, "%s: %s", id, r.body)
+		require.Contains(t, string(r.body), `"field":"id"`)
+		require.NotContains(t, string(r.body), "abc")
+		require.NotContains(t, string(r.body), "99999")
 	}
 	_, err := e.pool.Exec(e.ctx, `DELETE FROM backfill_scans WHERE id = $1`, otherID)
 	require.NoError(t, err)
@@ -162,10 +173,10 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 // stopped mid-scan (its row running, its River job stuck running until
 // River's rescuer discards it) is ended error "the scan stopped" by the
 // maintenance purge once its job no longer runs, and by the next scan
-// asked for; while its job runs it is left running. A running job
-// answers only for the row it names: another running row of its source
-// (no job names it) or of another source is ended; a job that names no
-// running row answers for every running row of its source.
+// asked for; while its job runs it is left running. A running job answers
+// only for the row it names: a running row no running job names (of
+// another source, or once the job names another row) is ended. A source
+// has at most one queued or running row (the unique index).
 func TestBackfillStaleRunningScanEnded(t *testing.T) {
 	t.Parallel()
 	e := setupBackfillQueue(t)
@@ -175,12 +186,12 @@ func TestBackfillStaleRunningScanEnded(t *testing.T) {
 	_, err := e.pool.Exec(e.ctx, `UPDATE river_job SET state = 'running', attempted_at = now(), attempt = 1
 		WHERE kind = 'claimd_backfill_scan'`)
 	require.NoError(t, err)
-	_, err = e.pool.Exec(e.ctx, `UPDATE backfill_scans SET result = 'running' WHERE id = $1`, first.Scan.ID)
+	_, err = e.pool.Exec(e.ctx, `UPDATE backfill_scans SET result = 'running', started_at = now() WHERE id = $1`, first.Scan.ID)
 	require.NoError(t, err)
 	running := func(tenant, source string) int64 {
 		var id int64
-		require.NoError(t, e.pool.QueryRow(e.ctx, `INSERT INTO backfill_scans (tenant, source, trigger, mode, result)
-			VALUES ($1, $2, 'api', 'report', 'running') RETURNING id`, tenant, source).Scan(&id))
+		require.NoError(t, e.pool.QueryRow(e.ctx, `INSERT INTO backfill_scans (tenant, source, trigger, mode, result, started_at)
+			VALUES ($1, $2, 'api', 'report', 'running', now()) RETURNING id`, tenant, source).Scan(&id))
 		return id
 	}
 	resultOf := func(id int64) string {
@@ -188,31 +199,24 @@ func TestBackfillStaleRunningScanEnded(t *testing.T) {
 			FROM backfill_scans WHERE id = $1`, id)
 	}
 	const stopped = "error:the scan stopped: claimd stopped or the job was lost:true"
-	unnamed, other := running("acme", "stripe-bf"), running("other", "stripe-other")
+	other := running("other", "stripe-other")
+	_, err = e.pool.Exec(e.ctx, `INSERT INTO backfill_scans (tenant, source, trigger, mode, result)
+		VALUES ('acme', 'stripe-bf', 'api', 'report', 'queued')`)
+	require.Error(t, err, "a second active row of the source")
+	require.Contains(t, err.Error(), "backfill_scans_one_active_idx")
 
 	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
 	require.NoError(t, err)
 	require.Equal(t, backfill.ResultRunning+"::false", resultOf(first.Scan.ID), "its job still runs")
-	require.Equal(t, stopped, resultOf(unnamed), "the running job names another row")
 	require.Equal(t, stopped, resultOf(other), "no job of its source runs")
 
-	// A running job that names no row answers for its source's running rows.
-	_, err = e.pool.Exec(e.ctx, `UPDATE river_job SET args = args - 'scan_id' WHERE kind = 'claimd_backfill_scan'`)
-	require.NoError(t, err)
-	legacy := running("acme", "stripe-bf")
-	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
-	require.NoError(t, err)
-	require.Equal(t, backfill.ResultRunning+"::false", resultOf(first.Scan.ID))
-	require.Equal(t, backfill.ResultRunning+"::false", resultOf(legacy))
-
 	// River's rescuer discards the stuck job (one attempt): the purge
-	// ends both rows; the scan reads as ended.
+	// ends the row; the scan reads as ended.
 	_, err = e.pool.Exec(e.ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE kind = 'claimd_backfill_scan'`)
 	require.NoError(t, err)
 	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
 	require.NoError(t, err)
 	require.Equal(t, stopped, resultOf(first.Scan.ID))
-	require.Equal(t, stopped, resultOf(legacy))
 	r := e.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans/"+id)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	var got backfill.Scan
@@ -227,6 +231,17 @@ func TestBackfillStaleRunningScanEnded(t *testing.T) {
 	require.False(t, next.AlreadyRunning)
 	require.Equal(t, stopped, resultOf(again))
 	require.Equal(t, backfill.ResultQueued+"::false", resultOf(next.Scan.ID))
+
+	// A running job that names another row does not keep this one.
+	_, err = e.pool.Exec(e.ctx, `UPDATE backfill_scans SET result = 'running', started_at = now() WHERE id = $1`, next.Scan.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE river_job SET state = 'running', attempted_at = now(), attempt = 1,
+		args = jsonb_set(args, '{scan_id}', to_jsonb($1::bigint)) WHERE kind = 'claimd_backfill_scan' AND args->>'scan_id' = $2`,
+		first.Scan.ID, strconv.FormatInt(next.Scan.ID, 10))
+	require.NoError(t, err)
+	_, err = backfill.Purge(e.ctx, e.pool, time.Now().Add(-backfill.Retention))
+	require.NoError(t, err)
+	require.Equal(t, stopped, resultOf(next.Scan.ID))
 }
 
 // TestBackfillScanRangeAsked: the body of POST …/backfill/scans is

@@ -22,8 +22,8 @@ import (
 // misses, and of the provider failures' classes.
 
 // TestBackfillQueuedScanAndExplicitRange: a scan given the id of its
-// queued row runs as that row (no second row), with its range; a queued
-// row gone meanwhile (purged) is replaced by a new one. An explicit range
+// queued row runs as that row (no second row), with its range; a row no
+// longer queued (it ran, or was purged) runs nothing (ErrNotQueued). An explicit range
 // is listed whatever the cursor says, clamped to the provider's window
 // (Window), and an explicit range that does not join the cursor leaves
 // the cursor where it was.
@@ -49,17 +49,26 @@ func TestBackfillQueuedScanAndExplicitRange(t *testing.T) {
 
 	// The cursor is at the window's end now; an explicit range still
 	// lists from its own start, clamped to the window.
+	// A row no longer queued (it ran) or gone (purged) runs nothing.
+	reqs := len(b.sd.Requests())
+	for _, id := range []int64{queued, queued + 1000} {
+		_, err = b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test", ScanID: id})
+		require.ErrorIs(t, err, backfill.ErrNotQueued)
+	}
+	require.Len(t, b.sd.Requests(), reqs, "no provider call")
+	require.Equal(t, "1", b.scalar(t, `SELECT count(*)::text FROM backfill_scans WHERE source = 'stripe-bf'`))
+
 	sc, err = b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test",
-		From: b.now.Add(-1000 * time.Hour), To: b.now.Add(-10 * time.Hour), ScanID: queued + 1000})
+		From: b.now.Add(-1000 * time.Hour), To: b.now.Add(-10 * time.Hour)})
 	require.NoError(t, err)
-	require.NotEqual(t, queued+1000, sc.ID, "a missing queued row is replaced by a new one")
+	require.NotEqual(t, queued, sc.ID, "a scan without a queued row makes its own")
 	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
 	require.True(t, sc.RangeStart.Equal(win.From), "clamped to the window: %v", sc.RangeStart)
 	require.True(t, sc.RangeEnd.Equal(b.now.Add(-10*time.Hour)))
 	require.Equal(t, 1, sc.Listed, "evt_q_old only")
-	reqs := b.sd.Requests()
-	require.Equal(t, []string{itoa64(win.From.Unix())}, reqs[len(reqs)-1].Query["created[gte]"])
-	require.Equal(t, []string{itoa64(b.now.Add(-10 * time.Hour).Unix())}, reqs[len(reqs)-1].Query["created[lt]"])
+	all := b.sd.Requests()
+	require.Equal(t, []string{itoa64(win.From.Unix())}, all[len(all)-1].Query["created[gte]"])
+	require.Equal(t, []string{itoa64(b.now.Add(-10 * time.Hour).Unix())}, all[len(all)-1].Query["created[lt]"])
 	require.Equal(t, win.To.UTC().Format(time.RFC3339), b.scalar(t,
 		`SELECT to_char(scanned_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM backfill_state WHERE source = 'stripe-bf'`),
 		"an older explicit range does not move the cursor back")

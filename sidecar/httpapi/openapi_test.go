@@ -240,7 +240,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		http.StatusUnprocessableEntity, "invalid", "mode")
 	b.fails(t, call{method: "GET", path: "/v1/sources/bf/backfill/events?state=gone", key: keyA}, http.StatusUnprocessableEntity, "invalid", "state")
 	b.fails(t, call{method: "GET", path: "/v1/sources/bf/backfill/scans", key: keyB}, http.StatusNotFound, "not_found", "")
-	b.fails(t, call{method: "GET", path: "/v1/sources/hooks/backfill/scans", key: keyA}, http.StatusConflict, "invalid_state", "")
+	b.fails(t, call{method: "GET", path: "/v1/sources/hooks/backfill/scans", key: keyA}, http.StatusConflict, "invalid_state", "source")
+	b.fails(t, call{method: "GET", path: "/v1/sources/bf/backfill/scans/abc", key: keyA}, http.StatusBadRequest, "malformed", "id")
+	b.fails(t, call{method: "GET", path: "/v1/sources/bf/backfill/events?state=", key: keyA}, http.StatusBadRequest, "malformed", "state")
 
 	// won → in_progress → complete → duplicate; conflict on another payload.
 	payload := map[string]any{"amount": 100, "currency": "eur"}

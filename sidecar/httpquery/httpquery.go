@@ -5,6 +5,10 @@
 package httpquery
 
 import (
+	"net/url"
+	"slices"
+	"sort"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
@@ -25,4 +29,31 @@ func Once(args *fasthttp.Args, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// FormOnce is Once for a form body (application/x-www-form-urlencoded,
+// parsed into form): an *apperr.Error with code Malformed (400) for the
+// first field, in name order, that form holds more than once
+// (whole_window=yes&whole_window=no), nil when each is there at most once.
+// Every field is looked at, since a form's handler reads any of them; the
+// error names the field when it is one of names (the fields the form
+// reads), and otherwise names none, so nothing the caller made up is
+// repeated. It quotes no value.
+func FormOnce(form url.Values, names ...string) error {
+	keys := make([]string, 0, len(form))
+	for k, vs := range form {
+		if len(vs) > 1 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if slices.Contains(names, k) {
+			return &apperr.Error{Code: apperr.Malformed, Field: k, Message: "must be given at most once (form field)"}
+		}
+	}
+	return apperr.New(apperr.Malformed, "a form field is given more than once: give each at most once")
 }
