@@ -1,6 +1,7 @@
 package httpquery_test
 
 import (
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,37 @@ func TestOnce(t *testing.T) {
 			args.Parse(tc.query)
 			err := httpquery.Once(&args, "state", "source", "limit")
 			if tc.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *apperr.Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, apperr.Malformed, e.Code)
+			require.Equal(t, tc.field, e.Field)
+			require.NotContains(t, e.Error(), "s3cr3t")
+			require.NotContains(t, e.Message, "=")
+		})
+	}
+}
+
+func TestFormOnce(t *testing.T) {
+	for _, tc := range []struct {
+		body, field string
+		refused     bool
+	}{
+		{"confirm=yes&whole_window=yes", "", false},
+		{"", "", false},
+		{"whole_window=yes&whole_window=no", "whole_window", true},
+		{"confirm=yes&whole_%77indow=yes&whole_window=no", "whole_window", true},
+		{"csrf=a&csrf=a", "csrf", true},
+		{"confirm=yes&confirm=&whole_window=x&whole_window=y", "confirm", true}, // the first in name order
+		{"s3cr3t=a&s3cr3t=b", "", true},                                         // not a field of the form: named by none
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			form, err := url.ParseQuery(tc.body)
+			require.NoError(t, err)
+			err = httpquery.FormOnce(form, "csrf", "confirm", "whole_window")
+			if !tc.refused {
 				require.NoError(t, err)
 				return
 			}
