@@ -75,6 +75,20 @@ func (c *Console) backfillSource(sess *auth.Session, name string) *ingest.Source
 	return src
 }
 
+// configuredWithoutBackfill reports whether the sources file names name
+// for the session's tenant (an ingest door or trigger source of its
+// tenant, or a claim-only source, which names no tenant) without backfill,
+// as the API's backfill routes answer 409 for.
+func (c *Console) configuredWithoutBackfill(sess *auth.Session, name string) bool {
+	if c.cfg.Inbox == nil {
+		return false
+	}
+	if src := c.cfg.Inbox.TriggerSource(name); src != nil {
+		return src.Tenant == sess.Tenant && src.Backfill == nil
+	}
+	return c.cfg.Ledger != nil && c.cfg.Ledger.Configured(name)
+}
+
 // backfillOf reads the source page's backfill section, nil for a source
 // without backfill.
 func (c *Console) backfillOf(ctx context.Context, sess *auth.Session, name string, q backfillPage) (*backfillView, error) {
@@ -131,6 +145,10 @@ func (c *Console) backfillScan(ctx *fiber.Ctx) error {
 	}
 	src := c.backfillSource(sess, name)
 	if src == nil {
+		if c.configuredWithoutBackfill(sess, name) {
+			return &apperr.Error{Code: apperr.InvalidState, Field: "source",
+				Message: "this source has no backfill configured (backfill: in the sources file)"}
+		}
 		return apperr.New(apperr.NotFound, "no such page")
 	}
 	form := formOf(ctx)

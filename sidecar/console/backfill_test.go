@@ -37,6 +37,11 @@ sources:
     secrets: ["whsec_console_bf"]
     forward: {url: "http://n8n.invalid/webhook/bf"}
     backfill: {credentials: ["${K}"], base_url: "http://127.0.0.1:9", interval_minutes: 30}
+  nobf:
+    tenant: tenant-a
+    provider: stripe
+    secrets: ["whsec_console_bf"]
+  claim-only: {}
 `), func(string) string { return bfReadKey })
 	require.NoError(t, err)
 	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
@@ -113,10 +118,20 @@ func TestConsoleBackfillScanNow(t *testing.T) {
 	require.Contains(t, page.body, "<code>evt_only_missed</code>")
 	require.NotContains(t, page.body, "style=")
 
+	// A configured source without backfill: 409 naming source, as the API.
+	for _, name := range []string{"nobf", "claim-only"} {
+		r := b.post("/ui/sources/"+name+"/backfill", url.Values{"csrf": {tok}, "confirm": {"yes"}})
+		require.Equal(t, http.StatusConflict, r.status, "%s: %s", name, r.body)
+		require.Equal(t, []string{"source"}, texts(r.body, "error-field"))
+	}
+	require.Equal(t, http.StatusNotFound, b.post("/ui/sources/nosuch/backfill", url.Values{"csrf": {tok}, "confirm": {"yes"}}).status)
+
 	other := e.browser(t)
 	otok := other.signIn(keyB)
 	require.Equal(t, http.StatusNotFound, other.get("/ui/sources/bf").status)
 	require.Equal(t, http.StatusNotFound, other.post("/ui/sources/bf/backfill", url.Values{"csrf": {otok}, "confirm": {"yes"}}).status)
+	require.Equal(t, http.StatusNotFound, other.post("/ui/sources/nobf/backfill", url.Values{"csrf": {otok}, "confirm": {"yes"}}).status,
+		"another tenant's source")
 	for _, p := range append(b.pages, other.pages...) {
 		require.NotContains(t, p, bfReadKey)
 	}
