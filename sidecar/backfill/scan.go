@@ -179,7 +179,9 @@ func NewLister(src *ingest.Source, c *Client) (Lister, error) {
 // whose unreached part becomes the source's backlog. A provider failure ends the
 // scan with its result (credential_refused, rate_limited, error) and a
 // fixed error text, and is not an error of Run; Run's error is the
-// database's (the scan row may then say running).
+// database's (the scan row may then say running), or, running no scan,
+// ErrNotQueued (trig.ScanID names no queued row of src) or ErrSourceBusy
+// (no trig.ScanID, and a scan of src is queued or running).
 func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Scan, error) {
 	b := src.Backfill
 	if b == nil {

@@ -17,7 +17,7 @@ import (
 // Gap detection and backfill (package backfill), for the key's tenant:
 //
 //	POST /v1/sources/{source}/backfill/scans  {"mode"?, "from"?, "to"?} | {"mode"?, "whole_window": true}
-//	     → 202 {scan, already_running}, Location: …/backfill/scans/{id}
+//	     → 202 {scan, already_running, note?}, Location: …/backfill/scans/{id}
 //	GET  /v1/sources/{source}/backfill/scans?limit=&before=            → {scans: [...], next?}, newest first
 //	GET  /v1/sources/{source}/backfill/scans/{id}                      → the scan
 //	GET  /v1/sources/{source}/backfill/events?state=&limit=&before=    → {events: [...], next?}, newest first

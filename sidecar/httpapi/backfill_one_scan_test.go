@@ -122,6 +122,11 @@ func TestBackfillScanFinishedBeforeItsJob(t *testing.T) {
 	require.Equal(t, "2", e.scalar(t, `SELECT count(*)::text FROM backfill_scans`))
 	require.Equal(t, backfill.ResultQueued, e.scalar(t, `SELECT result FROM backfill_scans WHERE id = $1`, next.Scan.ID))
 
+	// A scan run without its row while one is queued runs nothing.
+	_, err := w.Scanner.Run(e.ctx, e.inbox.Source("stripe-bf"), backfill.Trigger{Kind: backfill.TriggerAPI})
+	require.ErrorIs(t, err, backfill.ErrSourceBusy)
+	require.Equal(t, "2", e.scalar(t, `SELECT count(*)::text FROM backfill_scans`))
+
 	// Its own job runs it, with its own mode.
 	require.NoError(t, w.Work(e.ctx, jobOf(next.Scan.ID)))
 	sc = e.waitScanFinished(t, "stripe-bf", next.Scan.ID)
