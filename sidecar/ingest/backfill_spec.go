@@ -278,9 +278,9 @@ func (b *BackfillSpec) compile(t verify.Type, s SourceSpec, triggerOnly bool, ge
 			return nil, fail("base_url", "must not carry user info (credentials in the URL, user:password@host): "+
 				"give the API key in backfill.credentials")
 		}
-		if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
+		if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || badPort(u) ||
 			(u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
-			return nil, fail("base_url", "must be an absolute https URL (http only to a loopback host), without query")
+			return nil, fail("base_url", "must be an absolute https URL (http only to a loopback host), without query, its port (if any) from 1 to 65535")
 		}
 		out.BaseURL = strings.TrimSuffix(b.BaseURL, "/")
 	}

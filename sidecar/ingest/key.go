@@ -46,8 +46,8 @@ func (k *KeySpec) compile() (*keyRule, error) {
 	}
 	r := &keyRule{}
 	for i, h := range k.Headers {
-		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " \t\r\n:") {
-			return nil, fmt.Errorf("key.headers[%d]: must be a header name", i)
+		if !validHeaderName(h) {
+			return nil, fmt.Errorf("key.headers[%d]: %s", i, headerNameRule)
 		}
 		r.headers = append(r.headers, h)
 	}

@@ -346,6 +346,14 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 			}
 			continue
 		}
+		if !sourceNameRe.MatchString(name) { // not quoted: a name that is not one may be anything pasted
+			return Config{}, fmt.Errorf("sources file: a source name must match %s (it is the URL path segment)", sourceNameRe)
+		}
+		if _, err := verify.ParseType(spec.Provider); err != nil {
+			// The value is not repeated: it may be a secret pasted on the wrong line.
+			return Config{}, &quietError{err: err, msg: fmt.Sprintf("sources file line %d: sources.%s.provider must be one of: %s",
+				lineOf(&root, "sources", name, "provider"), name, typeNames())}
+		}
 		src, err := spec.build(name, getenv)
 		if err != nil {
 			return Config{}, fmt.Errorf("source %q: %w", name, err)
@@ -464,7 +472,8 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	t, err := verify.ParseType(s.Provider)
 	if err != nil {
-		return nil, fmt.Errorf("provider: %w", err)
+		// The value is not repeated: it may be a secret pasted on the wrong line.
+		return nil, fmt.Errorf("provider must be one of: %s", typeNames())
 	}
 	p, _ := verify.Lookup(t)
 	secrets := make([]string, 0, len(s.Secrets))
@@ -477,6 +486,11 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	}
 	if s.Options, err = expandOptions(s.Options, getenv, "options"); err != nil {
 		return nil, err
+	}
+	if s.Options != nil {
+		if err := checkOptionHeaders(s.Options, "options", ""); err != nil {
+			return nil, err
+		}
 	}
 	v, creds, queryCreds, err := sourceVerifier(p, s, secrets)
 	if err != nil {
@@ -539,13 +553,19 @@ func (s SourceSpec) build(name string, getenv func(string) string) (*Source, err
 	if src.Forward.URL, err = expand(f.URL, getenv); err != nil {
 		return nil, fmt.Errorf("forward.url: %w", err)
 	}
-	if u, err := url.Parse(src.Forward.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("forward.url must be an absolute http(s) URL (the n8n webhook)")
+	if u, err := url.Parse(src.Forward.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || badPort(u) {
+		return nil, errors.New("forward.url must be an absolute http(s) URL (the n8n webhook), its port (if any) from 1 to 65535")
+	}
+	if err := checkForwardHeaders(f.Headers); err != nil { // names first: an expansion error names its header
+		return nil, err
 	}
 	for k, v := range f.Headers {
 		if src.Forward.Headers[k], err = expand(v, getenv); err != nil {
 			return nil, fmt.Errorf("forward.headers.%s: %w", k, err)
 		}
+	}
+	if err := checkForwardHeaders(src.Forward.Headers); err != nil { // values from ${VAR}s
+		return nil, err
 	}
 	fw := &src.Forward
 	if fw.Timeout == 0 {

@@ -19,7 +19,7 @@ func parseVolatile(ptrs []string) (volatileFields, error) {
 	for i, p := range ptrs {
 		ptr, err := strictjson.ParsePointer(p)
 		if err != nil || p == "" {
-			return nil, fmt.Errorf("volatile_fields[%d]: %q is not a JSON pointer (RFC 6901), e.g. \"/createdAt\"", i, p)
+			return nil, fmt.Errorf("volatile_fields[%d]: is not a JSON pointer (RFC 6901), e.g. \"/createdAt\"", i)
 		}
 		out = append(out, ptr)
 	}
