@@ -47,8 +47,8 @@ type backfillPage struct {
 func backfillPageOf(ctx *fiber.Ctx) (backfillPage, error) {
 	q := backfillPage{Done: ctx.Query("scan"), EventsBefore: ctx.Query("events_before")}
 	if raw := ctx.Query("scans_before"); raw != "" {
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || n < 1 {
+		n, ok := backfill.ParseScanID(raw)
+		if !ok {
 			return q, &apperr.Error{Code: apperr.Malformed, Field: "scans_before", Message: "must be a scan id (the older link's)"}
 		}
 		q.ScansBefore = n

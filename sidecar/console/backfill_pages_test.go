@@ -101,7 +101,7 @@ func TestConsoleBackfillWholeWindowAndOlder(t *testing.T) {
 	require.NotContains(t, next.body, "<code>evt_pg_19</code>")
 	require.NotContains(t, next.body, `data-testid="backfill-events-older"`)
 
-	for _, q := range []string{"scans_before=abc", "scans_before=-3", "events_before=%3Cnot-a-cursor%3E"} {
+	for _, q := range []string{"scans_before=abc", "scans_before=-3", "scans_before=%2B3", "scans_before=03", "events_before=%3Cnot-a-cursor%3E"} {
 		r := b.get("/ui/sources/bf?" + q)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", q, r.body)
 		require.NotContains(t, withoutToken(r.body), "not-a-cursor")

@@ -50,6 +50,13 @@ var funcs = template.FuncMap{
 	},
 	"recordURL": func(id string) string { return Prefix + "/claims/" + url.PathEscape(id) },
 	"sourceURL": func(source string) string { return sourceURL(source, "") },
+	// plural is one when n is 1 (or -1), else many: {{plural .N "conflict" "conflicts"}}.
+	"plural": func(n int64, one, many string) string {
+		if n == 1 || n == -1 {
+			return one
+		}
+		return many
+	},
 	"dflt": func(s, alt string) string {
 		if s == "" {
 			return alt

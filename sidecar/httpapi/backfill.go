@@ -206,10 +206,10 @@ func (s *Server) backfillScans(c *fiber.Ctx) error {
 	if raw, ok, err := queryOne(c, "before"); err != nil {
 		return err
 	} else if ok {
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || n < 1 {
+		n, ok := backfill.ParseScanID(raw)
+		if !ok {
 			return &apperr.Error{Code: apperr.Malformed, Field: "before",
-				Message: "must be a scan id (a positive integer: the next of the previous page)"}
+				Message: "must be a scan id (a positive integer in decimal, without sign or leading zero: the next of the previous page)"}
 		}
 		q.Before = n
 	}
@@ -228,10 +228,10 @@ func (s *Server) backfillScan(c *fiber.Ctx) error {
 		return err
 	}
 	notFound := apperr.New(apperr.NotFound, "no such scan of this source")
-	id, err := strconv.ParseInt(c.Params("id"), 10, 64)
-	if err != nil || id < 1 {
+	id, ok := backfill.ParseScanID(c.Params("id"))
+	if !ok {
 		return &apperr.Error{Code: apperr.Malformed, Field: "id",
-			Message: "must be a scan id (a positive 64-bit integer, the scan's id as answered)"}
+			Message: "must be a scan id (a positive 64-bit integer in decimal, without sign or leading zero, the scan's id as answered)"}
 	}
 	ctx, cancel := s.ctx(c)
 	defer cancel()

@@ -121,7 +121,7 @@ func TestBackfillScanAskedForAnswersItsID(t *testing.T) {
 		require.Equal(t, 404, r.status, "%s: %s", p, r.body)
 		require.Contains(t, string(r.body), "not_found")
 	}
-	for _, id := range []string{"abc", "-1", "0", "99999999999999999999", "1.5", "%20"} {
+	for _, id := range []string{"abc", "-1", "0", "99999999999999999999", "1.5", "%20", "+1", "%2B1", "01", "00", "1e0", "0x1"} {
 		r := e.api(t, "GET", "/v1/sources/stripe-bf/backfill/scans/"+id)
 		require.Equal(t, 400, r.status, "%s: %s", id, r.body)
 		require.Contains(t, string(r.body), `"field":"id"`)
@@ -385,6 +385,8 @@ func TestBackfillListingPages(t *testing.T) {
 		{"scans?limit=2&limit=3", "limit"},
 		{"scans?before=abc", "before"},
 		{"scans?before=0", "before"},
+		{"scans?before=%2B1", "before"},
+		{"scans?before=01", "before"},
 		{"scans?before=", "before"},
 		{"scans?before=5&before=6", "before"},
 		{"events?limit=-1", "limit"},

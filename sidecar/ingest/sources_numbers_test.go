@@ -22,6 +22,10 @@ func TestSourcesFileWholeNumbers(t *testing.T) {
 		{"a claim-only policy", "sources:\n  payments:\n    lease_seconds: 1.5\n", "line 3: sources.payments.lease_seconds must be a whole number"},
 		{"a zero fraction", "sources:\n  payments: {max_attempts: 2.0}\n", "line 2: sources.payments.max_attempts must be a whole number"},
 		{"an exponent", "sources:\n  payments: {retention_days: 3e1}\n", "sources.payments.retention_days must be a whole number"},
+		{"a whole number past the type's range", "sources:\n  payments: {max_attempts: 1e30}\n", "line 2: sources.payments.max_attempts must be a whole number (64 bits); the number written is out of range"},
+		{"infinity", "sources:\n  payments: {max_attempts: .inf}\n", "sources.payments.max_attempts must be a whole number (64 bits); the number written is out of range"},
+		{"past the range inside forward", stripe("    forward: {url: \"http://127.0.0.1:9/h\", max_attempts: -1e30}\n"),
+			"line 6: sources.stripe.forward.max_attempts must be a whole number"},
 		{"a leading dot", "sources:\n  payments: {key_retention_days: .5}\n", "sources.payments.key_retention_days must be a whole number"},
 		{"an ingest setting", stripe("    max_body_bytes: 1048576.5\n    forward: {url: \"http://127.0.0.1:9/h\"}\n"),
 			"line 6: sources.stripe.max_body_bytes must be a whole number"},
@@ -33,7 +37,7 @@ func TestSourcesFileWholeNumbers(t *testing.T) {
 		_, err := ingest.Parse([]byte(tc.file), envOf(map[string]string{"K": "rk_test_numbers"}))
 		require.Error(t, err, tc.name)
 		require.Contains(t, err.Error(), tc.want, tc.name)
-		for _, v := range []string{"1.5", "2.0", "3e1", ".5", "0.5", "7.5", "1048576.5"} {
+		for _, v := range []string{"1.5", "2.0", "3e1", ".5", "0.5", "7.5", "1048576.5", "1e30", "inf"} {
 			require.NotContains(t, err.Error(), v, "%s: the value is not echoed", tc.name)
 		}
 	}

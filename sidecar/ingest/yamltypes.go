@@ -3,6 +3,8 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"reflect"
 	"regexp"
 	"strings"
@@ -105,7 +107,7 @@ func typeMismatch(n *yaml.Node, t reflect.Type, path string) error {
 		if name == "" {
 			name = "the file"
 		}
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" && strings.Contains(typeWords(t), "whole number") {
+		if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || wholeFloatOutOfRange(n, t)) && strings.Contains(typeWords(t), "whole number") {
 			return fmt.Errorf("sources file line %d: %s must be %s; the number written is out of range", n.Line, name, typeWords(t))
 		}
 		return fmt.Errorf("sources file line %d: %s must be %s, not %s", n.Line, name, typeWords(t), nodeWords(n))
@@ -201,4 +203,38 @@ func nodeWords(n *yaml.Node) string {
 		return "text"
 	}
 	return "a YAML " + strings.TrimPrefix(n.ShortTag(), "!!")
+}
+
+// wholeFloatOutOfRange reports whether n is a YAML float that is a whole
+// number (1e30, .inf) outside the range of the integer type t: such a
+// number is out of range, not one with a fraction.
+func wholeFloatOutOfRange(n *yaml.Node, t reflect.Type) bool {
+	if n.ShortTag() != "!!float" {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return false
+	}
+	var f float64
+	if err := n.Decode(&f); err != nil || math.IsNaN(f) {
+		return false
+	}
+	if math.IsInf(f, 0) {
+		return true
+	}
+	if f != math.Trunc(f) {
+		return false
+	}
+	v, _ := new(big.Float).SetFloat64(f).Int(nil)
+	lo, hi := new(big.Int), new(big.Int)
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		hi.SetUint64(math.MaxUint64 >> (64 - t.Bits()))
+	} else {
+		hi.SetInt64(math.MaxInt64 >> (64 - t.Bits()))
+		lo.Neg(hi).Sub(lo, big.NewInt(1))
+	}
+	return v.Cmp(lo) < 0 || v.Cmp(hi) > 0
 }
