@@ -42,11 +42,12 @@ func checkDatabaseURL(s string) error {
 			return fmt.Errorf("DATABASE_URL: the scheme is written in lower case (%s://); %s", strings.ToLower(scheme), wantDatabaseURL)
 		}
 	default:
-		return fmt.Errorf("DATABASE_URL: unsupported scheme %q; %s", clip(scheme, 20), wantDatabaseURL)
+		// The scheme is not repeated: what precedes a ':' may be a password.
+		return errors.New("DATABASE_URL: unsupported scheme (claimd takes postgres:// or postgresql://); " + wantDatabaseURL)
 	}
 	switch {
 	case !strings.HasPrefix(rest, "//"):
-		return fmt.Errorf("DATABASE_URL: not a URL (%s: must be followed by //); %s", scheme, wantDatabaseURL)
+		return fmt.Errorf("DATABASE_URL: not a URL (%s: must be followed by //); %s", strings.ToLower(scheme), wantDatabaseURL)
 	case t != s:
 		return errors.New("DATABASE_URL: leading or trailing whitespace (a line break at the end of a secret file?): remove it")
 	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
@@ -244,12 +245,4 @@ func isIPv6(s string) bool {
 		}
 	}
 	return true
-}
-
-// clip shortens s to at most n bytes, marking a cut with ….
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -18,9 +18,9 @@ var databaseURLCases = []struct {
 	name, url, want, secret string
 }{
 	{"another scheme", "mysql://x:secret@y/z",
-		`DATABASE_URL: unsupported scheme "mysql"; want postgres://USER:PASSWORD@HOST:PORT/DATABASE`, "secret"},
-	{"http", "http://user:hunter2pass@db.example.com/claimd", `unsupported scheme "http"`, "hunter2pass"},
-	{"a long scheme is clipped", "averyveryverylongschemename://u:longpw77@h/db", `unsupported scheme "averyveryverylongsch…"`, "longpw77"},
+		`DATABASE_URL: unsupported scheme (claimd takes postgres:// or postgresql://); want postgres://USER:PASSWORD@HOST:PORT/DATABASE`, "secret"},
+	{"http", "http://user:hunter2pass@db.example.com/claimd", `unsupported scheme (claimd takes`, "hunter2pass"},
+	{"a scheme is not repeated", "averyveryverylongschemename://u:longpw77@h/db", `unsupported scheme (claimd takes`, "schemename"},
 	{"JDBC", "jdbc:postgresql://db.example.com:5432/claimd?user=claimd&password=jdbcpw99", "drop the jdbc: prefix", "jdbcpw99"},
 	{"one slash", "postgres:/claimd", "postgres: must be followed by //", ""},
 	{"no slash", "postgres:u:nosl4sh@h/db", "postgres: must be followed by //", "nosl4sh"},
