@@ -34,6 +34,8 @@ func TestSourcesFileErrorsQuoteNoValue(t *testing.T) {
 		{`{tenant: acme, provider: github, secrets: [s], forward: {url: "http://n8n/x", headers: {"X-A": "` + m + `\0v"}}}`, "forward.headers.X-A: the value must not contain CR, LF or NUL"},
 		{`{` + strings.Replace(tok, "options: {", `options: {header: "`+m+` hdr:", `, 1) + `}`, "options.header must be an HTTP header name"},
 		{`{` + strings.Replace(tok, `key: {id_pointers: ["/id"]}`, `key: {id_pointers: ["/id"], type_header: "`+m+`\r\nX"}`, 1) + `}`, "options.key.type_header must be an HTTP header name"},
+		{`{tenant: acme, provider: hmac, secrets: [s], options: {signature: {header: X-Sig}, signed_content: "{` + m + `}.{body}", key: {id_pointers: ["/id"]}}, ` + fwd + `}`, "options.signed_content: has an unknown placeholder"},
+		{`{tenant: acme, provider: hmac, secrets: [s], options: {signature: {header: X-Sig}, key: {id_pointers: ["` + m + `"]}}, ` + fwd + `}`, "options.key.id_pointers[0]"},
 		{`{tenant: acme, provider: hmac, secrets: [s], options: {signature: {header: "` + m + ` x"}, key: {id_pointers: ["/id"]}}, ` + fwd + `}`, "options.signature.header must be an HTTP header name"},
 	} {
 		_, err := ingest.Parse([]byte("sources:\n  x1: "+tc.spec+"\n"), envOf(nil))

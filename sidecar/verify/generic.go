@@ -304,7 +304,7 @@ func parseTemplate(s string) ([]segment, error) {
 		switch name {
 		case "body", "timestamp", "id":
 		default:
-			return nil, errorString("unknown placeholder {" + name + "} (known: {body}, {timestamp}, {id})")
+			return nil, errorString("has an unknown placeholder (known: {body}, {timestamp}, {id})") // not quoted: configuration text is not repeated
 		}
 		out = append(out, segment{ph: name})
 		s = s[i+j+1:]
@@ -364,7 +364,7 @@ func (c HMACOptions) compile(core Core) (*hmacVerifier, error) {
 	if elements {
 		for _, f := range [...]struct{ name, value string }{{"TimestampHeader", c.TimestampHeader}, {"TimestampPointer", c.TimestampPointer}} {
 			if f.value != "" {
-				return nil, &ConfigError{Type: t, Field: f.name, Reason: "must not be set with Signature.Layout elements: the timestamp is the signature header's " + c.Signature.TimestampElement + " element"}
+				return nil, &ConfigError{Type: t, Field: f.name, Reason: "must not be set with Signature.Layout elements: the timestamp is the signature header's timestamp element (Signature.TimestampElement)"}
 			}
 		}
 		if !has["timestamp"] {

@@ -172,7 +172,7 @@ func (s SignatureSpec) checkLayout(t Type, field string, elements bool) error {
 		return &ConfigError{Type: t, Field: field + ".Layout", Reason: reason}
 	}
 	if s.Prefix != "" {
-		return &ConfigError{Type: t, Field: field + ".Prefix", Reason: "does not apply to layout elements: each signature is the value of a " + s.SignatureElement + " element"}
+		return &ConfigError{Type: t, Field: field + ".Prefix", Reason: "does not apply to layout elements: each signature is the value of a signature element (SignatureElement)"}
 	}
 	if strings.TrimSpace(s.Separator) == "" || strings.Contains(s.Separator, "=") {
 		return &ConfigError{Type: t, Field: field + ".Separator", Reason: "must be visible text without '=' (the elements are key=value)"}
