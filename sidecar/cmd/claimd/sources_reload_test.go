@@ -227,12 +227,13 @@ func TestSourcesReloadRefusesEmptyCutShortAndInvalidFiles(t *testing.T) {
 		{"truncated to half", good[:len(good)/2], "source"},
 		{"cut after a key", strings.TrimSuffix(good, " review\n"), "sources.payments.lease_policy has no value"},
 		{"invalid YAML", "sources:\n  orders: {tenant: t1, provider: token\n", "sources file: yaml"},
-		{"unknown provider", strings.Replace(good, "provider: token", "provider: nope", 1), `source "orders": provider`},
+		{"unknown provider", strings.Replace(good, "provider: token", "provider: nope", 1), "sources.orders.provider must be one of"},
 	} {
 		b.write(tc.file)
 		b.hup()
 		line := b.waitMessages(msgRefused, i+1)
 		require.Contains(t, line["error"], tc.want, tc.name)
+		require.NotContains(t, line["error"], "nope", "%s: the refusal repeats no value", tc.name)
 		require.Equal(t, "error", line["level"], tc.name)
 		require.EqualValues(t, i+1, b.metric(`claimd_sources_reloads_total{result="refused"}`), tc.name)
 		require.EqualValues(t, 0, b.metric(`claimd_sources_file_applied`), tc.name)
