@@ -6,7 +6,6 @@ import (
 	"math/big"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -36,32 +35,43 @@ import (
 // key written. A source's options are walked along its provider's
 // options struct (checkOptions).
 func checkSettings(n *yaml.Node, t reflect.Type, path string) error {
-	if n == nil {
-		return nil
+	w := settingsWalk{merge: true, field: settingField, visit: func(n *yaml.Node, t reflect.Type, path string) (bool, error) {
+		if t == reflect.TypeFor[yaml.Node]() {
+			return false, nil // decoded by its setting (retry_statuses: a list or "500-599")
+		}
+		return true, checkSettingLeaf(n, t, path)
+	}}
+	return w.walk(n, t, path)
+}
+
+// settingField is settingsWalk.field for checkSettings: the type of the
+// setting key k (value v) names in the struct t, an error naming the
+// line and place of a key that names none, and a source's options walked
+// along its provider's options struct (checkOptions; nil is returned for
+// them).
+func settingField(n, k, v *yaml.Node, t reflect.Type, path string) (reflect.Type, error) {
+	fields := yamlFields(t)
+	ft, ok := fields[k.Value]
+	if !ok {
+		return nil, fmt.Errorf("sources file line %d: unknown setting %s (allowed: %s)", k.Line, under(path),
+			strings.Join(sortedKeys(fields), ", "))
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if err := checkSettings(c, t, path); err != nil {
-				return err
+	if t == reflect.TypeFor[SourceSpec]() && k.Value == "options" {
+		if ot := optionsType(n); ot != nil {
+			if err := checkOptions(v, ot, join(path, k.Value)); err != nil {
+				return nil, err
 			}
 		}
-		return nil
-	case yaml.AliasNode:
-		return checkSettings(n.Alias, t, path)
+		return nil, nil
 	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-		return nil // null leaves the zero value
-	}
-	if t == reflect.TypeFor[yaml.Node]() {
-		return nil // decoded by its setting (retry_statuses: a list or "500-599")
-	}
+	return ft, nil
+}
+
+// checkSettingLeaf refuses a boolean not written plainly and a whole
+// number out of its type's range (checkSettings); values of other types
+// pass.
+func checkSettingLeaf(n *yaml.Node, t reflect.Type, path string) error {
 	switch t.Kind() {
-	case reflect.Interface:
-		return nil
 	case reflect.Bool:
 		if n.Kind == yaml.ScalarNode && (n.Style != 0 || (n.Value != "true" && n.Value != "false")) {
 			return fmt.Errorf("sources file line %d: %s must be true or false, written plainly "+
@@ -71,60 +81,6 @@ func checkSettings(n *yaml.Node, t reflect.Type, path string) error {
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		if n.Kind == yaml.ScalarNode && n.Style == 0 {
 			return checkRange(n, t, path)
-		}
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return nil // typeMismatch names the type
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.ShortTag() == "!!merge" {
-				if err := checkSettings(v, t, path); err != nil {
-					return err
-				}
-				continue
-			}
-			ft, ok := fields[k.Value]
-			if !ok {
-				return fmt.Errorf("sources file line %d: unknown setting %s (allowed: %s)", k.Line, under(path),
-					strings.Join(sortedKeys(fields), ", "))
-			}
-			if t == reflect.TypeFor[SourceSpec]() && k.Value == "options" {
-				if ot := optionsType(n); ot != nil {
-					if err := checkOptions(v, ot, join(path, k.Value)); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if err := checkSettings(v, ft, join(path, k.Value)); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].ShortTag() == "!!merge" {
-				if err := checkSettings(n.Content[i+1], t, path); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := checkSettings(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			return nil
-		}
-		for i, c := range n.Content {
-			if err := checkSettings(c, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -201,55 +157,21 @@ func optionsType(n *yaml.Node) reflect.Type {
 // option is refused by line and place, never quoted, and a boolean or
 // whole-number option as checkSettings refuses one.
 func checkOptions(n *yaml.Node, t reflect.Type, path string) error {
-	if n == nil {
-		return nil
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if n.Kind == yaml.AliasNode {
-		return checkOptions(n.Alias, t, path)
-	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-		return nil
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return nil // DecodeOptions names the type
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
+	w := settingsWalk{
+		visit: func(n *yaml.Node, t reflect.Type, path string) (bool, error) {
+			if isContainer(t) {
+				return true, nil
+			}
+			return false, checkSettingLeaf(n, t, path)
+		},
+		field: func(_, k, _ *yaml.Node, t reflect.Type, path string) (reflect.Type, error) {
 			ft := verify.OptionField(t, k.Value)
 			if ft == nil {
-				return fmt.Errorf("sources file line %d: unknown option under %s (allowed: %s)", k.Line, path,
+				return nil, fmt.Errorf("sources file line %d: unknown option under %s (allowed: %s)", k.Line, path,
 					strings.Join(verify.OptionNames(t), ", "))
 			}
-			if err := checkOptions(v, ft, join(path, k.Value)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkOptions(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			return nil
-		}
-		for i, c := range n.Content {
-			if err := checkOptions(c, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		return nil
+			return ft, nil
+		},
 	}
-	return checkSettings(n, t, path)
+	return w.walk(n, t, path)
 }

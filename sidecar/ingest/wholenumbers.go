@@ -3,7 +3,6 @@ package ingest
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -18,64 +17,17 @@ import (
 // become 0 (on demand only). The error names the line and the setting,
 // never the value written.
 func checkWholeNumbers(n *yaml.Node, t reflect.Type, path string) error {
-	if n == nil {
-		return nil
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if n.Kind == yaml.DocumentNode {
-		for _, c := range n.Content {
-			if err := checkWholeNumbers(c, t, path); err != nil {
-				return err
+	w := settingsWalk{field: knownField, visit: func(n *yaml.Node, t reflect.Type, path string) (bool, error) {
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+				return false, fmt.Errorf("sources file line %d: %s must be a whole number", n.Line, path)
 			}
 		}
-		return nil
-	}
-	if n.Kind == yaml.AliasNode {
-		return checkWholeNumbers(n.Alias, t, path)
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-			return fmt.Errorf("sources file line %d: %s must be a whole number", n.Line, path)
-		}
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			ft, ok := fields[k.Value]
-			if !ok {
-				continue // unknown keys are the decoder's to refuse
-			}
-			if err := checkWholeNumbers(v, ft, join(path, k.Value)); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkWholeNumbers(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			return nil
-		}
-		for i, c := range n.Content {
-			if err := checkWholeNumbers(c, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		return true, nil
+	}}
+	return w.walk(n, t, path)
 }
 
 // yamlFields maps the yaml names of t's fields (inline structs' too) to

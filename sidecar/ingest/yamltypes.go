@@ -79,85 +79,44 @@ func withoutValue(line string) string {
 // the path and the type the setting takes, never the value written. nil
 // when every value decodes.
 func typeMismatch(n *yaml.Node, t reflect.Type, path string) error {
-	if n == nil {
-		return nil
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if err := typeMismatch(c, t, path); err != nil {
-				return err
+	w := settingsWalk{field: knownField, visit: func(n *yaml.Node, t reflect.Type, path string) (bool, error) {
+		if t.Kind() == reflect.Interface {
+			return false, nil // any value (options: checked by the provider)
+		}
+		wrong := func() error {
+			name := path
+			if name == "" {
+				name = "the file"
 			}
-		}
-		return nil
-	case yaml.AliasNode:
-		return typeMismatch(n.Alias, t, path)
-	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-		return nil // null leaves the zero value
-	}
-	if t.Kind() == reflect.Interface {
-		return nil // any value (options: checked by the provider)
-	}
-	wrong := func() error {
-		name := path
-		if name == "" {
-			name = "the file"
-		}
-		if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || wholeFloatOutOfRange(n, t)) && strings.Contains(typeWords(t), "whole number") {
-			return fmt.Errorf("sources file line %d: %s must be %s; the number written is out of range", n.Line, name, typeWords(t))
-		}
-		return fmt.Errorf("sources file line %d: %s must be %s, not %s", n.Line, name, typeWords(t), nodeWords(n))
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return wrong()
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if ft, ok := fields[k.Value]; ok {
-				if err := typeMismatch(v, ft, join(path, k.Value)); err != nil {
-					return err
-				}
+			if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || wholeFloatOutOfRange(n, t)) && strings.Contains(typeWords(t), "whole number") {
+				return fmt.Errorf("sources file line %d: %s must be %s; the number written is out of range", n.Line, name, typeWords(t))
 			}
+			return fmt.Errorf("sources file line %d: %s must be %s, not %s", n.Line, name, typeWords(t), nodeWords(n))
 		}
-		return nil
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return wrong()
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := typeMismatch(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
-				return err
+		switch t.Kind() {
+		case reflect.Struct, reflect.Map:
+			if n.Kind != yaml.MappingNode {
+				return false, wrong()
 			}
-		}
-		return nil
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			return wrong()
-		}
-		for i, c := range n.Content {
-			if err := typeMismatch(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+			return true, nil
+		case reflect.Slice, reflect.Array:
+			if n.Kind != yaml.SequenceNode {
+				return false, wrong()
 			}
+			return true, nil
 		}
-		return nil
-	}
-	if n.Kind != yaml.ScalarNode {
-		return wrong()
-	}
-	// A scalar setting: it is wrong exactly when yaml.v3 cannot decode it
-	// into the setting's type (a word into a number, a number out of
-	// range, "maybe" into true or false).
-	if n.Decode(reflect.New(t).Interface()) != nil {
-		return wrong()
-	}
-	return nil
+		if n.Kind != yaml.ScalarNode {
+			return false, wrong()
+		}
+		// A scalar setting: it is wrong exactly when yaml.v3 cannot decode
+		// it into the setting's type (a word into a number, a number out
+		// of range, "maybe" into true or false).
+		if n.Decode(reflect.New(t).Interface()) != nil {
+			return false, wrong()
+		}
+		return false, nil
+	}}
+	return w.walk(n, t, path)
 }
 
 // typeWords says what a setting of type t takes.
