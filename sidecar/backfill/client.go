@@ -2,20 +2,16 @@ package backfill
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/netfail"
 )
 
 // Client makes a scan's calls to a provider's API: one doJSON for all,
@@ -301,24 +297,24 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // Transport failure classes: the code_class of
 // claimd_backfill_provider_requests_total for a call that got no HTTP
-// answer, and TransportError.Class.
+// answer, and TransportError.Class (netfail's classes).
 const (
 	// ClassTimeout: no answer in time (the client's 30 s timeout, or
 	// the connection's deadline).
-	ClassTimeout = "timeout"
+	ClassTimeout = netfail.Timeout
 	// ClassUnreachable: the connection was refused or reset, or the host
 	// or network is unreachable.
-	ClassUnreachable = "unreachable"
+	ClassUnreachable = netfail.Unreachable
 	// ClassDNS: the API's host name did not resolve.
-	ClassDNS = "dns"
+	ClassDNS = netfail.DNS
 	// ClassTLS: the TLS handshake failed (an untrusted or mismatched
 	// certificate, a server that does not speak TLS).
-	ClassTLS = "tls"
+	ClassTLS = netfail.TLS
 	// ClassUnreadable: an answer came and could not be read (cut short,
 	// not HTTP).
-	ClassUnreadable = "unreadable"
+	ClassUnreadable = netfail.Unreadable
 	// ClassError: any other transport failure.
-	ClassError = "error"
+	ClassError = netfail.Other
 )
 
 // TransportError is a call that got no readable HTTP answer: its class
@@ -347,29 +343,19 @@ type failure struct {
 	retry       bool
 }
 
-// classify sorts a transport error into its class.
+// failureTexts are the fixed texts of the transport failure classes.
+var failureTexts = map[string]string{
+	ClassDNS:         "the provider's API host name could not be resolved (DNS)",
+	ClassTLS:         "the TLS handshake with the provider's API failed (its certificate was not trusted or it does not speak TLS)",
+	ClassTimeout:     "the provider's API did not answer in time",
+	ClassUnreachable: "the provider's API refused the connection or could not be reached",
+	ClassUnreadable:  "the provider's answer could not be read",
+	ClassError:       "the provider's API could not be reached",
+}
+
+// classify sorts a transport error into its class (netfail.Classify)
+// with its fixed text.
 func classify(err error) failure {
-	var dnsErr *net.DNSError
-	var recErr tls.RecordHeaderError
-	var verErr *tls.CertificateVerificationError
-	var alert tls.AlertError
-	var unknownCA x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var ne net.Error
-	switch {
-	case errors.As(err, &dnsErr):
-		return failure{ClassDNS, "the provider's API host name could not be resolved (DNS)", dnsErr.IsTimeout || dnsErr.IsTemporary}
-	case errors.As(err, &recErr), errors.As(err, &verErr), errors.As(err, &alert), errors.As(err, &unknownCA),
-		errors.As(err, &hostErr), errors.As(err, &invalid), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return failure{ClassTLS, "the TLS handshake with the provider's API failed (its certificate was not trusted or it does not speak TLS)", false}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return failure{ClassTimeout, "the provider's API did not answer in time", true}
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH),
-		errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.ECONNABORTED):
-		return failure{ClassUnreachable, "the provider's API refused the connection or could not be reached", true}
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(err.Error(), "malformed HTTP"):
-		return failure{ClassUnreadable, "the provider's answer could not be read", true}
-	}
-	return failure{ClassError, "the provider's API could not be reached", true}
+	class, retry := netfail.Classify(err)
+	return failure{class: class, text: failureTexts[class], retry: retry}
 }
