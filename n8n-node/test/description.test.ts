@@ -104,6 +104,7 @@ describe('node description', () => {
 			['fail', { errorMessage: 'boom' }, 'POST', '/v1/claims/fail/batch'],
 			['getMany', {}, 'GET', '/v1/claims/list'],
 			['lookup', {}, 'GET', '/v1/claims/c1'],
+			['reconcileAnswer', {}, 'POST', '/v1/claims/c1/reconcile'],
 			['resolve', { note: 'checked' }, 'POST', '/v1/claims/c1/resolve'],
 		];
 		it.each(cases)('%s', async (operation, overrides, method, path) => {
@@ -111,6 +112,7 @@ describe('node description', () => {
 			// Stand-ins for the default expressions that read $json.idempotency.
 			if (params.claimId !== undefined) params.claimId = 'c1';
 			if (params.claimToken !== undefined) params.claimToken = 't1';
+			if (params.reconcileToken !== undefined) params.reconcileToken = 'r1';
 			if (params.leaseUntil !== undefined) params.leaseUntil = '2030-01-01T00:00:00Z';
 			const items = [{ json: { body: { id: 'evt_1' } } }];
 			const ctx = createContext({ items, params });
@@ -168,6 +170,7 @@ describe('subtitle', () => {
 		);
 		expect(subtitle({ operation: 'lookup' })).toBe('Lookup');
 		expect(subtitle({ operation: 'resolve' })).toBe('Resolve');
+		expect(subtitle({ operation: 'reconcileAnswer' })).toBe('Answer Reconcile');
 	});
 });
 

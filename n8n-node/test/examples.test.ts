@@ -15,6 +15,7 @@ const dir = join(__dirname, '..', 'examples');
 const TYPE = 'n8n-nodes-idempotent-claim.idempotentClaim';
 
 interface Workflow {
+	id: string;
 	nodes: INode[];
 	connections: Record<string, { main: Array<Array<{ node: string }>> }>;
 }
@@ -81,5 +82,84 @@ describe('example workflows', () => {
 			retryKind: 'unknown',
 		});
 		expect(wf.connections[trigger?.name ?? '']?.main[0][0].node).toBe(fail?.name);
+	});
+
+	describe('reconcile-by-key.json, a reconciler workflow', () => {
+		const example = examples.find(({ file }) => file === 'reconcile-by-key.json');
+		const wf = (example as { wf: Workflow }).wf;
+		const byName = (name: string): INode => {
+			const node = wf.nodes.find((n) => n.name === name);
+			if (node === undefined) throw new Error(`no node ${name}`);
+			return node;
+		};
+		const next = (name: string, output: number): string[] =>
+			(wf.connections[name]?.main[output] ?? []).map((target) => target.node);
+		const answer = (name: string) => byName(name).parameters;
+
+		it("receives claimd's reconcile request on an authenticated POST webhook that answers with the last node's JSON", () => {
+			expect(example).toBeDefined();
+			expect(wf.id).toHaveLength(16);
+			const webhook = byName('Reconcile Webhook');
+			expect(webhook.type).toBe('n8n-nodes-base.webhook');
+			expect(webhook.parameters).toMatchObject({
+				httpMethod: 'POST',
+				path: 'idempotent-claim-reconciler',
+				authentication: 'headerAuth',
+				responseMode: 'lastNode',
+				responseData: 'firstEntryJson',
+			});
+			expect(webhook.credentials?.httpHeaderAuth?.id).toBe('__RECONCILER_CREDENTIAL_ID__');
+			expect(
+				wf.nodes.some(
+					(node) => node.type === 'n8n-nodes-base.webhook' && node.parameters.httpMethod === 'GET',
+				),
+			).toBe(true);
+		});
+
+		it('searches the destination (a placeholder URL) by the idempotency key of the request', () => {
+			expect(next('Reconcile Webhook', 0)).toEqual(['Search Destination']);
+			const search = byName('Search Destination');
+			expect(search.type).toBe('n8n-nodes-base.httpRequest');
+			expect(search.onError).toBe('continueErrorOutput');
+			expect(search.parameters).toMatchObject({
+				method: 'GET',
+				url: '__DESTINATION_URL__/payments',
+				sendQuery: true,
+				queryParameters: {
+					parameters: [{ name: 'idempotency_key', value: '={{ $json.body.idempotency_key }}' }],
+				},
+			});
+		});
+
+		it('answers done with the id found, not done when none is found, still unknown when the search fails', () => {
+			expect(next('Search Destination', 0)).toEqual(['Found?']);
+			expect(next('Search Destination', 1)).toEqual(['Answer Still Unknown']);
+			expect(next('Found?', 0)).toEqual(['Answer Done']);
+			expect(next('Found?', 1)).toEqual(['Answer Not Done']);
+			expect(answer('Answer Done')).toMatchObject({
+				operation: 'reconcileAnswer',
+				verdict: 'done',
+				resultRef: '={{ $json.data[0].id }}',
+			});
+			expect(answer('Answer Not Done')).toMatchObject({
+				operation: 'reconcileAnswer',
+				verdict: 'not_done',
+			});
+			expect(answer('Answer Still Unknown')).toMatchObject({
+				operation: 'reconcileAnswer',
+				verdict: 'still_unknown',
+			});
+			for (const name of ['Answer Done', 'Answer Not Done', 'Answer Still Unknown']) {
+				// After the search the item is the destination's answer: the
+				// request is read from the webhook node.
+				expect(answer(name), name).toMatchObject({
+					claimId: "={{ $('Reconcile Webhook').first().json.body.claim_id }}",
+					reconcileToken: "={{ $('Reconcile Webhook').first().json.body.reconcile_token }}",
+				});
+				expect(byName(name).credentials?.idempotentClaimApi?.id, name).toBe('__CREDENTIAL_ID__');
+				// Each answer is the last node of its path: the webhook's answer.
+				expect(wf.connections[name], name).toBeUndefined();
+			}
+		});
 	});
 });

@@ -324,6 +324,7 @@ const OPERATIONS: Array<[string, INodeParameters]> = [
 	['extendLease', { operation: 'extendLease' }],
 	['lookup', { operation: 'lookup' }],
 	['resolve', { operation: 'resolve', resolveOutcome: 'completed', note: 'checked' }],
+	['reconcileAnswer', { operation: 'reconcileAnswer', verdict: 'not_done' }],
 	['fail all claims of an execution', { operation: 'fail', claimsToFail: 'execution' }],
 	['getMany by execution', { operation: 'getMany', getManyBy: 'execution' }],
 ];

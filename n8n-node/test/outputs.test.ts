@@ -120,7 +120,14 @@ describe('versions', () => {
 		expect(outputNames({ operation: 'claim', separateConflictOutputs: false }, 2)).toEqual([
 			...CLAIM_V2_OUTPUT_NAMES,
 		]);
-		for (const operation of ['complete', 'fail', 'extendLease', 'lookup', 'resolve']) {
+		for (const operation of [
+			'complete',
+			'fail',
+			'extendLease',
+			'lookup',
+			'resolve',
+			'reconcileAnswer',
+		]) {
 			expect(outputNames({ operation }, 2)).toHaveLength(1);
 			expect(outputLayout(operation, true, 2).count).toBe(1);
 		}

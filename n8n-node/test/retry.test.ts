@@ -161,7 +161,7 @@ describe('Claim retries', () => {
 });
 
 describe('retry settings', () => {
-	it('are shown with Claim, Complete and Fail, on by default; Complete and Fail keep trying until the lease end', () => {
+	it('are shown with Claim, Complete, Fail and Answer Reconcile, on by default; Complete and Fail keep trying until the lease end', () => {
 		const { properties } = new IdempotentClaim().description;
 		const named = (name: string) => properties.filter((property) => property.name === name);
 		const shownFor = (name: string) =>
@@ -176,11 +176,16 @@ describe('retry settings', () => {
 			['complete'],
 			['fail', 'token'],
 			['fail', 'execution'],
+			['reconcileAnswer'],
 		]);
 		for (const property of named('retrySidecarCalls')) {
 			expect(property).toMatchObject({ type: 'boolean', default: true });
 		}
-		expect(shownFor('sidecarMaxTries')).toEqual([['claim'], ['fail', 'execution']]);
+		expect(shownFor('sidecarMaxTries')).toEqual([
+			['claim'],
+			['fail', 'execution'],
+			['reconcileAnswer'],
+		]);
 		expect(named('sidecarMaxTries')[0].default).toBe(3);
 		expect(named('sidecarWaitBetweenTries')[0].default).toBe(500);
 		expect(shownFor('keepTryingUntil')).toEqual([['complete'], ['fail', 'token']]);

@@ -12,7 +12,7 @@ import { router } from './actions/router';
 
 /** Operation names as the subtitle shows them: "Claim: stripe", "Extend Lease", "Get Many". */
 const SUBTITLE =
-	'={{ ({"claim": "Claim: " + $parameter["source"], "complete": "Complete", "extendLease": "Extend Lease", "fail": $parameter["claimsToFail"] === "execution" ? "Fail All Claims of an Execution" : "Fail", "getMany": "Get Many", "lookup": "Lookup", "resolve": "Resolve"})[$parameter["operation"] || "claim"] }}';
+	'={{ ({"claim": "Claim: " + $parameter["source"], "complete": "Complete", "extendLease": "Extend Lease", "fail": $parameter["claimsToFail"] === "execution" ? "Fail All Claims of an Execution" : "Fail", "getMany": "Get Many", "lookup": "Lookup", "reconcileAnswer": "Answer Reconcile", "resolve": "Resolve"})[$parameter["operation"] || "claim"] }}';
 
 export class IdempotentClaim implements INodeType {
 	description: INodeTypeDescription = {

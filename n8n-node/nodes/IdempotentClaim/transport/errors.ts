@@ -15,6 +15,8 @@ export interface ErrorContext {
 	request?: string;
 	/** What claimd's not_found means for this request, instead of "Claim not found". */
 	notFound?: { message: string; description?: string };
+	/** What claimd's invalid_state means for this request, instead of the general message. */
+	invalidState?: { message: string; description?: string };
 }
 
 /** Node.js socket codes meaning the request never reached the sidecar. */
@@ -63,6 +65,8 @@ const STATUS_BY_CODE: Record<string, number> = {
 	not_found: 404,
 	lease_lost: 409,
 	invalid_state: 409,
+	// An answer to a reconcile call that is no longer the one in flight.
+	reconcile_token_stale: 409,
 	// body_too_large since the edge hardening; too_large from earlier sidecars.
 	body_too_large: 413,
 	too_large: 413,
@@ -101,6 +105,9 @@ const FIELD_LABELS: Record<string, string> = {
 	state: 'State',
 	limit: 'Limit',
 	cursor: 'Cursor (next page)',
+	reconciler: 'Reconciler',
+	reconcile_token: 'Reconcile Token',
+	verdict: 'Verdict',
 };
 
 interface Extracted {
@@ -239,6 +246,7 @@ function messagesFor(
 	body: SidecarErrorBody | undefined,
 	status: number | undefined,
 	notFound?: ErrorContext['notFound'],
+	invalidState?: ErrorContext['invalidState'],
 ): { message: string; description?: string } {
 	const detail = body?.message;
 	switch (code) {
@@ -259,9 +267,20 @@ function messagesFor(
 				? invalidField(body.field, detail)
 				: { message: `Invalid request: ${detail ?? 'rejected by the sidecar'}` };
 		case 'invalid_state':
+			if (invalidState !== undefined) {
+				return {
+					message: invalidState.message,
+					description: `${detail ? `${detail}. ` : ''}${invalidState.description ?? ''}`.trim(),
+				};
+			}
 			return {
 				message: 'The claim is not in a state that allows this operation',
 				description: detail,
+			};
+		case 'reconcile_token_stale':
+			return {
+				message: 'Reconcile token stale: this reconcile call is no longer the one claimd waits for',
+				description: `${detail ? `${detail}. ` : ''}The call was answered or failed already, or its answer_by passed (claimd counts it as a failed call and asks again after a backoff, with a new token), or a later call was made. The answer was not applied; the next call of claimd's reconcile brings the token to answer with.`,
 			};
 		case 'lease_lost':
 			return {
@@ -497,7 +516,7 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 			ctx.itemIndex,
 		);
 	}
-	const parts = messagesFor(code, found.body, found.status, ctx.notFound);
+	const parts = messagesFor(code, found.body, found.status, ctx.notFound, ctx.invalidState);
 	if (ctx.tries !== undefined && ctx.tries > 1) {
 		parts.description = `${parts.description ? `${parts.description} ` : ''}Sent ${ctx.tries} times.`;
 	}

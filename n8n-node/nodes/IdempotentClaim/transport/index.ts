@@ -87,6 +87,8 @@ export interface SidecarRequest {
 	retry?: RetryPolicy;
 	/** What the sidecar's not_found means for this request; default "Claim not found". */
 	notFound?: ErrorContext['notFound'];
+	/** What the sidecar's invalid_state means for this request; default a general message. */
+	invalidState?: ErrorContext['invalidState'];
 }
 
 /** The sidecar's address and the credential that authenticates requests to it. */
@@ -321,6 +323,7 @@ export async function sidecarRequest<T>(
 					tries: sent,
 					request: `${request.method} ${request.path}`,
 					notFound: request.notFound,
+					invalidState: request.invalidState,
 				};
 				const final: NodeApiError | NodeOperationError = loading
 					? credentialError(this.getNode(), error, ctx)

@@ -30,6 +30,11 @@ export interface ClaimRequest extends IDataObject {
 	lease_seconds?: number;
 	/** What the sidecar does when the lease ends without complete or fail; absent: the source's policy. */
 	lease_policy?: 'review' | 'reclaim';
+	/**
+	 * Name of a reconciler of claimd's sources file that settles the claim
+	 * when its outcome becomes unknown; absent: the source's reconciler.
+	 */
+	reconciler?: string;
 	object_id?: string;
 	object_version?: number;
 	execution_id?: string;

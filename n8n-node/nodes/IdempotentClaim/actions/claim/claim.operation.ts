@@ -226,6 +226,15 @@ export const description: INodeProperties[] = [
 				description: 'Version of the object in this event (whole number), used with Object ID',
 			},
 			{
+				displayName: 'Reconciler',
+				name: 'reconciler',
+				type: 'string',
+				default: '',
+				placeholder: 'e.g. crm',
+				description:
+					"Name of a reconciler in claimd's sources file (reconcilers:) that claimd calls when this claim's outcome becomes unknown: a workflow that looks at the destination and answers done, not done or still unknown (operation Answer Reconcile). Empty: the reconciler the source names in the sources file, if it names one. A name the sources file does not configure is refused. A name, never a URL: claimd calls only the reconcilers its sources file configures.",
+			},
+			{
 				displayName: 'Shadow Mode (Observe Only)',
 				name: 'shadow',
 				type: 'boolean',
@@ -404,6 +413,8 @@ function buildClaim(
 		if (wait > 0) claim.wait_seconds = wait;
 	}
 	if (options.shadow === true) claim.shadow = true;
+	const reconciler = optionalText(options.reconciler);
+	if (reconciler !== undefined) claim.reconciler = reconciler.trim();
 
 	if (executionId) claim.execution_id = executionId;
 	// n8n's execution mode: a copy claimed in retry or manual mode is told

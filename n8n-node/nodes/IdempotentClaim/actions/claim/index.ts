@@ -7,6 +7,7 @@ import * as extendLease from './extendLease.operation';
 import * as fail from './fail.operation';
 import * as getMany from './getMany.operation';
 import * as lookup from './lookup.operation';
+import * as reconcileAnswer from './reconcileAnswer.operation';
 import * as resolve from './resolve.operation';
 
 /** Every operation of the node by its `operation` parameter value. */
@@ -17,6 +18,7 @@ export const operations: Record<string, Operation> = {
 	fail,
 	getMany,
 	lookup,
+	reconcileAnswer,
 	resolve,
 };
 
@@ -27,6 +29,13 @@ export const operationProperty: INodeProperties = {
 	noDataExpression: true,
 	default: 'claim',
 	options: [
+		{
+			name: 'Answer Reconcile',
+			value: 'reconcileAnswer',
+			action: 'Answer a reconcile call',
+			description:
+				"In a reconciler workflow (Webhook node receiving claimd's reconcile request): tell claimd whether the effect of an unknown claim is at the destination: done, not done, or still unknown",
+		},
 		{
 			name: 'Claim',
 			value: 'claim',
@@ -85,5 +94,6 @@ export const properties: INodeProperties[] = [
 	...fail.description,
 	...getMany.description,
 	...lookup.description,
+	...reconcileAnswer.description,
 	...resolve.description,
 ];
