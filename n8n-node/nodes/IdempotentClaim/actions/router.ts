@@ -1,6 +1,5 @@
 import type {
 	IExecuteFunctions,
-	INode,
 	INodeExecutionData,
 	NodeApiError,
 	NodeOperationError,
@@ -8,27 +7,22 @@ import type {
 import { NodeOperationError as OperationError } from 'n8n-workflow';
 
 import { nodeParameter, runNode } from '../helpers/parameters';
+import { runsAsTool } from '../helpers/toolKey';
 import { operations } from './claim';
 import { toNodeError } from './common';
 import { claimSeparatesOutcomes, outputLayout, type OutputLayout } from './outputs';
 import type { ItemResult } from './types';
 
-/**
- * Whether the node runs as an AI agent's tool. n8n offers a node marked
- * usableAsTool to agents as a second node type, named after it with "Tool"
- * appended (idempotentClaimTool), whose only output is the tool connection;
- * it then runs this same execute() and hands the agent the JSON of the
- * items of the FIRST output only (nodes-as-tools in n8n-core: result[0]).
- * Claim's outcomes other than won leave by other outputs, so an agent would
- * get nothing for a duplicate, a conflict or a claim in progress, and could
- * not tell them from "no answer". Run as a tool, every item therefore goes
- * to output 0, and the agent reads the outcome from idempotency.outcome
- * (only "won" lets it perform the action, then Complete it). A failed item
- * stops the run, and n8n hands the agent its error message.
+/*
+ * Run as an AI agent's tool (runsAsTool), every item goes to output 0, the
+ * only one n8n hands the agent: Claim's outcomes other than won leave by
+ * other outputs, so an agent would get nothing for a duplicate, a conflict
+ * or a claim in progress, and could not tell them from "no answer". The
+ * agent reads the outcome from idempotency.outcome (only "won" lets it
+ * perform the action, then Complete it) and idempotency.message. A failed
+ * item stops the run, and n8n hands the agent its error message.
  */
-export function runsAsTool(node: INode): boolean {
-	return /(^|\.)idempotentClaimTool$/.test(node.type);
-}
+export { runsAsTool };
 
 /** " [item N]", as n8n names an item in its own messages (e.g. the Edit Fields node). */
 function itemSuffix(itemIndex: number): string {

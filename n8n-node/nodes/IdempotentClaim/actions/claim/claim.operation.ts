@@ -8,6 +8,7 @@ import type {
 import { FieldError, parseFieldList, pickFields } from '../../helpers/fields';
 import { claimSidecar, withIdempotency } from '../../helpers/idempotency';
 import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity';
+import { TOOL_CALL_KEY_MODE, runsAsTool, toolMessage } from '../../helpers/toolKey';
 import { nodeParameter, runNode } from '../../helpers/parameters';
 import { sidecarRequest } from '../../transport';
 import type { ClaimRequest, ClaimResult } from '../../transport/types';
@@ -26,6 +27,7 @@ import {
 } from '../common';
 import { claimOutputIndex, claimSeparatesOutcomes } from '../outputs';
 import type { ItemResult } from '../types';
+import { checkToolKeyParameters, toolCallKey, toolKeyProperties } from './toolCall';
 
 const show: ShowWhen = { operation: ['claim'] };
 
@@ -70,9 +72,16 @@ export const description: INodeProperties[] = [
 				description:
 					'SHA-256 of the canonical JSON of chosen item fields, computed by the sidecar. Last resort; keeps personal data out of the key.',
 			},
+			{
+				name: 'Derived From the Tool Call (AI Agent Tool)',
+				value: TOOL_CALL_KEY_MODE,
+				description:
+					"Only when an AI agent calls this node as a tool: the node derives the event ID from the execution (or chat session), this node and the tool's arguments, so the agent cannot choose or change the key",
+			},
 		],
 		displayOptions: { show },
 	},
+	...toolKeyProperties,
 	{
 		displayName: 'Event ID',
 		name: 'eventId',
@@ -165,7 +174,7 @@ export const description: INodeProperties[] = [
 				description: 'No conflict detection',
 			},
 		],
-		displayOptions: { show },
+		displayOptions: { show, hide: { keyMode: [TOOL_CALL_KEY_MODE] } },
 	},
 	{
 		displayName: 'Payload Fields',
@@ -176,7 +185,10 @@ export const description: INodeProperties[] = [
 		placeholder: 'e.g. body',
 		description:
 			'Comma-separated item fields (dot notation for nested fields) that form the payload. "body" is the request body of a Webhook node item.',
-		displayOptions: { show: { ...show, payloadMode: ['fields'] } },
+		displayOptions: {
+			show: { ...show, payloadMode: ['fields'] },
+			hide: { keyMode: [TOOL_CALL_KEY_MODE] },
+		},
 	},
 	{
 		// Named leaseSeconds since version 1: saved workflows keep their value.
@@ -346,7 +358,10 @@ function buildClaim(
 	};
 
 	const keyMode = nodeParameter.call(this, 'keyMode', itemIndex) as string;
-	if (keyMode === 'eventId') {
+	checkToolKeyParameters.call(this, keyMode);
+	if (keyMode === TOOL_CALL_KEY_MODE) {
+		claim.event_id = toolCallKey.call(this, itemIndex, executionId);
+	} else if (keyMode === 'eventId') {
 		claim.event_id = eventIdText(nodeParameter.call(this, 'eventId', itemIndex), itemIndex);
 	} else if (keyMode === 'composite') {
 		const keyParts = nodeParameter.call(this, 'keyParts', itemIndex, {}) as {
@@ -368,7 +383,11 @@ function buildClaim(
 	const action = optionalText(nodeParameter.call(this, 'actionName', itemIndex, ''));
 	if (action !== undefined) claim.action = action.trim();
 
-	const payloadMode = nodeParameter.call(this, 'payloadMode', itemIndex) as string;
+	// A derived key holds the tool's arguments already: no payload to compare.
+	const payloadMode =
+		keyMode === TOOL_CALL_KEY_MODE
+			? 'none'
+			: (nodeParameter.call(this, 'payloadMode', itemIndex) as string);
 	if (payloadMode === 'item') {
 		claim.payload = wholeItemPayload(item.json);
 	} else if (payloadMode === 'fields') {
@@ -472,8 +491,14 @@ export async function execute(
 		return plan.results;
 	}
 
-	return batchResults(node, response, plan, { noun: 'claims' }, (entry, itemIndex) => ({
-		output: claimOutputIndex(entry.outcome, separate),
-		json: withIdempotency(items[itemIndex].json, claimSidecar(entry as ClaimResult)),
-	}));
+	const asTool = runsAsTool(node);
+	return batchResults(node, response, plan, { noun: 'claims' }, (entry, itemIndex) => {
+		const sidecar = claimSidecar(entry as ClaimResult);
+		// The agent's model reads the tool's output: say what to do in words.
+		if (asTool) sidecar.message = toolMessage(sidecar);
+		return {
+			output: claimOutputIndex(entry.outcome, separate),
+			json: withIdempotency(items[itemIndex].json, sidecar),
+		};
+	});
 }
