@@ -36,6 +36,11 @@ const (
 	// LeaseLost: the claim token is not the current one, the lease was
 	// reclaimed by another holder or the record left the processing state (409).
 	LeaseLost Code = "lease_lost"
+	// ReconcileTokenStale: a reconciler's answer whose reconcile token is
+	// not the call in flight for the claim: that call was answered,
+	// failed or passed its deadline, or a later call was made (409).
+	// Nothing was written.
+	ReconcileTokenStale Code = "reconcile_token_stale"
 	// InvalidState: the operation does not apply to the record's state, e.g.
 	// resolving a completed record (409).
 	InvalidState Code = "invalid_state"

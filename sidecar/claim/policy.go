@@ -74,6 +74,12 @@ type Policy struct {
 	// records but answered Won. Turning it off enforces from the next
 	// claim on, decided against everything recorded in shadow.
 	Shadow bool `json:"shadow" yaml:"shadow"`
+	// Reconciler names the source's default reconciler (a key of
+	// Policies.Reconcilers), "" for none: called when a claim of the
+	// source that names no reconciler of its own (Request.Reconciler)
+	// becomes unknown. A source policy without one inherits the default
+	// policy's.
+	Reconciler string `json:"reconciler" yaml:"reconciler"`
 }
 
 // Volatile returns the parsed VolatileFields; pointers that do not parse
@@ -202,6 +208,10 @@ func (p Policy) backoffCeiling(attempt int) time.Duration {
 type Policies struct {
 	Default  Policy
 	BySource map[string]Policy
+	// Reconcilers are the configured reconcilers by name (the sources
+	// file's reconcilers): the names a claim (Request.Reconciler) and a
+	// source (Policy.Reconciler) may give, with the limits of their calls.
+	Reconcilers map[string]ReconcilerPolicy
 }
 
 // For returns the policy of source: its own, else the default.
@@ -215,9 +225,13 @@ func (ps Policies) For(source string) Policy {
 // WithDefaults fills every policy's zero fields. A source policy inherits
 // unset fields from the (filled) default policy.
 func (ps Policies) WithDefaults() Policies {
-	out := Policies{Default: ps.Default.WithDefaults(), BySource: map[string]Policy{}}
+	out := Policies{Default: ps.Default.WithDefaults(), BySource: map[string]Policy{},
+		Reconcilers: map[string]ReconcilerPolicy{}}
 	for name, p := range ps.BySource {
 		out.BySource[name] = inherit(p, out.Default)
+	}
+	for name, r := range ps.Reconcilers {
+		out.Reconcilers[name] = r.WithDefaults()
 	}
 	return out
 }
@@ -247,6 +261,9 @@ func inherit(p, d Policy) Policy {
 	if p.KeyRetention == 0 {
 		p.KeyRetention = max(d.KeyRetention, p.Retention)
 	}
+	if p.Reconciler == "" {
+		p.Reconciler = d.Reconciler
+	}
 	return p
 }
 
@@ -263,9 +280,20 @@ func (ps Policies) Validate() error {
 	if err := ps.Default.Validate(); err != nil {
 		return fmt.Errorf("default policy: %w", err)
 	}
+	if _, ok := ps.Reconcilers[ps.Default.Reconciler]; ps.Default.Reconciler != "" && !ok {
+		return fmt.Errorf("default policy: reconciler must name a configured reconciler")
+	}
 	for name, p := range ps.BySource {
 		if err := p.Validate(); err != nil {
 			return fmt.Errorf("source %q: %w", name, err)
+		}
+		if _, ok := ps.Reconcilers[p.Reconciler]; p.Reconciler != "" && !ok {
+			return fmt.Errorf("source %q: reconciler must name a configured reconciler", name)
+		}
+	}
+	for name, r := range ps.Reconcilers {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("reconciler %q: %w", name, err)
 		}
 	}
 	return nil

@@ -233,14 +233,27 @@ var claimManySQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT * FROM unnes
 // right for a group of any size, so the fresh plan buys nothing.
 const genericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
 
-// completeSQL moves a processing (or unknown) record to completed when the
-// token is current, records the object version for out-of-order protection
-// and logs the transition, in one statement.
-const completeSQL = `
+// completableExpr is whether a record of claims {C} whose claim token is
+// the one a Complete presents may be completed: processing, unknown
+// (its holder's Complete after a lease expiry under review, a Fail
+// unknown or a Release: the effect did happen), or retryable_failed by a
+// reconciler's not_done answer with no claim since (the reconcile of the
+// token's episode answered not_done; a claim that wins the record
+// replaces the token). Only the last one probes reconciles (its primary
+// key).
+const completableExpr = `({C}.state IN ('processing', 'unknown')
+	OR ({C}.state = 'retryable_failed' AND EXISTS (SELECT 1 FROM reconciles rc WHERE rc.claim_id = {C}.id
+		AND rc.state = 'answered' AND rc.verdict = 'not_done' AND rc.episode_token = {C}.claim_token)))`
+
+// completeSQL moves a processing, unknown or reconciled-not-done record
+// (completableExpr) to completed when the token is current, records the
+// object version for out-of-order protection and logs the transition, in
+// one statement.
+var completeSQL = `
 WITH c AS (
 	UPDATE claims SET state = 'completed', result_ref = $4, completed_at = statement_timestamp(),
 		updated_at = statement_timestamp(), lease_until = NULL, next_attempt_at = NULL
-	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND state IN ('processing', 'unknown')
+	WHERE id = $1 AND tenant = $2 AND claim_token = $3 AND ` + strings.ReplaceAll(completableExpr, "{C}", "claims") + `
 	RETURNING *
 ), v AS (
 	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
@@ -261,11 +274,11 @@ SELECT ` + recordColumns + ` FROM c`
 // (fails), $7 jitters in [0,1) (fails), $8 execution ids (fails by
 // execution; NULL otherwise). Each row is decided exactly as its own
 // statement decides it: the same guard (token current; processing, or
-// unknown for a complete), the same new state, the same delivery-log
+// completableExpr for a complete), the same new state, the same delivery-log
 // entry; object versions of the completed records are recorded, the
 // highest per object. A report whose guard matched no row returns
 // nothing (the caller tells a repeat from a lost lease).
-const settleManySQL = `
+var settleManySQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[],
 		$7::float8[], $8::text[]) WITH ORDINALITY AS u(id, tenant, token, op, result_ref, error, jitter, execution_id, ord)
@@ -286,7 +299,7 @@ WITH u AS (
 		lease_until = NULL, updated_at = statement_timestamp()
 	FROM u
 	WHERE cl.id = u.id AND cl.tenant = u.tenant AND cl.claim_token = u.token
-	  AND (cl.state = 'processing' OR (u.op = 'complete' AND cl.state = 'unknown'))
+	  AND (cl.state = 'processing' OR (u.op = 'complete' AND ` + strings.ReplaceAll(completableExpr, "{C}", "cl") + `))
 	RETURNING cl.*, u.op AS u_op, u.error AS u_error, u.execution_id AS u_execution_id
 ), v AS (
 	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)

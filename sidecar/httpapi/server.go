@@ -615,6 +615,7 @@ var errorStatus = map[apperr.Code]int{
 	apperr.NotFound:            fiber.StatusNotFound,
 	apperr.LeaseLost:           fiber.StatusConflict,
 	apperr.InvalidState:        fiber.StatusConflict,
+	apperr.ReconcileTokenStale: fiber.StatusConflict,
 	apperr.TooLarge:            fiber.StatusRequestEntityTooLarge,
 	apperr.UnsupportedEncoding: fiber.StatusUnsupportedMediaType,
 	apperr.NotStored:           fiber.StatusUnprocessableEntity,
