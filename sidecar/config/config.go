@@ -58,6 +58,11 @@ type Config struct {
 	// ReloadInterval is how often the sources file is checked for changes
 	// (it is also reloaded on SIGHUP); 0 disables polling.
 	ReloadInterval time.Duration
+	// ReconcileInterval is the period of the reconcile runner (calls to
+	// the reconcilers of claims left unknown); 0 runs none on this
+	// replica. ReconcileConcurrency bounds its calls in flight.
+	ReconcileInterval    time.Duration
+	ReconcileConcurrency int
 	// RequireSyncReplication makes claimd acknowledge no write (503) and
 	// be not ready unless the primary's commits wait for a connected
 	// synchronous standby.
@@ -128,6 +133,8 @@ var Vars = []Var{
 	{"CLAIMD_AUTH_FAILURE_WINDOW_SECONDS", "auth-failure-window-seconds", "60", "Window of CLAIMD_AUTH_FAILURE_LIMIT: it starts at an address's first attempt after its previous window ended."},
 	{"CLAIMD_DISPATCH", "dispatch", "true", "Run inbox dispatch workers here (false = ingest-only replica)."},
 	{"CLAIMD_RELOAD_INTERVAL_SECONDS", "reload-interval-seconds", "5", "Check the sources file for changes this often (0 = only on SIGHUP)."},
+	{"CLAIMD_RECONCILE_INTERVAL_SECONDS", "reconcile-interval-seconds", "2", "Run the reconcilers this often: claims left unknown whose reconciler (the sources file's reconcilers) is configured get their calls; calls past their deadline count as timeouts (0 = no reconcile calls from this replica)."},
+	{"CLAIMD_RECONCILE_CONCURRENCY", "reconcile-concurrency", "4", "Reconcile calls in flight at once on this replica, 1 to 64."},
 	{"CLAIMD_READ_TIMEOUT_SECONDS", "read-timeout-seconds", "30", "Time for a request's headers and body to arrive; past it 408 request_timeout and the connection is closed."},
 	{"CLAIMD_MAX_HEADER_BYTES", "max-header-bytes", "8192", "Largest request line plus headers, in bytes; past it 431 header_too_large."},
 	{"CLAIMD_MAX_CONNECTIONS", "max-connections", "4096", "Connections served at once; at it a new connection takes the place of one doing no work (kept alive between requests, else slowest in its header block; see \"Connections: what one holds and when it is reclaimed\"), and when every connection is at work it is answered 503 unavailable (JSON, Retry-After: 1) and closed."},
@@ -192,6 +199,8 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 			KeyRetention: time.Duration(p.int("CLAIMD_KEY_RETENTION_DAYS")) * 24 * time.Hour,
 		}},
 	}
+	c.ReconcileInterval = p.secs("CLAIMD_RECONCILE_INTERVAL_SECONDS")
+	c.ReconcileConcurrency = p.int("CLAIMD_RECONCILE_CONCURRENCY")
 	c.RequireSyncReplication = p.bool("CLAIMD_REQUIRE_SYNC_REPLICATION")
 	c.ReadTimeout = p.secs("CLAIMD_READ_TIMEOUT_SECONDS")
 	c.MaxHeaderBytes = p.int("CLAIMD_MAX_HEADER_BYTES")
@@ -223,6 +232,7 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
 		}
 		c.Policies.BySource = c.Ingest.Policies
+		c.Policies.Reconcilers = c.Ingest.ReconcilerPolicies()
 		if err := ingest.CheckBackfillKeyRetention(c.Ingest, c.Policies); err != nil {
 			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
 		}
@@ -261,6 +271,10 @@ func (c Config) Validate() error {
 		return errors.New("CLAIMD_AUTH_FAILURE_LIMIT cannot be negative (0 = no limit)")
 	case c.AuthFailureLimit > 0 && c.AuthFailureWindow < time.Second:
 		return errors.New("CLAIMD_AUTH_FAILURE_WINDOW_SECONDS must be at least 1 while CLAIMD_AUTH_FAILURE_LIMIT is set")
+	case c.ReconcileInterval < 0:
+		return errors.New("CLAIMD_RECONCILE_INTERVAL_SECONDS cannot be negative (0 = no reconcile calls from this replica)")
+	case c.ReconcileConcurrency < 1 || c.ReconcileConcurrency > 64:
+		return fmt.Errorf("CLAIMD_RECONCILE_CONCURRENCY must be between 1 and 64, got %d", c.ReconcileConcurrency)
 	case c.ReadTimeout < time.Second:
 		return errors.New("CLAIMD_READ_TIMEOUT_SECONDS must be at least 1")
 	case c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20:

@@ -53,7 +53,11 @@ func validHeaderValue(s string) bool {
 // checkForwardHeaders checks forward.headers after ${VAR} expansion (a
 // variable's value is checked as a literal one is). A bad name is refused
 // without naming it (it is the bad text); a bad value names its header.
-func checkForwardHeaders(h map[string]string) error {
+func checkForwardHeaders(h map[string]string) error { return checkHeaders("forward.headers", h) }
+
+// checkHeaders checks the headers setting at (forward.headers, a
+// reconciler's headers) as checkForwardHeaders does.
+func checkHeaders(at string, h map[string]string) error {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
@@ -61,12 +65,12 @@ func checkForwardHeaders(h map[string]string) error {
 	sort.Strings(names)
 	for _, k := range names {
 		if !validHeaderName(k) {
-			return fmt.Errorf("forward.headers: a header name %s", headerNameRule)
+			return fmt.Errorf("%s: a header name %s", at, headerNameRule)
 		}
 	}
 	for _, k := range names {
 		if !validHeaderValue(h[k]) {
-			return fmt.Errorf("forward.headers.%s: the value must not contain CR, LF or NUL (RFC 9110 section 5.5)", k)
+			return fmt.Errorf("%s.%s: the value must not contain CR, LF or NUL (RFC 9110 section 5.5)", at, k)
 		}
 	}
 	return nil

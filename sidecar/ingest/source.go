@@ -67,8 +67,13 @@ import (
 // rules (verification, key, hash) and claims them; it is not an ingest
 // door, so POST /ingest/{source} answers for it exactly as for a source
 // that does not exist. A source with forward.url serves both routes.
+//
+// Top-level reconcilers (ReconcilerSpec) are the n8n workflows claimd
+// calls to settle claims left unknown; a source names its default one
+// with reconciler.
 type File struct {
-	Sources map[string]SourceSpec `yaml:"sources" json:"sources"`
+	Reconcilers map[string]ReconcilerSpec `yaml:"reconcilers" json:"reconcilers"`
+	Sources     map[string]SourceSpec     `yaml:"sources" json:"sources"`
 }
 
 // SourceSpec is one source as written in the file.
@@ -123,6 +128,12 @@ type SourceSpec struct {
 	// max_lease_seconds shorter than forward.timeout_seconds plus
 	// DispatchLeaseGrace (shadowRefusal).
 	Shadow bool `yaml:"shadow"`
+	// Reconciler names the default reconciler (under the file's
+	// reconcilers) of the source's claims: called when one of them is
+	// left unknown, unless the claim named its own
+	// (claim.Policy.Reconciler). A claim setting: claim-only sources take
+	// it too.
+	Reconciler string `yaml:"reconciler"`
 }
 
 // ForwardSpec is where and how stored events are dispatched.
@@ -263,6 +274,8 @@ type Config struct {
 	// target, served only by POST /v1/trigger/{source}.
 	Triggers map[string]*Source
 	Policies map[string]claim.Policy
+	// Reconcilers are the configured reconcilers by name (reconcilers:).
+	Reconcilers map[string]*Reconciler
 	// Digest is the hex SHA-256 of the file's bytes as parsed: a reload
 	// compares it to tell a changed file from a rewrite of the same bytes.
 	Digest string
@@ -326,6 +339,13 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 	sum := sha256.Sum256(b)
 	cfg := Config{Sources: map[string]*Source{}, Triggers: map[string]*Source{}, Policies: map[string]claim.Policy{},
 		Digest: hex.EncodeToString(sum[:])}
+	var err error
+	if cfg.Reconcilers, err = compileReconcilers(&root, f.Reconcilers, getenv); err != nil {
+		return Config{}, err
+	}
+	if err := checkSourceReconcilers(&root, f.Sources, cfg.Reconcilers); err != nil {
+		return Config{}, err
+	}
 	names := make([]string, 0, len(f.Sources))
 	for n := range f.Sources {
 		names = append(names, n)
@@ -342,7 +362,7 @@ func Parse(b []byte, getenv func(string) string) (Config, error) {
 			if set := spec.ingestSettings(); len(set) > 0 {
 				return Config{}, fmt.Errorf("source %q: %s set without provider: a claim-only source takes only claim settings "+
 					"(lease_policy, lease_seconds, max_lease_seconds, max_attempts, backoff_base_seconds, backoff_cap_seconds, "+
-					"retention_days, volatile_fields, shadow); add the provider, or remove them", name, strings.Join(set, ", "))
+					"retention_days, volatile_fields, shadow, reconciler); add the provider, or remove them", name, strings.Join(set, ", "))
 			}
 			continue
 		}
@@ -442,6 +462,7 @@ func (s SourceSpec) policy() claim.Policy {
 		// leave these fields out of their payload hash too.
 		VolatileFields: s.volatileFields(),
 		Shadow:         s.Shadow,
+		Reconciler:     s.Reconciler,
 	}
 }
 

@@ -66,7 +66,7 @@ func TestSourcesFileKeyErrorsQuoteNoKey(t *testing.T) {
 	t.Parallel()
 	const key = "rk_live_KEYNAMESECRET"
 	for _, tc := range []struct{ file, want string }{
-		{key + ": 1\nsources: {}\n", "sources file line 1: unknown setting at the top of the file (allowed: sources)"},
+		{key + ": 1\nsources: {}\n", "sources file line 1: unknown setting at the top of the file (allowed: reconcilers, sources)"},
 		{"sources:\n  pay:\n    " + key + ": 1\n", "sources file line 3: unknown setting under sources.pay (allowed: "},
 		{"sources:\n  gh:\n    tenant: acme\n    provider: github\n    secrets: [s]\n    forward: {url: \"http://n8n/x\", " + key + ": 1}\n",
 			"sources file line 6: unknown setting under sources.gh.forward (allowed: "},

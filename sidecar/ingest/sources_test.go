@@ -78,7 +78,7 @@ func TestSourcesFileRejectsUnknownFields(t *testing.T) {
 			"sources file line 2: unknown setting under sources.gh (allowed: "},
 		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], forward: {url: \"http://n8n/x\", retries: 3}}\n",
 			"sources file line 2: unknown setting under sources.gh.forward (allowed: backoff_base_seconds, "},
-		{"source:\n  gh: {tenant: acme}\n", "sources file line 1: unknown setting at the top of the file (allowed: sources)"},
+		{"source:\n  gh: {tenant: acme}\n", "sources file line 1: unknown setting at the top of the file (allowed: reconcilers, sources)"},
 		{"sources:\n  gh: {tenant: acme, provider: github, secrets: [s], options: {client_state: x}, " + fwd + "}\n", "options: provider github takes no options"},
 		{"sources:\n  gh: {tenant: acme, provider: msgraph, secrets: [s], tolerance_seconds: 60, " + fwd + "}\n", "tolerance does not apply to provider msgraph"},
 	} {
