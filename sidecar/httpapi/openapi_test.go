@@ -165,7 +165,8 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	require.ElementsMatch(t, []string{"retryable", "permanent", "unknown"}, enum("FailKind"))
 	require.ElementsMatch(t, []string{"malformed", "invalid", "unauthorized", "rate_limited", "not_found", "lease_lost",
 		"invalid_state", "body_too_large", "unsupported_encoding", "not_stored", "unavailable", "internal",
-		"bad_request", "header_too_large", "request_timeout", "method_not_allowed", "bad_gateway", "gateway_timeout"}, enum("ErrorCode"))
+		"bad_request", "header_too_large", "request_timeout", "method_not_allowed", "bad_gateway", "gateway_timeout",
+		"reconcile_token_stale"}, enum("ErrorCode"))
 }
 
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
@@ -431,6 +432,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	conformIngest(t, b)
 	// The trigger's deliveries.
 	conformTrigger(t, b)
+	// A reconciler's answers.
+	conformReconcile(t, b)
 
 	// 500: the delivery log table is gone. 503: the database is closed, so a
 	// database API key cannot be checked, and readiness fails.
@@ -543,7 +546,10 @@ const (
 // trig, a trigger source (no forward) for POST /v1/trigger/{source}.
 // Nothing is dispatched: the forward URLs are never contacted.
 var conformanceSources = strings.NewReplacer("TENANT", tenantA, "HOOKS", hooksSecret).Replace(`
+reconcilers:
+  crm: {url: "http://n8n.invalid/webhook/reconcile", max_calls: 2}
 sources:
+  recon: {reconciler: crm}
   bf:
     tenant: TENANT
     provider: stripe
@@ -636,7 +642,8 @@ func setupWithInbox(t *testing.T) *bundle {
 	})
 	require.NoError(t, err)
 	pool := pgtest.NewPool(t)
-	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies}})
+	l, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies,
+		Reconcilers: cfg.ReconcilerPolicies()}})
 	require.NoError(t, err)
 	m := metrics.New(l.Stats)
 	logs := &lockedBuffer{}

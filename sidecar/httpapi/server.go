@@ -144,6 +144,10 @@ type Config struct {
 	// Waiter lets claims with wait_seconds wait for a concurrent holder;
 	// nil: wait_seconds is accepted and claims are answered at once.
 	Waiter *claim.Waiter
+	// Reconciler applies reconcilers' answers to POST
+	// /v1/claims/{id}/reconcile (the reconcile runner); nil: one over
+	// Ledger, Inbox's re-dispatch and Metrics.
+	Reconciler Reconciler
 
 	// The edge (see edge.go); zero values take the defaults named.
 
@@ -224,6 +228,8 @@ type Server struct {
 	cfg      Config
 	app      *fiber.App
 	validate *validator.Validate
+	// reconcile applies reconcilers' answers (cfg.Reconciler or its default).
+	reconcile Reconciler
 
 	// base is every request's context; abort cancels it (Abort).
 	base  context.Context
@@ -270,6 +276,7 @@ func New(cfg Config) *Server {
 	s.ingestBodies.arrived = newIngestBudget(cfg.IngestBodyBytesInFlight, cfg.IngestAddressSharePercent,
 		cfg.IngestSourceSharePercent, cfg.IngestBodyGrace, cfg.IngestMinBodyRate)
 	s.base, s.abort = context.WithCancel(context.Background())
+	s.reconcile = s.newReconciler()
 	if cfg.Metrics != nil {
 		cfg.Metrics.ObserveBodyBudget("api", s.apiBodies.size, s.apiBodies.reserved.Load, s.apiBodies.received.Load)
 		// An ingest body reserves what arrived: both gauges are that.
@@ -348,6 +355,7 @@ func New(cfg Config) *Server {
 	v1.Post("/claims/:id/extend", s.extend)
 	v1.Post("/claims/:id/resolve", s.resolve)
 	v1.Post("/claims/:id/release", s.release)
+	v1.Post("/claims/:id/reconcile", s.reconcileAnswer)
 	v1.Get("/sources/:source/stats", s.sourceStats)
 	if cfg.Inbox != nil {
 		s.app.Post("/ingest/:source", s.ingestDelivery)
