@@ -119,8 +119,9 @@ async function claimsFor(
 		});
 		ctx.getNode.mockReturnValue(setup.node ?? toolNode());
 		ctx.getWorkflow.mockReturnValue({ id: 'wf-agent', name: 'Agent', active: true });
+		// As n8n's: the expression without its "=", which n8n adds.
 		ctx.evaluateExpression.mockImplementation((expression: string) => {
-			const name = /^=\{\{ \$fromAI\("([\w-]+)"\) \}\}$/.exec(expression)?.[1];
+			const name = /^\{\{ \$fromAI\("([\w-]+)"\) \}\}$/.exec(expression)?.[1];
 			if (name === undefined) throw new Error(`unexpected expression ${expression}`);
 			return call.args[name] as ReturnType<typeof ctx.evaluateExpression>;
 		});

@@ -155,7 +155,8 @@ export function toolArgumentValues(
 				'n8n takes 1 to 64 letters, digits, underscores and hyphens.',
 			);
 		}
-		const value: unknown = this.evaluateExpression(`={{ $fromAI("${argument.key}") }}`, itemIndex);
+		// evaluateExpression adds the "=" that marks an expression.
+		const value: unknown = this.evaluateExpression(`{{ $fromAI("${argument.key}") }}`, itemIndex);
 		values[argument.key] = (value ?? argument.defaultValue ?? null) as IDataObject[string];
 	}
 	return values;
