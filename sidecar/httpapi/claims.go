@@ -58,11 +58,6 @@ type claimBody struct {
 	// when unknown.
 	WorkflowID      string `json:"workflow_id"`
 	WorkflowVersion string `json:"workflow_version"`
-	// Reconciler names the reconciler claimd calls if the attempt this
-	// claim wins ends unknown (claim.Request.Reconciler): one configured
-	// under the sources file's reconcilers; absent or "" takes the
-	// source's. A name not configured is 422 naming reconciler.
-	Reconciler string `json:"reconciler"`
 }
 
 // wait is how long the claim may wait for a concurrent holder.
@@ -146,7 +141,6 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy, doc *strictjso
 	r.ExecutionMode = b.ExecutionMode
 	r.Shadow = b.Shadow
 	r.WorkflowID, r.WorkflowVersion = b.WorkflowID, b.WorkflowVersion
-	r.Reconciler = b.Reconciler
 	return r, nil
 }
 
