@@ -208,6 +208,29 @@ describe('Key Mode "Derived From the Tool Call"', () => {
 		expect(new Set([first, otherChat, executionScope]).size).toBe(3);
 	});
 
+	it('with Key Scope Every Execution, is the same across executions and sessions', async () => {
+		const node = toolNode({}, { toolKeyScope: 'node' });
+		const setup = (executionId: string) => ({
+			node,
+			executionId,
+			params: { toolKeyScope: 'node' },
+		});
+		const [first] = await eventIdsFor([{ args: refund }], setup('exec-1'));
+		const [later] = await eventIdsFor(
+			[{ args: refund, extra: { sessionId: 'chat-2' } }],
+			setup('exec-9'),
+		);
+		const [otherOrder] = await eventIdsFor(
+			[{ args: { ...refund, order_id: 'ord-1002' } }],
+			setup('exec-1'),
+		);
+		const canonical =
+			'{"arguments":{"amount":4200,"order_id":"ord-1001"},"node":"a4c1e0f2-tool-node","workflow":"wf-agent"}';
+		expect(first).toBe(`tool:${createHash('sha256').update(canonical).digest('hex')}`);
+		expect(later).toBe(first);
+		expect(otherOrder).not.toBe(first);
+	});
+
 	it('takes a left-out argument as its $fromAI default, else null', async () => {
 		const [omitted, explicit] = await eventIdsFor([
 			{ args: { order_id: 'ord-1001' } },

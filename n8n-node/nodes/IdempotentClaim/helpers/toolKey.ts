@@ -34,7 +34,8 @@ import { FieldError } from './fields';
  *      "workflow": <the workflow's id>,
  *      "execution": <the execution's id>}      (scope: this execution)
  *   or with "session": <the chat session's ID> in place of "execution"
- *   (scope: the chat session).
+ *   (scope: the chat session), or with neither (scope: every execution,
+ *   the arguments alone).
  *
  * The arguments are the values the model gave the tool's declared
  * arguments, as the node's own $fromAI expressions read them (an argument
@@ -162,8 +163,11 @@ export function toolArgumentValues(
 	return values;
 }
 
-/** Where a derived key holds: one execution, or one chat session. */
-export type ToolKeyScope = { execution: string } | { session: string };
+/**
+ * Where a derived key holds: one execution, one chat session, or every
+ * execution of the workflow ({}: the tool node and arguments alone).
+ */
+export type ToolKeyScope = { execution: string } | { session: string } | Record<string, never>;
 
 /** What a derived event ID is made of. */
 export interface ToolKeyInput {

@@ -68,6 +68,12 @@ export const toolKeyProperties: INodeProperties[] = [
 					"Repeats within one execution of the workflow (the agent's retries and re-plans during one chat turn). A new execution, such as the next chat message or a retried execution, may run the effect again.",
 			},
 			{
+				name: 'Every Execution (the Arguments Alone)',
+				value: 'node',
+				description:
+					'Repeats anywhere, in every execution and chat: one effect per set of arguments for this tool node, e.g. one refund per order number. Only where the arguments alone name the effect.',
+			},
+			{
 				name: 'The Chat Session',
 				value: 'session',
 				description:
@@ -175,13 +181,17 @@ export function toolCallKey(
 			);
 		}
 		scope = { session };
+	} else if (scopeName === 'node') {
+		scope = {};
 	} else if (scopeName === 'execution') {
 		if (executionId === undefined) {
 			throw new FieldError('This execution has no ID to derive the key from');
 		}
 		scope = { execution: executionId };
 	} else {
-		throw new FieldError('Key Scope must be This Execution or The Chat Session');
+		throw new FieldError(
+			'Key Scope must be This Execution, The Chat Session or Every Execution (the Arguments Alone)',
+		);
 	}
 	return toolCallEventId({
 		workflow,
