@@ -70,7 +70,8 @@ func setup(t *testing.T, o options) *env {
 	}
 	cfg, err := ingest.Parse([]byte(file), func(string) string { return "" })
 	require.NoError(t, err)
-	ledger, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies}})
+	ledger, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies,
+		Reconcilers: cfg.ReconcilerPolicies()}})
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
 	log := zerolog.New(logs)

@@ -218,6 +218,9 @@ type recordView struct {
 	// Expiry is when the record's key may be forgotten under the current
 	// policy (claim.Ledger.KeyExpiry).
 	Expiry claim.KeyExpiry
+	// Reconcile is the record's reconcile (calls to its reconciler while
+	// it is unknown), nil when it has none.
+	Reconcile *claim.ReconcileState
 }
 
 // record is GET /ui/claims/{id}: the record, its dispatch state and its
@@ -252,6 +255,9 @@ func (c *Console) loadRecord(ctx *fiber.Ctx, id string) (recordView, error) {
 		return recordView{}, err
 	}
 	v := recordView{Record: rec, Actions: map[string]bool{}, Expiry: c.cfg.Ledger.KeyExpiry(rec)}
+	if v.Reconcile, err = c.cfg.Ledger.ReconcileOf(dctx, sess.Tenant, rec.ID); err != nil {
+		return recordView{}, err
+	}
 	if c.cfg.Inbox != nil {
 		e, err := c.cfg.Inbox.Get(dctx, sess.Tenant, rec.ID)
 		switch apperr.CodeOf(err) {

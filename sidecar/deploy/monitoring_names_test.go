@@ -366,7 +366,8 @@ func getText(t *testing.T, url string) string {
 // startMonitoredClaimd builds and starts claimd (serve) on a fresh
 // database with one API key, one GitHub source forwarding to a test
 // target and one Stripe trigger source with backfill whose provider API
-// is a loopback stand-in (an empty event list), makes one claim and
+// is a loopback stand-in (an empty event list), one reconciler (its
+// series start at 0; it is never called), makes one claim and
 // completes it, ingests one delivery, waits for its dispatch, asks for a
 // scan of the Stripe source (it completes in the background), and returns
 // claimd's base URL.
@@ -401,6 +402,8 @@ func startMonitoredClaimd(t *testing.T) string {
 	const apiKey = "monitoring-test-api-key-0001"
 	sources := filepath.Join(t.TempDir(), "sources.yaml")
 	writeFile(t, sources, `
+reconcilers:
+  crm: {url: "`+target.URL+`/webhook/reconcile"}
 sources:
   gh:
     tenant: acme

@@ -20,10 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -43,6 +45,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/reconcile"
 )
 
 func main() {
@@ -272,6 +275,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	scanner.Inbox = inbox
 	observeBackfillSources(met, inbox)
+	// Reconcilers: calls about claims left unknown, on every replica
+	// (the ledger hands each call to one).
+	recon := reconcile.New(reconcile.Options{Ledger: ledger, Pool: pool, Reconcilers: m.Config.Ingest.Reconcilers,
+		Redispatch: inbox.RedispatchTx, Observer: met.Reconcile(), Logger: m.Log,
+		Interval: m.Config.ReconcileInterval, Concurrency: m.Config.ReconcileConcurrency})
+	met.ObserveReconcileOpen(recon.Open)
+	met.Reconcile().Configure(reconcilerNames(m.Config.Ingest))
 	m.backfillTick = func(ctx context.Context) {
 		if n, err := backfill.Schedule(ctx, inbox, time.Now()); err != nil {
 			m.Log.Warn().Err(err).Msg("backfill schedule failed")
@@ -305,7 +315,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = httpapi.New(httpapi.Config{
 		Ledger: ledger, Keys: keys, Metrics: met, Console: consoleCfg,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
-		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter,
+		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter, Reconciler: recon,
 		ReadTimeout: m.Config.ReadTimeout, MaxHeaderBytes: m.Config.MaxHeaderBytes,
 		MaxConnections: m.Config.MaxConnections, MaxConnsPerIP: cmp.Or(m.Config.MaxConnsPerIP, -1), // 0: no bound
 		APIBodyBytesInFlight: m.Config.APIBodyBytesInFlight, IngestBodyBytesInFlight: m.Config.IngestBodyBytesInFlight,
@@ -357,7 +367,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// Everything that needs a writable database with its schema runs once
 	// started: at once, or when the start-up wait ends.
 	bg, stopBG := context.WithCancel(ctx)
-	var waiterDone, maintDone, watchDone chan struct{}
+	var waiterDone, maintDone, watchDone, reconDone chan struct{}
 	startDone := make(chan struct{})
 	// refused carries the server's refusal for good met by the start-up
 	// wait: claimd shuts down as on SIGTERM and Run returns it.
@@ -374,10 +384,18 @@ func (m *Main) Run(ctx context.Context) error {
 			close(m.starter.done)
 			m.warnWithoutKeys(bg)
 		}
-		waiterDone, maintDone, watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		waiterDone, maintDone, watchDone, reconDone = make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() { defer close(waiterDone); _ = waiter.Run(bg) }()
 		go func() { defer close(maintDone); m.maintain(bg, ledger) }()
-		go func() { defer close(watchDone); m.watchSources(bg, hup, ledger, inbox, met) }()
+		go func() { defer close(watchDone); m.watchSources(bg, hup, ledger, inbox, met, recon) }()
+		go func() {
+			// A call in flight at shutdown is cut: it ends at its deadline
+			// and the next call is made by a replica still running.
+			defer close(reconDone)
+			if m.Config.ReconcileInterval > 0 {
+				recon.Run(bg)
+			}
+		}()
 	}()
 	stopBackground := func() {
 		stopBG()
@@ -386,6 +404,7 @@ func (m *Main) Run(ctx context.Context) error {
 			<-waiterDone
 			<-maintDone
 			<-watchDone
+			<-reconDone
 		}
 	}
 
@@ -602,7 +621,8 @@ func logPurge(e *zerolog.Event, res claim.PurgeResult) *zerolog.Event {
 
 // watchSources keeps the running source configuration in step with the
 // sources file until ctx ends; see sourcesWatcher for the rules.
-func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox, met *metrics.Metrics) {
+func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox, met *metrics.Metrics,
+	recon *reconcile.Runner) {
 	if m.Config.SourcesFile == "" {
 		// SIGHUP is still taken, never fatal: it says there is nothing to reload.
 		for {
@@ -615,7 +635,7 @@ func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.
 		}
 	}
 	w := &sourcesWatcher{path: m.Config.SourcesFile, log: m.Log, env: m.Config.Policies, ledger: l, inbox: in,
-		met: met, running: m.Config.Ingest}
+		met: met, recon: recon, running: m.Config.Ingest}
 	var tick <-chan time.Time
 	if m.Config.ReloadInterval > 0 {
 		t := time.NewTicker(m.Config.ReloadInterval)
@@ -668,6 +688,7 @@ type sourcesWatcher struct {
 	ledger *claim.Ledger
 	inbox  *ingest.Inbox
 	met    *metrics.Metrics
+	recon  *reconcile.Runner
 	// running is the applied configuration.
 	running ingest.Config
 	// seen is the digest the last poll read and did not apply; polls is
@@ -791,6 +812,7 @@ func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest st
 	w.running, w.refused, w.seen, w.polls = cfg, "", "", 0
 	w.met.SourcesReloaded(true)
 	observeBackfillSources(w.met, w.inbox)
+	w.met.Reconcile().Configure(reconcilerNames(cfg))
 	w.log.Info().Str("trigger", trigger).Int("ingest_sources", len(cfg.Sources)).Int("trigger_sources", len(cfg.Triggers)).
 		Int("sources", len(cfg.Policies)).
 		Msg("sources file reloaded")
@@ -810,6 +832,7 @@ func observeBackfillSources(met *metrics.Metrics, in *ingest.Inbox) {
 func (w *sourcesWatcher) install(ctx context.Context, cfg ingest.Config) error {
 	ps := w.env
 	ps.BySource = cfg.Policies
+	ps.Reconcilers = cfg.ReconcilerPolicies()
 	if err := ps.WithDefaults().Validate(); err != nil {
 		return err
 	}
@@ -826,7 +849,13 @@ func (w *sourcesWatcher) install(ctx context.Context, cfg ingest.Config) error {
 		}
 		return err
 	}
+	w.recon.SetReconcilers(cfg.Reconcilers)
 	return nil
+}
+
+// reconcilerNames are the reconcilers cfg configures, sorted.
+func reconcilerNames(cfg ingest.Config) []string {
+	return slices.Sorted(maps.Keys(cfg.Reconcilers))
 }
 
 // Close releases the database pool. After a shutdown it waits for that
