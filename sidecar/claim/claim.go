@@ -185,6 +185,13 @@ type Request struct {
 	// workflow are CauseN8nTwoVersions. Not part of the key.
 	WorkflowID      string
 	WorkflowVersion string
+	// Reconciler names the reconciler (a key of Policies.Reconcilers)
+	// claimd calls if the attempt this claim wins ends unknown; "" takes
+	// the source's (Policy.Reconciler) at that time. Stored on the record
+	// when the claim wins, as LeasePolicy is. A name that is not
+	// configured is Invalid naming reconciler. Never a URL: a reconciler
+	// is configured, not sent.
+	Reconciler string
 }
 
 // MaxExecutionModeLen is the longest Request.ExecutionMode, in bytes.
@@ -327,6 +334,10 @@ type Record struct {
 	UpdatedAt     time.Time
 	ClaimedAt     *time.Time
 	CompletedAt   *time.Time
+	// Reconciler is the reconciler the claim that won the record's
+	// current attempt named (Request.Reconciler), "" when it named none
+	// (the source's default applies).
+	Reconciler string
 	// Deliveries is the delivery log, oldest first; filled only by Get and Find.
 	Deliveries []Delivery
 

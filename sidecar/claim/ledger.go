@@ -238,9 +238,22 @@ func (l *Ledger) Validate(r Request) error {
 	if err := CheckWorkflow(r.WorkflowID, r.WorkflowVersion); err != nil {
 		return err
 	}
+	if err := l.checkReconciler(r.Reconciler); err != nil {
+		return err
+	}
 	return textFields(map[string]string{"source": r.Source, "event_id": r.EventID, "action": r.Action,
 		"event_type": r.EventType, "object_id": r.ObjectID, "execution_id": r.ExecutionID,
 		"request_id": r.RequestID, "execution_mode": r.ExecutionMode, "door": r.Door, "retry_signal": r.RetrySignal})
+}
+
+// checkReconciler returns an Invalid error naming reconciler unless name
+// is "" or a configured reconciler (Policies.Reconcilers). The error does
+// not quote the name.
+func (l *Ledger) checkReconciler(name string) error {
+	if _, ok := l.policies.Load().Reconcilers[name]; name != "" && !ok {
+		return apperr.Field("reconciler", "must name a configured reconciler")
+	}
+	return nil
 }
 
 // CheckWorkflow returns an Invalid *apperr.Error naming workflow_id or
@@ -486,7 +499,7 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		version                                        = make([]*int64, n)
 		maxAttempts                                    = make([]int32, n)
 		door, retrySignal, execMode                    = make([]*string, n), make([]*string, n), make([]*string, n)
-		workflowID, workflowVersion                    = make([]*string, n), make([]*string, n)
+		workflowID, workflowVersion, reconciler        = make([]*string, n), make([]*string, n), make([]*string, n)
 		fingerprint                                    = make([][]byte, n)
 		shadow                                         = make([]bool, n)
 	)
@@ -503,10 +516,11 @@ func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
 		retrySignal[j], execMode[j] = nullable(r.RetrySignal), nullable(r.ExecutionMode)
 		shadow[j] = r.Shadow
 		workflowID[j], workflowVersion[j] = nullable(r.WorkflowID), nullable(r.WorkflowVersion)
+		reconciler[j] = nullable(r.Reconciler)
 	}
 	return []any{tenant, source, eventID, action, eventType, token, lease, hash, objectID, version,
 		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode, shadow,
-		workflowID, workflowVersion}
+		workflowID, workflowVersion, reconciler}
 }
 
 // KeyOrder returns the indexes of reqs sorted by key (tenant, source,
@@ -572,7 +586,7 @@ func (l *Ledger) claimArgs(r Request) (string, []any) {
 		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
 		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
 		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal), nullable(r.ExecutionMode), r.Shadow,
-		nullable(r.WorkflowID), nullable(r.WorkflowVersion),
+		nullable(r.WorkflowID), nullable(r.WorkflowVersion), nullable(r.Reconciler),
 	}
 }
 
@@ -1085,7 +1099,8 @@ func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 	dest := append([]any{&r.ID, &r.Tenant, &r.Source, &r.EventID, &r.Action, &r.EventType, &r.State,
 		&r.LastOutcome, &r.Attempt, &r.MaxAttempts, &r.LeasePolicy, &r.LeaseUntil, &r.NextAttemptAt,
 		&r.PayloadHash, &r.ResultRef, &r.LastError, &r.ObjectID, &r.ObjectVersion, &r.ConflictCount,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token, &r.ReceiptHash, &r.Origin}, extra...)
+		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token, &r.ReceiptHash, &r.Origin,
+		&r.Reconciler}, extra...)
 	err := row.Scan(dest...)
 	if err != nil {
 		return Record{}, err

@@ -566,27 +566,81 @@ func TestReconcileRetryableFailedByHolderStaysFenced(t *testing.T) {
 	require.Equal(t, apperr.LeaseLost, apperr.CodeOf(err))
 }
 
-// A claim whose own reconciler is no longer configured is skipped and
-// counted, not failed; configured again, it is discovered.
+// A claim whose own reconciler is no longer configured (the sources
+// file reloaded without it) is skipped and counted, not failed;
+// configured again, it is discovered.
 func TestReconcileUnconfiguredReconcilerSkipped(t *testing.T) {
 	t.Parallel()
-	b := setup(t, reconcilePolicies())
-	id, _ := b.unknownClaim(t, "a", "evt_gone")
-	_, err := b.pool.Exec(b.ctx, `UPDATE claims SET reconciler = 'erp' WHERE id = $1`, id)
+	withERP := reconcilePolicies()
+	withERP.Reconcilers["erp"] = claim.ReconcilerPolicy{MaxCalls: 1}
+	b := setup(t, withERP)
+	r := req("a", "evt_gone")
+	r.Reconciler = "erp"
+	w, err := b.ledger.Claim(b.ctx, r)
 	require.NoError(t, err)
+	_, err = b.ledger.Fail(b.ctx, "a", w.ID, w.Token, claim.UnknownOutcome, "timeout")
+	require.NoError(t, err)
+	require.NoError(t, b.ledger.SetPolicies(reconcilePolicies()))
 	d, err := b.ledger.ReconcileDiscover(b.ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, claim.ReconcileDiscovered{Skipped: 1}, d)
-	none, err := b.ledger.ReconcileOf(b.ctx, "a", id)
+	none, err := b.ledger.ReconcileOf(b.ctx, "a", w.ID)
 	require.NoError(t, err)
 	require.Nil(t, none)
 
-	ps := reconcilePolicies()
-	ps.Reconcilers["erp"] = claim.ReconcilerPolicy{MaxCalls: 1}
-	require.NoError(t, b.ledger.SetPolicies(ps))
-	c := b.takeOne(t, id)
+	require.NoError(t, b.ledger.SetPolicies(withERP))
+	c := b.takeOne(t, w.ID)
 	require.Equal(t, "erp", c.Reconciler)
 	require.Equal(t, 1, c.MaxCalls)
+}
+
+// A claim may name its own reconciler: it must be configured (Invalid
+// naming reconciler, the name not repeated), a win stores it (alone and
+// in a batch), later outcomes other than a win leave it, a win without
+// one clears it (the source's default then applies), and the reconcile
+// of the claim uses it.
+func TestClaimNamesItsReconciler(t *testing.T) {
+	t.Parallel()
+	ps := reconcilePolicies()
+	ps.Reconcilers["erp"] = claim.ReconcilerPolicy{}
+	b := setup(t, ps)
+	bad := req("a", "evt_bad")
+	bad.Reconciler = "https://evil.example/hook"
+	_, err := b.ledger.Claim(b.ctx, bad)
+	e := apperr.As(err)
+	require.NotNil(t, e)
+	require.Equal(t, apperr.Invalid, e.Code)
+	require.Equal(t, "reconciler", e.Field)
+	require.NotContains(t, e.Error(), "evil")
+
+	r := req("a", "evt_own")
+	r.Reconciler = "erp"
+	w, err := b.ledger.Claim(b.ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, "erp", w.Record.Reconciler)
+	other := req("a", "evt_own")
+	other.Reconciler = "crm"
+	ip, err := b.ledger.Claim(b.ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, claim.InProgress, ip.Outcome)
+	require.Equal(t, "erp", ip.Record.Reconciler, "a claim that does not win leaves the record's reconciler")
+	_, err = b.ledger.Fail(b.ctx, "a", w.ID, w.Token, claim.UnknownOutcome, "timeout")
+	require.NoError(t, err)
+	c := b.takeOne(t, w.ID)
+	require.Equal(t, "erp", c.Reconciler, "the claim's own, not the source's crm")
+	_, err = b.ledger.ReconcileAnswer(b.ctx, "a", w.ID, c.Token, claim.ReconcileNotDone, "", "", nil)
+	require.NoError(t, err)
+	again, err := b.ledger.Claim(b.ctx, req("a", "evt_own"))
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, again.Outcome)
+	require.Empty(t, again.Record.Reconciler, "a win without one clears it")
+
+	b1, b2 := req("a", "evt_b1"), req("a", "evt_b2")
+	b1.Reconciler = "erp"
+	res, err := b.ledger.ClaimBatch(b.ctx, []claim.Request{b1, b2})
+	require.NoError(t, err)
+	require.Equal(t, "erp", res[0].Record.Reconciler)
+	require.Empty(t, res[1].Record.Reconciler)
 }
 
 // The sources' reconciler settings are checked: a source's reconciler

@@ -7,7 +7,8 @@ const recordColumns = `id, tenant, source, event_id, action, COALESCE(event_type
 	last_outcome, attempt, max_attempts, lease_policy, lease_until, next_attempt_at,
 	COALESCE(payload_hash, ''), COALESCE(result_ref, ''), COALESCE(last_error, ''),
 	COALESCE(object_id, ''), object_version, conflict_count, created_at, updated_at,
-	claimed_at, completed_at, claim_token::text, COALESCE(receipt_hash, ''), COALESCE(origin, '')`
+	claimed_at, completed_at, claim_token::text, COALESCE(receipt_hash, ''), COALESCE(origin, ''),
+	COALESCE(reconciler, '')`
 
 // baseOutcomeExpr decides the outcome for an existing, locked row (cl)
 // against the proposed row (excluded); see the claim_outcome function in
@@ -46,6 +47,10 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // expired lease by the policy its holder won it under. Any other outcome
 // (a replay included) leaves the stored policy.
 //
+// A winning claim stores its reconciler (the claim's own, else NULL: its
+// source's default reconciler when it goes unknown, see reconcile.go), as
+// it stores its lease policy; any other outcome leaves the stored one.
+//
 // A winning claim stores its request id (NULL when it has none; a new
 // record stores it whatever the outcome: a stale record never becomes
 // processing, so there it is inert). A replay (outcomeExpr: the same
@@ -67,7 +72,7 @@ const newStateExpr = `CASE {O} WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 
 // (seconds), hash (payload hash), object_id, object_version, max_attempts,
 // lease_policy, execution_id, backoff_base, backoff_cap (seconds),
 // request_id, door, fingerprint, retry (the provider's retry signal), mode
-// (the n8n execution mode), shadow, workflow_id, workflow_version. Every row returned carries, after
+// (the n8n execution mode), shadow, workflow_id, workflow_version, reconciler. Every row returned carries, after
 // recordColumns, the cause logged with it ("" when none). In the DO UPDATE the proposed values are read back from
 // excluded: claim_token is the proposed token and lease_until the proposed
 // lease whenever the outcome can be won (a stale proposal is never won).
@@ -109,7 +114,7 @@ WITH i AS (
 ), c AS (
 	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
 		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
-		payload_hash, object_id, object_version, claimed_at, created_at, updated_at, request_id)
+		payload_hash, object_id, object_version, claimed_at, created_at, updated_at, request_id, reconciler)
 	SELECT tenant, source, event_id, action, event_type,
 		CASE WHEN stale THEN 'stale' ELSE 'processing' END,
 		CASE WHEN stale THEN 'stale' ELSE 'won' END,
@@ -119,7 +124,7 @@ WITH i AS (
 		CASE WHEN stale THEN NULL ELSE statement_timestamp() + make_interval(secs => lease) END,
 		hash, object_id, object_version,
 		CASE WHEN stale THEN NULL ELSE statement_timestamp() END,
-		statement_timestamp(), statement_timestamp(), request_id
+		statement_timestamp(), statement_timestamp(), request_id, reconciler
 	FROM req ORDER BY ord
 	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
 		last_outcome    = CASE WHEN {O} = 'won_replayed' THEN 'won' ELSE {O} END,
@@ -128,6 +133,7 @@ WITH i AS (
 		claim_token     = CASE WHEN {O} = 'won' THEN excluded.claim_token ELSE cl.claim_token END,
 		request_id      = CASE WHEN {O} = 'won' THEN excluded.request_id ELSE cl.request_id END,
 		lease_policy    = CASE WHEN {O} = 'won' THEN excluded.lease_policy ELSE cl.lease_policy END,
+		reconciler      = CASE WHEN {O} = 'won' THEN excluded.reconciler ELSE cl.reconciler END,
 		lease_until     = CASE WHEN {O} = 'won' THEN excluded.lease_until ELSE cl.lease_until END,
 		next_attempt_at = CASE WHEN {O} = 'won' THEN NULL ELSE cl.next_attempt_at END,
 		claimed_at      = CASE WHEN {O} = 'won' THEN statement_timestamp() ELSE cl.claimed_at END,
@@ -189,26 +195,29 @@ var duplicateColumns = func() string {
 // $15 backoff cap seconds, $16 request id, $17 door, $18 fingerprint,
 // $19 retry signal, $20 execution mode, $21 shadow (the delivery-log
 // entry is marked shadow: the decision is recorded, not enforced; see
-// Request.Shadow), $22 workflow id, $23 workflow version (see claimArgs).
+// Request.Shadow), $22 workflow id, $23 workflow version, $24 reconciler
+// (NULL: the source's default; see claimArgs).
 var claimSQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT 1::bigint AS ord, $1::text AS tenant, $2::text AS source,
 		$3::text AS event_id, $4::text AS action, $5::text AS event_type, $6::uuid AS token,
 		$7::float8 AS lease, $8::text AS hash, $9::text AS object_id, $10::bigint AS object_version,
 		$11::int AS max_attempts, $12::text AS lease_policy, $13::text AS execution_id,
 		$14::float8 AS backoff_base, $15::float8 AS backoff_cap, $16::text AS request_id,
 		$17::text AS door, $18::bytea AS fingerprint, $19::text AS retry, $20::text AS mode,
-		$21::boolean AS shadow, $22::text AS workflow_id, $23::text AS workflow_version`, 1)
+		$21::boolean AS shadow, $22::text AS workflow_id, $23::text AS workflow_version,
+		$24::text AS reconciler`, 1)
 
 // claimManySQL is claimTemplate for many claims of distinct keys, one
 // array per column of claimSQL's parameters, in the same order ($1
-// tenants … $23 workflow versions, all of one length; see claimManyArgs); the
+// tenants … $24 reconcilers, all of one length; see claimManyArgs); the
 // rows are taken in array order.
 var claimManySQL = strings.Replace(claimTemplate, "{ROWS}", `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 		$5::text[], $6::uuid[], $7::float8[], $8::text[], $9::text[], $10::bigint[], $11::int[],
 		$12::text[], $13::text[], $14::float8[], $15::float8[], $16::text[], $17::text[], $18::bytea[],
-		$19::text[], $20::text[], $21::boolean[], $22::text[], $23::text[])
+		$19::text[], $20::text[], $21::boolean[], $22::text[], $23::text[], $24::text[])
 		WITH ORDINALITY AS u(tenant, source, event_id, action, event_type, token, lease, hash,
 		object_id, object_version, max_attempts, lease_policy, execution_id, backoff_base,
-		backoff_cap, request_id, door, fingerprint, retry, mode, shadow, workflow_id, workflow_version, ord)`, 1)
+		backoff_cap, request_id, door, fingerprint, retry, mode, shadow, workflow_id, workflow_version,
+		reconciler, ord)`, 1)
 
 // genericPlanSQL sets plan_cache_mode = force_generic_plan until the end
 // of the transaction it runs in (set_config with is_local: what SET LOCAL

@@ -58,6 +58,11 @@ type claimBody struct {
 	// when unknown.
 	WorkflowID      string `json:"workflow_id"`
 	WorkflowVersion string `json:"workflow_version"`
+	// Reconciler names the reconciler claimd calls if the attempt this
+	// claim wins ends unknown (claim.Request.Reconciler): one configured
+	// under the sources file's reconcilers; absent or "" takes the
+	// source's. A name not configured is 422 naming reconciler.
+	Reconciler string `json:"reconciler"`
 }
 
 // wait is how long the claim may wait for a concurrent holder.
@@ -141,6 +146,7 @@ func (b claimBody) request(tenant, prefix string, p claim.Policy, doc *strictjso
 	r.ExecutionMode = b.ExecutionMode
 	r.Shadow = b.Shadow
 	r.WorkflowID, r.WorkflowVersion = b.WorkflowID, b.WorkflowVersion
+	r.Reconciler = b.Reconciler
 	return r, nil
 }
 
@@ -237,9 +243,6 @@ type recordJSON struct {
 	KeyExpiresAt   time.Time      `json:"key_expires_at"`
 	KeyExpiry      string         `json:"key_expiry"`
 	Deliveries     []deliveryJSON `json:"deliveries,omitempty"`
-	// Reconcile is the claim's reconcile (GET /v1/claims/{id} and the
-	// reconcile answer only), when it has one.
-	Reconcile *reconcileJSON `json:"reconcile,omitempty"`
 }
 
 type deliveryJSON struct {
@@ -432,13 +435,7 @@ func (s *Server) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out := s.record(rec)
-	st, err := s.cfg.Ledger.ReconcileOf(ctx, tenant(c), rec.ID)
-	if err != nil {
-		return err
-	}
-	out.Reconcile = toReconcileJSON(st)
-	return c.JSON(out)
+	return c.JSON(s.record(rec))
 }
 
 func (s *Server) find(c *fiber.Ctx) error {
