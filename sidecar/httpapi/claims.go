@@ -243,6 +243,9 @@ type recordJSON struct {
 	KeyExpiresAt   time.Time      `json:"key_expires_at"`
 	KeyExpiry      string         `json:"key_expiry"`
 	Deliveries     []deliveryJSON `json:"deliveries,omitempty"`
+	// Reconcile is the claim's reconcile (GET /v1/claims/{id} and the
+	// reconcile answer only), when it has one.
+	Reconcile *reconcileJSON `json:"reconcile,omitempty"`
 }
 
 type deliveryJSON struct {
@@ -435,7 +438,13 @@ func (s *Server) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec))
+	out := s.record(rec)
+	st, err := s.cfg.Ledger.ReconcileOf(ctx, tenant(c), rec.ID)
+	if err != nil {
+		return err
+	}
+	out.Reconcile = toReconcileJSON(st)
+	return c.JSON(out)
 }
 
 func (s *Server) find(c *fiber.Ctx) error {
