@@ -26,6 +26,9 @@ import (
 // Refund: Complete with the effect's id as result reference), then repeats
 // the same Claim Refund call with a new tool-call id, as a model does on a
 // re-plan, and answers in words. The effect is counted by the Counter.
+// Two workflows, alike but for the Claim Refund tool's Key Scope: This
+// Execution, and The Chat Session (Session ID from the webhook body's
+// session, as a Chat Trigger's sessionId would be).
 
 const (
 	agentToolWorkflow = "testdata/agent-tool.json"
@@ -85,17 +88,14 @@ type toolResult struct {
 type standInModel struct {
 	URL string
 
-	orderID string
-	amount  int
-
 	mu       sync.Mutex
 	requests [][]chatMessage
 	tools    [][]string
 	failures []string
 }
 
-func newStandInModel(t *testing.T, orderID string, amount int) *standInModel {
-	m := &standInModel{orderID: orderID, amount: amount}
+func newStandInModel(t *testing.T) *standInModel {
+	m := &standInModel{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", m.serve)
 	srv := httptest.NewServer(mux)
@@ -209,7 +209,12 @@ func firstItemIdempotency(content string) (map[string]any, error) {
 // claim not won (or the second record) ends with a text answer. A second
 // won claim would refund again: the test then sees two effects.
 func (m *standInModel) next(messages []chatMessage) (map[string]any, error) {
-	claimArgs := map[string]any{"order_id": m.orderID, "amount_cents": m.amount}
+	asked := promptPattern.FindStringSubmatch(userPrompt(messages))
+	if asked == nil {
+		return nil, fmt.Errorf("a prompt that names no order: %q", userPrompt(messages))
+	}
+	orderID := asked[1]
+	claimArgs := map[string]any{"order_id": orderID, "amount_cents": agentRefundCents}
 	done := results(messages)
 	if len(done) == 0 {
 		return toolCallReply("call_claim_1", "Claim_Refund", claimArgs), nil
@@ -231,9 +236,9 @@ func (m *standInModel) next(messages []chatMessage) (map[string]any, error) {
 	switch last.Tool {
 	case "Claim_Refund":
 		if claim["outcome"] != "won" {
-			return textReply(fmt.Sprintf("Not refunding order %s again: %v", m.orderID, claim["message"])), nil
+			return textReply(fmt.Sprintf("Not refunding order %s again: %v", orderID, claim["message"])), nil
 		}
-		return toolCallReply(fmt.Sprintf("call_refund_%d", claims), "Do_Refund", map[string]any{"order_id": m.orderID}), nil
+		return toolCallReply(fmt.Sprintf("call_refund_%d", claims), "Do_Refund", map[string]any{"order_id": orderID}), nil
 	case "Do_Refund":
 		var effect []struct {
 			EffectID string `json:"effect_id"`
@@ -255,140 +260,246 @@ func (m *standInModel) next(messages []chatMessage) (map[string]any, error) {
 }
 
 // derivedEventID is the event ID the node documents for Key Mode Derived
-// From the Tool Call with Key Scope This Execution: "tool:" and the SHA-256
-// of the RFC 8785 canonical JSON of {arguments, execution, node, workflow}
-// (members in code-unit order; these values are plain ASCII and a whole
-// number, written alike by encoding/json).
-func derivedEventID(t *testing.T, args map[string]any, executionID, nodeID, workflowID string) string {
+// From the Tool Call: "tool:" and the SHA-256 of the RFC 8785 canonical
+// JSON of {arguments, node, workflow} and the scope ({"execution": id} or
+// {"session": id}). Members come in code-unit order and these values are
+// plain ASCII text and a whole number, which encoding/json writes alike.
+func derivedEventID(t *testing.T, args map[string]any, scope map[string]string, workflowID string) string {
 	t.Helper()
+	key := map[string]any{"arguments": args, "node": agentClaimNodeID, "workflow": workflowID}
+	for k, v := range scope {
+		key[k] = v
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(map[string]any{"arguments": args, "execution": executionID, "node": nodeID, "workflow": workflowID}); err != nil {
+	if err := enc.Encode(key); err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(bytes.TrimRight(buf.Bytes(), "\n"))
 	return "tool:" + hex.EncodeToString(sum[:])
 }
 
-var executionInPrompt = regexp.MustCompile(`\(execution (\d+)\)$`)
+// The agent's prompt: "Refund order <id> (execution <n8n execution id>)",
+// the webhook body's prompt and the execution the workflow adds.
+var promptPattern = regexp.MustCompile(`^Refund order (\S+) \(execution (\d+)\)$`)
 
-// TestAgentToolRepeatedCallOneEffect: in one execution the agent calls the
-// Claim Refund tool twice with the same arguments (new tool-call id, new
+// agentRefundCents is the amount_cents argument of every refund.
+const agentRefundCents = 4200
+
+// conversation is one run of the agent workflow as the stand-in model saw
+// it: the webhook's answer, the execution named in the prompt, every tool
+// result in order, the idempotency object of each Claim Refund result and
+// the effect id of each Do Refund result.
+type conversation struct {
+	answer    string
+	execution string
+	tools     []string
+	results   []toolResult
+	claims    []map[string]any
+	effects   []string
+}
+
+// callIDs lists the tool calls answered, in order.
+func (c conversation) callIDs() string {
+	var ids []string
+	for _, res := range c.results {
+		ids = append(ids, res.CallID)
+	}
+	return strings.Join(ids, ",")
+}
+
+// ask posts one prompt to the agent workflow at path (session: the chat
+// session the workflow's Session ID reads, body.session) and returns the
+// conversation, read from the last request the stand-in got for it. Calls
+// are made one after another.
+func (m *standInModel) ask(t *testing.T, n *N8N, path, orderID, session string) conversation {
+	t.Helper()
+	m.mu.Lock()
+	before := len(m.requests)
+	m.mu.Unlock()
+	status, body := n.PostWebhook(t, path, map[string]string{"prompt": "Refund order " + orderID, "session": session}, nil)
+	m.mu.Lock()
+	requests, tools, failures := m.requests[before:], m.tools[before:], m.failures
+	m.failures = nil
+	m.mu.Unlock()
+	for _, f := range failures {
+		t.Errorf("stand-in model: %s", f)
+	}
+	if status != http.StatusOK {
+		t.Fatalf("agent webhook %s: status %d, body %.500s", path, status, body)
+	}
+	if len(requests) == 0 {
+		t.Fatalf("agent webhook %s: the agent never asked the stand-in model", path)
+	}
+	final := requests[len(requests)-1]
+	asked := promptPattern.FindStringSubmatch(userPrompt(final))
+	if asked == nil || asked[1] != orderID {
+		t.Fatalf("the prompt the model got: %q, want the order %s and an execution id", userPrompt(final), orderID)
+	}
+	c := conversation{answer: string(body), execution: asked[2], tools: tools[0], results: results(final)}
+	for _, res := range c.results {
+		switch res.Tool {
+		case "Claim_Refund":
+			idem, err := firstItemIdempotency(res.Content)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.claims = append(c.claims, idem)
+		case "Do_Refund":
+			var effect []struct {
+				EffectID string `json:"effect_id"`
+			}
+			if err := json.Unmarshal([]byte(res.Content), &effect); err != nil || len(effect) != 1 || effect[0].EffectID == "" {
+				t.Fatalf("Do_Refund result: %.300s (%v)", res.Content, err)
+			}
+			c.effects = append(c.effects, effect[0].EffectID)
+		}
+	}
+	t.Logf("%s: execution %s, tool calls %s, answer %.200s", path, c.execution, c.callIDs(), c.answer)
+	return c
+}
+
+// checkDuplicateAnswer checks a Claim Refund result that must be a
+// duplicate carrying ref: its outcome, result_ref, and the sentence the
+// model reads.
+func checkDuplicateAnswer(t *testing.T, what string, idem map[string]any, ref string) {
+	t.Helper()
+	if idem["outcome"] != "duplicate" {
+		t.Errorf("%s: outcome %v, want duplicate (%v)", what, idem["outcome"], idem["message"])
+	}
+	if idem["result_ref"] != ref {
+		t.Errorf("%s: result_ref %v, want %s (what Record Refund completed the claim with)", what, idem["result_ref"], ref)
+	}
+	want := "Already done; result_ref " + ref + "."
+	if msg, _ := idem["message"].(string); !strings.HasPrefix(msg, want) {
+		t.Errorf("%s: message %q, want it to start %q", what, msg, want)
+	}
+}
+
+// TestAgentToolRepeatedCallOneEffect: the agent calls the Claim Refund tool
+// twice with the same arguments in one execution (new tool-call id, new
 // run of the tool node): one claim is won and one refund happens; the
 // second call is answered duplicate, and the tool result the model reads
-// says already done with the stored result reference (the refund's
-// effect id that Record Refund completed the claim with).
+// says already done with the stored result reference (the refund's effect
+// id that Record Refund completed the claim with). The key is the
+// documented derivation. With Key Scope This Execution the next execution
+// is a new scope; with The Chat Session, a resumed conversation (a new
+// execution, the same session) does not refund again, another session does.
 func TestAgentToolRepeatedCallOneEffect(t *testing.T) {
 	t.Parallel()
 	counter := NewCounter(t)
 	c := StartClaimd(t, ClaimdConfig{})
-	orderID := "ord_" + RandomHex(t, 6)
-	const amount = 4200
-	model := newStandInModel(t, orderID, amount)
+	model := newStandInModel(t)
 
 	creds := WriteJSON(t, "credentials.json", []credential{
 		claimCredential(claimCredID, "Idempotent Claim API (e2e)", c.URL(), c.APIKey),
 		{ID: openAICredID, Name: "Stand-in model (e2e)", Type: "openAiApi",
 			Data: map[string]any{"apiKey": "sk-standin-" + RandomHex(t, 8), "url": model.URL + "/v1", "header": false}},
 	})
-	wf := WriteWorkflow(t, agentToolWorkflow, map[string]string{
-		"COUNTER_URL":          counter.URL,
-		"CLAIM_CREDENTIAL_ID":  claimCredID,
-		"OPENAI_CREDENTIAL_ID": openAICredID,
-		"CLAIM_TOOL_NODE_ID":   agentClaimNodeID,
+	workflow := func(id, path, scope string) string {
+		return WriteWorkflow(t, agentToolWorkflow, map[string]string{
+			"WORKFLOW_ID":          id,
+			"PATH":                 path,
+			"KEY_SCOPE":            scope,
+			"HOOK_ID":              uuidLike(t),
+			"PROBE_HOOK_ID":        uuidLike(t),
+			"COUNTER_URL":          counter.URL,
+			"CLAIM_CREDENTIAL_ID":  claimCredID,
+			"OPENAI_CREDENTIAL_ID": openAICredID,
+			"CLAIM_TOOL_NODE_ID":   agentClaimNodeID,
+		})
+	}
+	n := StartN8N(t, N8NConfig{
+		Workflows: []string{
+			workflow("icE2eAgentTool01", "agent-tool", "execution"),
+			workflow("icE2eAgentTool02", "agent-session", "session"),
+		},
+		Credentials: []string{creds},
+		NodePackage: nodePackageDir,
 	})
-	n := StartN8N(t, N8NConfig{Workflows: []string{wf}, Credentials: []string{creds}, NodePackage: nodePackageDir})
-
-	status, body := n.PostWebhook(t, "agent-tool", map[string]string{"prompt": "Refund order " + orderID}, nil)
-	model.mu.Lock()
-	requests, tools, failures := model.requests, model.tools, model.failures
-	model.mu.Unlock()
-	for _, f := range failures {
-		t.Errorf("stand-in model: %s", f)
-	}
-	if status != http.StatusOK {
-		t.Fatalf("agent webhook: status %d, body %.500s", status, body)
-	}
-	t.Logf("agent answered: %.300s", body)
-	if len(requests) == 0 {
-		t.Fatal("the agent never asked the stand-in model")
-	}
-	if want := []string{"Claim_Refund", "Do_Refund", "Record_Refund"}; !sameSet(tools[0], want) {
-		t.Errorf("tools offered to the model: %v, want %v", tools[0], want)
+	perExecution, perSession := n.WorkflowIDs[0], n.WorkflowIDs[1]
+	args := func(orderID string) map[string]any {
+		return map[string]any{"order_id": orderID, "amount_cents": agentRefundCents}
 	}
 
-	// One effect: the repeated call did not refund again.
-	checkEffects(t, counter, "refund through the agent", 1, orderID)
-	if got := counter.Total(); got != 1 {
-		t.Errorf("effects in all: %d, want 1", got)
-	}
+	orderID := "ord_" + RandomHex(t, 6)
+	var first conversation
+	t.Run("same call twice in one execution", func(t *testing.T) {
+		first = model.ask(t, n, "agent-tool", orderID, "")
+		if want := []string{"Claim_Refund", "Do_Refund", "Record_Refund"}; !sameSet(first.tools, want) {
+			t.Errorf("tools offered to the model: %v, want %v", first.tools, want)
+		}
+		// One effect: the repeated call did not refund again.
+		checkEffects(t, counter, "refund through the agent", 1, orderID)
+		if want := "call_claim_1,call_refund_1,call_record_1,call_claim_2"; first.callIDs() != want {
+			t.Fatalf("tool calls answered: %s, want %s", first.callIDs(), want)
+		}
+		won, repeat, ref := first.claims[0], first.claims[1], first.effects[0]
+		if won["outcome"] != "won" {
+			t.Errorf("first Claim Refund: outcome %v, want won (%v)", won["outcome"], won["message"])
+		}
+		checkDuplicateAnswer(t, "repeated Claim Refund", repeat, ref)
+		// The model read it as the tool's result, word for word.
+		if !strings.Contains(first.results[3].Content, `"message":"Already done; result_ref `+ref+`.`) {
+			t.Errorf("the tool result the model read: %.500s", first.results[3].Content)
+		}
+		// The key is the node's: the documented derivation over this
+		// execution, the tool node's id, the workflow and the arguments.
+		want := derivedEventID(t, args(orderID), map[string]string{"execution": first.execution}, perExecution)
+		if won["event_id"] != want || repeat["event_id"] != want || won["claim_id"] != repeat["claim_id"] {
+			t.Errorf("claims %v/%v and %v/%v, want one claim with event id %s",
+				won["claim_id"], won["event_id"], repeat["claim_id"], repeat["event_id"], want)
+		}
+		rec := lookupClaim(t, c, agentToolSource, want)
+		if rec.State != "completed" || rec.Attempt != 1 || rec.ResultRef != ref {
+			t.Errorf("claim record: %+v, want completed, attempt 1, result_ref %s", rec, ref)
+		}
+	})
 
-	// The last request holds the whole conversation: every tool result.
-	final := requests[len(requests)-1]
-	done := results(final)
-	var sequence []string
-	for _, res := range done {
-		sequence = append(sequence, res.CallID)
-	}
-	if want := []string{"call_claim_1", "call_refund_1", "call_record_1", "call_claim_2"}; strings.Join(sequence, ",") != strings.Join(want, ",") {
-		t.Fatalf("tool calls answered: %v, want %v (model requests: %d)", sequence, want, len(requests))
-	}
-	first, err := firstItemIdempotency(done[0].Content)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := firstItemIdempotency(done[3].Content)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first["outcome"] != "won" {
-		t.Errorf("first Claim Refund: outcome %v, want won (%v)", first["outcome"], first["message"])
-	}
-	if second["outcome"] != "duplicate" {
-		t.Errorf("repeated Claim Refund: outcome %v, want duplicate (%v)", second["outcome"], second["message"])
-	}
+	t.Run("This Execution: the next execution is a new scope", func(t *testing.T) {
+		again := model.ask(t, n, "agent-tool", orderID, "")
+		if len(again.claims) == 0 || again.claims[0]["outcome"] != "won" || len(first.claims) == 0 ||
+			again.claims[0]["event_id"] == first.claims[0]["event_id"] {
+			t.Fatalf("a new execution's first claim: %v, want won under a new key", again.claims)
+		}
+		checkEffects(t, counter, "the same refund asked in a second execution (documented)", 2, orderID)
+	})
 
-	// The repeat carries the effect's reference.
-	var effect []struct {
-		EffectID string `json:"effect_id"`
-	}
-	if err := json.Unmarshal([]byte(done[1].Content), &effect); err != nil || len(effect) != 1 {
-		t.Fatalf("Do_Refund result: %.300s (%v)", done[1].Content, err)
-	}
-	ref := effect[0].EffectID
-	if second["result_ref"] != ref {
-		t.Errorf("repeated Claim Refund: result_ref %v, want %s (what Record Refund completed)", second["result_ref"], ref)
-	}
-	wantMessage := "Already done; result_ref " + ref + "."
-	if msg, _ := second["message"].(string); !strings.HasPrefix(msg, wantMessage) {
-		t.Errorf("repeated Claim Refund: message %q, want it to start %q", msg, wantMessage)
-	}
-	if !strings.Contains(done[3].Content, `"message":"`+wantMessage) {
-		t.Errorf("the tool result the model read lacks %q: %.500s", wantMessage, done[3].Content)
-	}
+	t.Run("The Chat Session: a resumed conversation does not repeat", func(t *testing.T) {
+		order := "ord_" + RandomHex(t, 6)
+		session := "chat-" + RandomHex(t, 6)
+		opened := model.ask(t, n, "agent-session", order, session)
+		if want := "call_claim_1,call_refund_1,call_record_1,call_claim_2"; opened.callIDs() != want {
+			t.Fatalf("tool calls answered: %s, want %s", opened.callIDs(), want)
+		}
+		ref := opened.effects[0]
+		checkDuplicateAnswer(t, "repeated Claim Refund in the session", opened.claims[1], ref)
 
-	// The key is the node's: the documented derivation over this
-	// execution, the tool node's id and the arguments, the same for both calls.
-	m := executionInPrompt.FindStringSubmatch(userPrompt(final))
-	if m == nil {
-		t.Fatalf("no execution id in the prompt the model got: %q", userPrompt(final))
-	}
-	want := derivedEventID(t, map[string]any{"order_id": orderID, "amount_cents": amount}, m[1], agentClaimNodeID, n.WorkflowIDs[0])
-	if first["event_id"] != want || second["event_id"] != want {
-		t.Errorf("event ids %v and %v, want both %s", first["event_id"], second["event_id"], want)
-	}
-	if first["claim_id"] != second["claim_id"] {
-		t.Errorf("claim ids %v and %v, want one claim", first["claim_id"], second["claim_id"])
-	}
-	rec := lookupClaim(t, c, agentToolSource, want)
-	if rec.State != "completed" || rec.Attempt != 1 || rec.ResultRef != ref {
-		t.Errorf("claim record: %+v, want completed, attempt 1, result_ref %s", rec, ref)
-	}
-	if got := metricSum(t, c, "claimd_duplicates_total"); got != 1 {
-		t.Errorf("claimd_duplicates_total = %d, want 1 (the repeated call)", got)
-	}
-	checkNoFailedExecutions(t, n, n.WorkflowIDs[0])
+		resumed := model.ask(t, n, "agent-session", order, session)
+		if resumed.execution == opened.execution {
+			t.Fatalf("the resumed conversation ran in execution %s again", resumed.execution)
+		}
+		if want := "call_claim_1"; resumed.callIDs() != want {
+			t.Fatalf("resumed conversation's tool calls: %s, want %s (no refund)", resumed.callIDs(), want)
+		}
+		checkDuplicateAnswer(t, "Claim Refund in the resumed conversation", resumed.claims[0], ref)
+		checkEffects(t, counter, "refund asked again in the same chat session", 1, order)
+
+		want := derivedEventID(t, args(order), map[string]string{"session": session}, perSession)
+		if opened.claims[0]["event_id"] != want || resumed.claims[0]["event_id"] != want {
+			t.Errorf("event ids %v and %v, want both %s", opened.claims[0]["event_id"], resumed.claims[0]["event_id"], want)
+		}
+
+		other := model.ask(t, n, "agent-session", order, "chat-"+RandomHex(t, 6))
+		if len(other.claims) == 0 || other.claims[0]["outcome"] != "won" {
+			t.Fatalf("another session's first claim: %v, want won", other.claims)
+		}
+		checkEffects(t, counter, "the same refund asked in another chat session", 2, order)
+	})
+
+	checkNoFailedExecutions(t, n, perExecution)
+	checkNoFailedExecutions(t, n, perSession)
 }
 
 // userPrompt is the text of the conversation's user message.
