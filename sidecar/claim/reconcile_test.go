@@ -657,3 +657,103 @@ func TestReconcilerPoliciesValidated(t *testing.T) {
 	require.Equal(t, claim.ReconcilerPolicy{MaxCalls: 6, BackoffBase: 30 * time.Second, BackoffCap: time.Hour,
 		Call: 30 * time.Second, Answer: 30 * time.Second}, p)
 }
+
+// Concurrent answers to one call (two replicas relaying, or a repeat
+// racing the first) apply one verdict: the same verdict is answered as
+// applied, another is refused, and the delivery log has one entry.
+func TestReconcileConcurrentAnswersApplyOneVerdict(t *testing.T) {
+	t.Parallel()
+	b := setup(t, reconcilePolicies())
+	id, _ := b.unknownClaim(t, "a", "evt_cc")
+	c := b.takeOne(t, id)
+	verdicts := []claim.ReconcileVerdict{claim.ReconcileDone, claim.ReconcileNotDone, claim.ReconcileDone,
+		claim.ReconcileNotDone, claim.ReconcileDone, claim.ReconcileNotDone}
+	errs := make([]error, len(verdicts))
+	var wg sync.WaitGroup
+	for i, v := range verdicts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = b.ledger.ReconcileAnswer(b.ctx, "a", id, c.Token, v, "", "", nil)
+		}()
+	}
+	wg.Wait()
+	applied := b.reconcileOf(t, "a", id).Verdict
+	for i, err := range errs {
+		if verdicts[i] == applied {
+			require.NoError(t, err)
+		} else {
+			require.Equal(t, apperr.InvalidState, apperr.CodeOf(err))
+		}
+	}
+	var n int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM claim_deliveries WHERE claim_id = $1
+		AND outcome IN ('reconciled_done', 'reconciled_not_done')`, id).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// Every way into unknown starts a reconcile: a Fail unknown (above), a
+// lease expiry under review (the sweep, or a claim finding it), an
+// operator's Release.
+func TestReconcileEveryWayIntoUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, reconcilePolicies())
+	swept, err := b.ledger.Claim(b.ctx, req("a", "evt_sweep"))
+	require.NoError(t, err)
+	b.travel(t, swept.ID, time.Hour)
+	n, err := b.ledger.SweepExpiredLeases(b.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	found, err := b.ledger.Claim(b.ctx, req("a", "evt_found"))
+	require.NoError(t, err)
+	b.travel(t, found.ID, time.Hour)
+	again, err := b.ledger.Claim(b.ctx, req("a", "evt_found"))
+	require.NoError(t, err)
+	require.Equal(t, claim.Unknown, again.Outcome)
+	released, err := b.ledger.Claim(b.ctx, req("a", "evt_released"))
+	require.NoError(t, err)
+	_, err = b.ledger.Release(b.ctx, "a", released.ID, "stuck", "op_1")
+	require.NoError(t, err)
+	d, err := b.ledger.ReconcileDiscover(b.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 3, d.Created)
+	for _, id := range []string{swept.ID, found.ID, released.ID} {
+		require.Equal(t, claim.ReconcileWaiting, b.reconcileOf(t, "a", id).State)
+	}
+}
+
+// A call whose claim was settled meanwhile (the holder's Complete) is
+// dropped when it expires or fails, not counted; a due call of such a
+// claim is dropped by Take.
+func TestReconcileSettledMeanwhileIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, reconcilePolicies())
+	id, token := b.unknownClaim(t, "a", "evt_exp")
+	b.takeOne(t, id)
+	_, err := b.ledger.Complete(b.ctx, "a", id, token, "holder_ref")
+	require.NoError(t, err)
+	b.pastDeadline(t, id)
+	expired, err := b.ledger.ReconcileExpire(b.ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, expired, 1)
+	require.Equal(t, claim.ReconcileDropped, expired[0].State)
+
+	id, token = b.unknownClaim(t, "a", "evt_fail")
+	c := b.takeOne(t, id)
+	_, err = b.ledger.Complete(b.ctx, "a", id, token, "holder_ref")
+	require.NoError(t, err)
+	st, err := b.ledger.ReconcileFail(b.ctx, id, c.Token, claim.ReconcileErrUnreachable)
+	require.NoError(t, err)
+	require.Equal(t, claim.ReconcileDropped, st.State)
+
+	id, token = b.unknownClaim(t, "a", "evt_due")
+	_, err = b.ledger.ReconcileDiscover(b.ctx, 100)
+	require.NoError(t, err)
+	_, err = b.ledger.Complete(b.ctx, "a", id, token, "holder_ref")
+	require.NoError(t, err)
+	b.noCall(t, id)
+	require.Equal(t, claim.ReconcileDropped, b.reconcileOf(t, "a", id).State)
+	rec, err := b.ledger.Get(b.ctx, "a", id)
+	require.NoError(t, err)
+	require.Equal(t, "holder_ref", rec.ResultRef)
+}
