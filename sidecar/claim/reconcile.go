@@ -441,10 +441,11 @@ const reconcileLockSQL = `SELECT ` + reconcileColumns + `, COALESCE(call_deadlin
 	FROM reconciles WHERE claim_id = $1 AND ($2::text IS NULL OR tenant = $2) FOR UPDATE`
 
 // reconcileEpisodeSQL locks the claim of reconcile $1 (FOR NO KEY
-// UPDATE: what its update takes) and says whether it is unknown in the
-// reconcile's episode.
-const reconcileEpisodeSQL = `SELECT EXISTS (SELECT 1 FROM claims c JOIN reconciles r ON r.claim_id = c.id
-	WHERE c.id = $1 AND ` + episodeMatch + ` FOR NO KEY UPDATE OF c)`
+// UPDATE: what its update takes, so no Complete, claim or operator
+// decision lands between this check and the answer's write) and says
+// whether it is unknown in the reconcile's episode.
+const reconcileEpisodeSQL = `SELECT ` + episodeMatch + ` FROM claims c JOIN reconciles r ON r.claim_id = c.id
+	WHERE c.id = $1 FOR NO KEY UPDATE OF c`
 
 // reconcileDropSQL drops reconcile $1.
 const reconcileDropSQL = `UPDATE reconciles SET state = 'dropped', updated_at = statement_timestamp()

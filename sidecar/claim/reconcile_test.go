@@ -757,3 +757,55 @@ func TestReconcileSettledMeanwhileIsDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "holder_ref", rec.ResultRef)
 }
+
+// The holder's late Complete racing the reconciler's done answer: for
+// every claim exactly one of them settles it (one completed or
+// reconciled_done entry), the other is answered (the Complete as a
+// repeat of the completed record, the answer as settled already), and
+// nothing fails otherwise.
+func TestReconcileAnswerRacesLateComplete(t *testing.T) {
+	t.Parallel()
+	b := setup(t, reconcilePolicies())
+	type race struct{ id, token, call string }
+	var races []race
+	for i := range 20 {
+		id, token := b.unknownClaim(t, "a", "evt_race_"+string(rune('a'+i)))
+		races = append(races, race{id: id, token: token})
+	}
+	_, err := b.ledger.ReconcileDiscover(b.ctx, 100)
+	require.NoError(t, err)
+	calls, err := b.ledger.ReconcileTake(b.ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, calls, len(races))
+	byID := map[string]string{}
+	for _, c := range calls {
+		byID[c.ClaimID] = c.Token
+	}
+	var wg sync.WaitGroup
+	for i := range races {
+		races[i].call = byID[races[i].id]
+		r := races[i]
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := b.ledger.ReconcileAnswer(b.ctx, "a", r.id, r.call, claim.ReconcileDone, "reconciler_ref", "", nil)
+			if err != nil && apperr.CodeOf(err) != apperr.InvalidState {
+				t.Errorf("answer: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			rec, err := b.ledger.Complete(b.ctx, "a", r.id, r.token, "holder_ref")
+			if assertNoError(t, err) && rec.State != claim.StateCompleted {
+				t.Errorf("Complete left %s", rec.State)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range races {
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM claim_deliveries WHERE claim_id = $1
+			AND outcome IN ('completed', 'reconciled_done')`, r.id).Scan(&n))
+		require.Equal(t, 1, n, "claim %s settled %d times", r.id, n)
+	}
+}
