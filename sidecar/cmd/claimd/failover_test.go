@@ -396,6 +396,9 @@ func TestOldPrimaryOnAnOlderTimelineIsRefused(t *testing.T) {
 	}
 	require.Equal(t, 1, primary.Timeline())
 	require.Equal(t, 5, allClaims(t, primary))
+	// The standby is asynchronous: let it replay the five claims before the
+	// crash, so that the counts below say where each later claim went.
+	primary.WaitReplayed("standby1")
 
 	primary.StopImmediate()
 	standby.Promote()

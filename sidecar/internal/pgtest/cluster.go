@@ -390,6 +390,30 @@ func (s *Server) WaitStreaming(name string, sync bool) {
 	}
 }
 
+// WaitReplayed waits until standby name has replayed everything s has
+// written so far (its replay_lsn in pg_stat_replication reaches s's
+// current WAL position): with an asynchronous standby, what s committed
+// before is then on the standby too, whatever the machine's load.
+func (s *Server) WaitReplayed(name string) {
+	s.t.Helper()
+	var target string
+	if err := s.QueryRow(`SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+		s.t.Fatalf("pgtest: current WAL position of %s: %v", s.Name, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var done bool
+		err := s.QueryRow(`SELECT replay_lsn >= $2::pg_lsn FROM pg_stat_replication WHERE application_name = $1`, name, target).Scan(&done)
+		if err == nil && done {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("pgtest: standby %s has not replayed %s of %s (err %v)", name, target, s.Name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Start starts the server on its port (a free one at the first start, the
 // same one afterwards) and waits until it accepts connections.
 func (s *Server) Start() {
