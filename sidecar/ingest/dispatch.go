@@ -389,8 +389,8 @@ type stored struct {
 const recordTimeout = 10 * time.Second
 
 // Work posts the stored event to the source's target. 2xx → dispatched
-// (with require_claim, once the event was claimed; an unclaimed 2xx is
-// retried); a status in forward.delivered_statuses → dispatched (the
+// (with require_claim, once the event was claimed since the dispatch was
+// armed; an unclaimed 2xx is retried); a status in forward.delivered_statuses → dispatched (the
 // target says it has the event already: an n8n resume URL's 409); a status
 // in forward.retry_statuses and transport errors → retry with backoff, or
 // after Retry-After when the target sent one; any other status → dead
@@ -475,9 +475,10 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		derr = errors.New(reason + " (retryable for this source: in forward.retry_statuses)")
 	case derr == nil && status >= 200 && status < 300:
 		// With require_claim, a 2xx counts only once the workflow has
-		// claimed the event: n8n answers 200 "n8n is starting up" while it
-		// boots and runs nothing, and a workflow that answers before its
-		// claim may still fail. Otherwise it is retried like a 5xx.
+		// claimed the event since the dispatch was armed
+		// (claimedSinceArmed): n8n answers 200 "n8n is starting up" while
+		// it boots and runs nothing, and a workflow that answers before
+		// its claim may still fail. Otherwise it is retried like a 5xx.
 		marked, err := in.markDispatched(ctx, mark{claimID: job.Args.ClaimID, holder: holder, attempt: attempt, status: status,
 			detail: "HTTP " + strconv.Itoa(status), requireClaim: src.Forward.RequireClaim})
 		if err != nil {
@@ -588,14 +589,14 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 	var unknown int          // the attempt of unknown outcome taken over, if any
 	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		rv, settled, unknown = reservation{}, nil, 0
-		var state, claimState string
-		var held, live bool
+		var state string
+		var held, live, claimed bool
 		var remainingMS float64
-		err := tx.QueryRow(ctx, `SELECT e.dispatch_state, e.dispatch_attempts, e.dispatch_holder IS NOT NULL,
-			COALESCE(e.dispatch_lease_until > now(), false),
-			COALESCE(extract(epoch FROM e.dispatch_lease_until - now()) * 1000, 0), c.state
-			FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 FOR UPDATE OF e`, a.ClaimID).
-			Scan(&state, &rv.attempt, &held, &live, &remainingMS, &claimState)
+		err := tx.QueryRow(ctx, `SELECT ie.dispatch_state, ie.dispatch_attempts, ie.dispatch_holder IS NOT NULL,
+			COALESCE(ie.dispatch_lease_until > now(), false),
+			COALESCE(extract(epoch FROM ie.dispatch_lease_until - now()) * 1000, 0), `+claimedSinceArmed+`
+			FROM inbox_events ie JOIN claims c ON c.id = ie.claim_id WHERE ie.claim_id = $1 FOR UPDATE OF ie`, a.ClaimID).
+			Scan(&state, &rv.attempt, &held, &live, &remainingMS, &claimed)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			rv.done = true // purged by retention
@@ -610,7 +611,7 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 			return nil
 		case held:
 			var proceed bool
-			proceed, settled, err = in.takeOver(ctx, tx, a, src, rv.attempt, claimState)
+			proceed, settled, err = in.takeOver(ctx, tx, a, src, rv.attempt, claimed)
 			if err != nil || !proceed {
 				rv.done = true
 				return err
@@ -650,8 +651,9 @@ func unknownReason(attempt int) string {
 // may or may not have reached the target, and none can still be in
 // flight (its deadline ended before the lease). It is logged as a
 // dispatch_failed attempt with unknownReason, and then:
-//   - with forward.require_claim, if the workflow has claimed the event,
-//     the attempt did reach it: dispatched (delivery-log detail says so);
+//   - with forward.require_claim, if the workflow has claimed the event
+//     since the dispatch was armed (claimed, see claimedSinceArmed), the
+//     attempt did reach it: dispatched (delivery-log detail says so);
 //   - at forward.max_attempts: dead letter, the reason naming the unknown
 //     outcome and the cap;
 //   - otherwise it counts as a failed attempt, like a timeout: proceed is
@@ -662,9 +664,9 @@ func unknownReason(attempt int) string {
 //
 // settled, when not nil, is what Work returns after the commit (it also
 // signals the observer and logs).
-func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *Source, attempt int, claimState string) (proceed bool, settled func() error, err error) {
+func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *Source, attempt int, claimed bool) (proceed bool, settled func() error, err error) {
 	reason := unknownReason(attempt)
-	if src.Forward.RequireClaim && claimState != string(claim.StateReceived) {
+	if src.Forward.RequireClaim && claimed {
 		const detail = "attempt's outcome unknown, but the workflow has claimed the event: it was received"
 		_, err := tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', last_dispatch_status = NULL,
 			last_dispatch_error = NULL, dispatched_at = now(), dispatch_holder = NULL, dispatch_lease_until = NULL

@@ -55,16 +55,31 @@ type mark struct {
 	requireClaim bool
 }
 
+// claimedSinceArmed is whether the workflow has claimed the event of
+// inbox row ie (its claim c) since the dispatch was armed: the claim has
+// left received and, when it is retryable_failed, a claim has won it
+// since (every win counts an attempt; ie.armed_attempt is the claim's
+// attempt when a replay, a redelivery or a reconciler's not_done armed
+// the dispatch again, NULL when only ingest armed it). A claim already
+// retryable_failed when its dispatch was re-armed is no sign that the
+// workflow ran: n8n answers 200 "n8n is starting up" and runs nothing.
+// Any other state (processing, completed, unknown, dead_lettered…) is
+// one the workflow's claim, a holder or an operator put it in, as
+// before.
+const claimedSinceArmed = `c.state <> 'received'
+	AND (c.state <> 'retryable_failed' OR c.attempt > COALESCE(ie.armed_attempt, 0))`
+
 // markSQL marks a dispatch done with its delivery-log row and says
 // whether it did: only while the attempt holds the event and, with
-// require_claim, only once the event was claimed. $1 claim id, $2
-// attempt, $3 HTTP status, $4 require_claim, $5 holder, $6 detail.
-const markSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched',
+// require_claim, only once the event was claimed since the dispatch was
+// armed (claimedSinceArmed). $1 claim id, $2 attempt, $3 HTTP status, $4
+// require_claim, $5 holder, $6 detail.
+const markSQL = `WITH e AS (UPDATE inbox_events ie SET dispatch_state = 'dispatched',
 	last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now(),
 	dispatch_holder = NULL, dispatch_lease_until = NULL
-	WHERE claim_id = $1 AND dispatch_holder = $5
-	AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND c.state <> 'received'))
-	RETURNING claim_id), log AS (
+	WHERE ie.claim_id = $1 AND ie.dispatch_holder = $5
+	AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND ` + claimedSinceArmed + `))
+	RETURNING ie.claim_id), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
 	SELECT claim_id, 'dispatched', $2, $6 FROM e)
 	SELECT EXISTS (SELECT 1 FROM e)`

@@ -73,6 +73,14 @@ func setupRetry(t *testing.T, forward string, respond func(b *retryBundle, n int
 // no inbox yet (startInbox).
 func newDispatchBundle(t *testing.T, path, forward string, respond func(b *retryBundle, n int, r *http.Request) (int, string)) *retryBundle {
 	t.Helper()
+	return newDispatchBundleWith(t, path, forward, nil, respond)
+}
+
+// newDispatchBundleWith is newDispatchBundle with the ledger's
+// configuration adjusted by ledgerCfg (nil: as it is).
+func newDispatchBundleWith(t *testing.T, path, forward string, ledgerCfg func(*claim.Config),
+	respond func(b *retryBundle, n int, r *http.Request) (int, string)) *retryBundle {
+	t.Helper()
 	b := &retryBundle{ctx: context.Background(), results: make(chan string, 64)}
 	target := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -95,7 +103,11 @@ sources:
 	b.cfg = cfg
 	b.src = cfg.Sources["n8n"]
 	b.pool = pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	b.ledger, err = claim.New(b.pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
+	lc := claim.Config{Policies: claim.Policies{BySource: cfg.Policies}}
+	if ledgerCfg != nil {
+		ledgerCfg(&lc)
+	}
+	b.ledger, err = claim.New(b.pool, lc)
 	require.NoError(t, err)
 	target.Start() // after b is complete: the handler reads it
 	return b

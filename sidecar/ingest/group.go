@@ -121,13 +121,16 @@ type receiptRow struct{ d, k int }
 
 // rearmSQL re-arms a dead-lettered dispatch (see rearm; a group queues
 // the dispatch jobs of its re-arms with its new events') and logs it; it
-// returns whether it did. $1 claim id, $2 the delivery-log detail, $3 the
-// operator's key prefix (NULL for a provider's redelivery), $4 the tenant
-// an operator acts for (NULL for a redelivery, whose record the group
-// found under its own tenant).
-const rearmSQL = `WITH e AS (UPDATE inbox_events SET dispatch_state = 'pending', dispatch_attempts = 0,
-	last_dispatch_error = NULL WHERE claim_id = $1 AND dispatch_state = 'dead_lettered' AND ($4::text IS NULL OR tenant = $4)
-	RETURNING claim_id),
+// returns whether it did. The claim's attempt now is kept as
+// armed_attempt: under require_claim a 2xx counts once a claim has won
+// the record since (claimedSinceArmed). $1 claim id, $2 the delivery-log
+// detail, $3 the operator's key prefix (NULL for a provider's
+// redelivery), $4 the tenant an operator acts for (NULL for a
+// redelivery, whose record the group found under its own tenant).
+const rearmSQL = `WITH e AS (UPDATE inbox_events ie SET dispatch_state = 'pending', dispatch_attempts = 0,
+	last_dispatch_error = NULL, armed_attempt = (SELECT c.attempt FROM claims c WHERE c.id = ie.claim_id)
+	WHERE ie.claim_id = $1 AND ie.dispatch_state = 'dead_lettered' AND ($4::text IS NULL OR ie.tenant = $4)
+	RETURNING ie.claim_id),
 log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
 	SELECT c.id, 'dispatch_replayed', c.attempt, $2, $3::text FROM claims c JOIN e ON c.id = e.claim_id)
 SELECT EXISTS (SELECT 1 FROM e)`
