@@ -131,15 +131,17 @@ describe('example workflows', () => {
 			});
 		});
 
-		it('answers done with the id found, not done when none is found, still unknown when the search fails', () => {
+		it('answers done with the id found, not done when none is found, still unknown when the search fails or answers otherwise', () => {
+			// Which answer takes which way: reconcileExample.test.ts.
 			expect(next('Search Destination', 0)).toEqual(['Found?']);
 			expect(next('Search Destination', 1)).toEqual(['Answer Still Unknown']);
 			expect(next('Found?', 0)).toEqual(['Answer Done']);
 			expect(next('Found?', 1)).toEqual(['Answer Not Done']);
+			expect(next('Found?', 2)).toEqual(['Answer Still Unknown']);
 			expect(answer('Answer Done')).toMatchObject({
 				operation: 'reconcileAnswer',
 				verdict: 'done',
-				resultRef: '={{ $json.data[0].id }}',
+				resultRef: '={{ $json.body.data[0].id.trim() }}',
 			});
 			expect(answer('Answer Not Done')).toMatchObject({
 				operation: 'reconcileAnswer',

@@ -24,6 +24,8 @@ const nodeType = new IdempotentClaim();
 /** The Header Auth token of the reconcile webhook, as n8n's Webhook node puts it in the item. */
 const WEBHOOK_HEADER_VALUE = 'reconcile-webhook-secret-value';
 const CALL = '3f0c8a52-5d0e-4a57-9d5b-0a0e6c1f1c11';
+/** A claim's idempotency key as claimd makes it: ik_ and 64 hex digits (claim.IdempotencyKey). */
+const KEY = `ik_${'3f1c'.repeat(16)}`;
 
 /** An item as n8n's Webhook node outputs claimd's reconcile request. */
 function reconcileRequestItem(claimId = 'c1', token = CALL): INodeExecutionData {
@@ -43,7 +45,7 @@ function reconcileRequestItem(claimId = 'c1', token = CALL): INodeExecutionData 
 				attempt: 1,
 				last_error: 'timeout',
 				payload_hash: 'ab'.repeat(32),
-				idempotency_key: 'orders:evt_1',
+				idempotency_key: KEY,
 				call: 1,
 				max_calls: 6,
 				answer_by: '2030-01-01T00:00:30Z',
@@ -96,7 +98,7 @@ function storedContext(
 function answered(claimId: string, extra: IDataObject = {}): IDataObject {
 	return {
 		claim_id: claimId,
-		idempotency_key: 'orders:evt_1',
+		idempotency_key: KEY,
 		source: 'orders',
 		event_id: 'evt_1',
 		action: '',
@@ -283,7 +285,7 @@ describe('Answer Reconcile: output', () => {
 				next_call_at: null,
 			},
 			idempotency: {
-				key: 'orders:evt_1',
+				key: KEY,
 				source: 'orders',
 				event_id: 'evt_1',
 				action: '',
@@ -467,7 +469,7 @@ describe('Claim: Reconciler option', () => {
 				{
 					error: {
 						code: 'invalid',
-						message: 'is not a reconciler of the sources file',
+						message: 'must name a configured reconciler',
 						field: 'claims[0].reconciler',
 					},
 				},
@@ -475,7 +477,7 @@ describe('Claim: Reconciler option', () => {
 		});
 		const failure = (await run(ctx).catch((error: unknown) => error)) as NodeApiError;
 		expect(failure.message).toBe(
-			'Invalid Reconciler (reconciler): is not a reconciler of the sources file [item 0]',
+			'Invalid Reconciler (reconciler): must name a configured reconciler [item 0]',
 		);
 		expect(`${failure.message} ${failure.description ?? ''}`).not.toContain('no-such-reconciler');
 	});
