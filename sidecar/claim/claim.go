@@ -205,7 +205,7 @@ const MaxWorkflowFieldLen = 128
 // Cause is why a duplicate copy of an event came: the delivery log's
 // explanation of each duplicate (and in_progress) entry, decided by the
 // statement that writes the entry (the duplicate_cause function of
-// migration 00014).
+// migrations 00014, 00020 and 00026).
 type Cause string
 
 // Duplicate causes, in the order they are tested.
@@ -215,6 +215,13 @@ const (
 	// execution ran in retry or manual mode. Nothing to fix: the layer
 	// kept the effect from running twice.
 	CauseOperatorReplay Cause = "operator_replay"
+	// CauseReconciled: a reconciler settled the record before this copy
+	// (the last act on it was a reconciler's verdict: it found the effect
+	// done, or not done and claimd ran the workflow again). Tested with
+	// CauseOperatorReplay: the latest act, a reconciler's or an
+	// operator's, explains the copy. Nothing to fix: the layer kept the
+	// effect from running twice.
+	CauseReconciled Cause = "reconciled"
 	// CauseBackfill: the first real delivery of an event claimd had
 	// already stored from the provider's own event list (backfill): it
 	// arrived late, or it is the redelivery claimd asked for. Nothing to
@@ -256,7 +263,7 @@ const (
 )
 
 // Causes lists every duplicate cause.
-var Causes = []Cause{CauseOperatorReplay, CauseBackfill, CauseAnotherDoor, CauseProviderRetry, CauseDispatchRetry,
+var Causes = []Cause{CauseOperatorReplay, CauseReconciled, CauseBackfill, CauseAnotherDoor, CauseProviderRetry, CauseDispatchRetry,
 	CauseN8nTwice, CauseN8nTwoVersions, CauseUpstreamRepeat}
 
 // Explain is the cause in plain words for people (the console's record
@@ -265,6 +272,8 @@ func (c Cause) Explain() string {
 	switch c {
 	case CauseOperatorReplay:
 		return "an operator replayed, resolved or released it, or someone retried the n8n execution or ran the workflow by hand"
+	case CauseReconciled:
+		return "a reconciler settled it before (it found the effect done, or not done and claimd ran the workflow again)"
 	case CauseBackfill:
 		return "the provider's real delivery arrived after claimd had already backfilled the event from the provider's event list"
 	case CauseAnotherDoor:

@@ -809,3 +809,60 @@ func TestReconcileAnswerRacesLateComplete(t *testing.T) {
 		require.Equal(t, 1, n, "claim %s settled %d times", r.id, n)
 	}
 }
+
+// A copy after a reconciler's verdict is explained reconciled, the note
+// naming the verdict and the reconciler (not operator_replay "by
+// operator reconciler:crm"); an operator's later act explains the next
+// copy as operator_replay: the latest act decides.
+func TestReconcileDuplicateCause(t *testing.T) {
+	t.Parallel()
+	b := setup(t, reconcilePolicies())
+	copyOf := func(event string) claim.Delivery {
+		t.Helper()
+		dup, err := b.ledger.Claim(b.ctx, req("a", event))
+		require.NoError(t, err)
+		require.Equal(t, claim.Duplicate, dup.Outcome)
+		require.Equal(t, claim.CauseReconciled, dup.Cause)
+		return lastDelivery(t, b, "a", dup.ID)
+	}
+
+	// done: the claim completed by the reconciler, then a copy.
+	id, _ := b.unknownClaim(t, "a", "evt_done")
+	c := b.takeOne(t, id)
+	_, err := b.ledger.ReconcileAnswer(b.ctx, "a", id, c.Token, claim.ReconcileDone, "inv_1", "", nil)
+	require.NoError(t, err)
+	d := copyOf("evt_done")
+	require.Equal(t, claim.CauseReconciled, d.Cause)
+	require.Equal(t, "after reconciled_done by reconciler crm", d.CauseNote)
+
+	// not_done: a claim wins the record again and completes it, then a copy.
+	id, _ = b.unknownClaim(t, "a", "evt_not_done")
+	c = b.takeOne(t, id)
+	_, err = b.ledger.ReconcileAnswer(b.ctx, "a", id, c.Token, claim.ReconcileNotDone, "", "", nil)
+	require.NoError(t, err)
+	won, err := b.ledger.Claim(b.ctx, req("a", "evt_not_done"))
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, won.Outcome)
+	_, err = b.ledger.Complete(b.ctx, "a", id, won.Token, "inv_2")
+	require.NoError(t, err)
+	d = copyOf("evt_not_done")
+	require.Equal(t, "after reconciled_not_done by reconciler crm", d.CauseNote)
+
+	// An operator acts after the reconciler: the next copy is the operator's.
+	id, _ = b.unknownClaim(t, "a", "evt_operator")
+	c = b.takeOne(t, id)
+	_, err = b.ledger.ReconcileAnswer(b.ctx, "a", id, c.Token, claim.ReconcileNotDone, "", "", nil)
+	require.NoError(t, err)
+	won, err = b.ledger.Claim(b.ctx, req("a", "evt_operator"))
+	require.NoError(t, err)
+	require.Equal(t, claim.Won, won.Outcome)
+	_, err = b.ledger.Fail(b.ctx, "a", id, won.Token, claim.UnknownOutcome, "timeout again")
+	require.NoError(t, err)
+	_, err = b.ledger.ResolveAs(b.ctx, "a", id, claim.ResolveCompleted, "inv_3", "done by hand", "ick_ops")
+	require.NoError(t, err)
+	dup, err := b.ledger.Claim(b.ctx, req("a", "evt_operator"))
+	require.NoError(t, err)
+	require.Equal(t, claim.Duplicate, dup.Outcome)
+	require.Equal(t, claim.CauseOperatorReplay, dup.Cause)
+	require.Contains(t, lastDelivery(t, b, "a", id).CauseNote, "by operator ick_ops")
+}

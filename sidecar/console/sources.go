@@ -39,6 +39,7 @@ var causeText = map[string]string{
 	"provider_retry":   "provider retries",
 	"another_door":     "another door (shared scope)",
 	"operator_replay":  "operator replays",
+	"reconciled":       "after a reconciler's verdict",
 	"backfill":         "late real delivery after backfill",
 	"dispatch_retry":   "dispatch retries",
 	"n8n_twice":        "n8n ran it twice",

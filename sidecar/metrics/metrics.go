@@ -103,7 +103,7 @@ func New(stats StatsFunc) *Metrics {
 	m.duplicates = &boundedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "claimd_duplicates_total",
 		Help: "Duplicate (and in_progress) copies stopped, by source (the ingest door or trigger source, else the claim's source; " +
-			"the first 200 names, then \"_other\") and cause (operator_replay, backfill, another_door, provider_retry, dispatch_retry, n8n_twice, n8n_two_versions, upstream_repeat).",
+			"the first 200 names, then \"_other\") and cause (operator_replay, reconciled, backfill, another_door, provider_retry, dispatch_retry, n8n_twice, n8n_two_versions, upstream_repeat).",
 	}, []string{"source", "cause"}), max: maxDuplicateSources, seen: map[string]bool{}}
 	m.Registry.MustRegister(m.duplicates.vec)
 	m.shadow = &boundedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
