@@ -12,3 +12,9 @@ var ReceiveSQL = receiveSQL
 
 // ReceiveArgs are ReceiveSQL's arguments for r.
 func (l *Ledger) ReceiveArgs(r Request) []any { return l.receiveArgs(r) }
+
+// ReconcileDiscoverStatement is discovery's statement and arguments under
+// the ledger's policies; ok false when no reconciler is configured.
+func (l *Ledger) ReconcileDiscoverStatement(limit int) (sql string, args []any, ok bool) {
+	return l.reconcileDiscoverArgs(limit)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -283,26 +284,37 @@ func scanReconcile(row pgx.Row, extra ...any) (ReconcileState, error) {
 // configured reconciler names, $2 their max_calls; $3 the sources with a
 // policy of their own, $4 their default reconciler ("" none); $5 the
 // default policy's reconciler (NULL none) for every other source; $6 the
-// limit. A claim's reconciler is its own (claims.reconciler), else its
-// source's default. It inserts a waiting row, due now, for at most $6
-// unknown claims with a configured reconciler and no row for their
-// current episode (no row, or one of an earlier episode: reset), oldest
-// change first; a concurrent discovery of the same claim inserts or
-// resets it once (ON CONFLICT, its WHERE judged on the row as the other
-// left it). It returns the rows started and how many unknown claims
-// (at most $6) name a reconciler of their own that is not configured.
-// Cost: a scan of the unknown claims (claims_open_state_idx) and a
-// primary-key probe of reconciles each.
+// limit; $7 the sources whose default reconciler is configured; {OTHER}
+// is reconcileDiscoverOther when the default policy's reconciler is
+// configured, else empty (a statement of its own, so that no plan of it
+// reads the unknown claims of every source for a default that is not
+// there). A claim's
+// reconciler is its own (claims.reconciler), else its source's default.
+// It inserts a waiting row, due now, for at most $6 unknown claims with a
+// configured reconciler and no row for their current episode (no row, or
+// one of an earlier episode: reset), oldest change first; a concurrent
+// discovery of the same claim inserts or resets it once (ON CONFLICT, its
+// WHERE judged on the row as the other left it). It returns the rows
+// started and how many unknown claims (at most $6) name a reconciler of
+// their own that is not configured.
+// Cost: only unknown claims that can be reconciled are visited (their
+// own reconciler configured, or none and a source whose default is), by
+// claims_unknown_reconciler_idx (migration 00026), with a primary-key
+// probe of reconciles each; unknown claims without a reconciler are not
+// read. Those with a reconcile of their current episode (waiting, gave up
+// for an operator) are still read on each run.
 const reconcileDiscoverSQL = `
 WITH cfg AS (
 	SELECT * FROM unnest($1::text[], $2::int[]) AS r(name, max_calls)
 ), src AS (
 	SELECT * FROM unnest($3::text[], $4::text[]) AS s(source, reconciler)
 ), cand AS (
-	SELECT c.id, c.tenant, c.attempt, c.claim_token, c.updated_at, c.reconciler IS NOT NULL AS own,
+	SELECT c.id, c.tenant, c.attempt, c.claim_token, c.updated_at,
 		COALESCE(c.reconciler, CASE WHEN s.source IS NOT NULL THEN NULLIF(s.reconciler, '') ELSE $5::text END) AS rname
 	FROM claims c LEFT JOIN src s ON s.source = c.source
 	WHERE c.state = 'unknown'
+	  AND (c.reconciler = ANY($1::text[])
+		OR (c.reconciler IS NULL AND c.source = ANY($7::text[])){OTHER})
 	  AND NOT EXISTS (SELECT 1 FROM reconciles r WHERE r.claim_id = c.id
 		AND r.episode_attempt = c.attempt AND r.episode_token IS NOT DISTINCT FROM c.claim_token)
 ), ins AS (
@@ -322,7 +334,22 @@ WITH cfg AS (
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM ins),
-	(SELECT count(*) FROM (SELECT 1 FROM cand WHERE own AND rname <> ALL($1::text[]) LIMIT $6) k)`
+	(SELECT count(*) FROM (SELECT 1 FROM claims c
+		WHERE c.state = 'unknown' AND c.reconciler IS NOT NULL AND c.reconciler <> ALL($1::text[])
+		  AND NOT EXISTS (SELECT 1 FROM reconciles r WHERE r.claim_id = c.id
+			AND r.episode_attempt = c.attempt AND r.episode_token IS NOT DISTINCT FROM c.claim_token)
+		LIMIT $6) k)`
+
+// reconcileDiscoverOther is reconcileDiscoverSQL's {OTHER}: the unknown
+// claims naming no reconciler of every source without a policy of its
+// own, under the default policy's reconciler.
+const reconcileDiscoverOther = `
+		OR (c.reconciler IS NULL AND c.source <> ALL($3::text[]))`
+
+// reconcileDiscoverSQLs are reconcileDiscoverSQL without and with
+// reconcileDiscoverOther.
+var reconcileDiscoverSQLs = [2]string{strings.Replace(reconcileDiscoverSQL, "{OTHER}", "", 1),
+	strings.Replace(reconcileDiscoverSQL, "{OTHER}", reconcileDiscoverOther, 1)}
 
 // ReconcileDiscover starts the reconciles of at most limit claims that
 // are unknown, have a reconciler (their own, else their source's default,
@@ -331,30 +358,52 @@ SELECT (SELECT count(*) FROM ins),
 // first call due now, bounded by the reconciler's MaxCalls. A claim that
 // went unknown again after a later win (a new episode) starts afresh. A
 // claim naming a reconciler that is no longer configured is skipped and
-// counted, not failed. Safe on any number of replicas at once. Errors:
-// Unavailable (DBError).
+// counted, not failed. With no reconciler configured it does nothing
+// and sends no statement. Safe on any number of replicas at once.
+// Errors: Unavailable (DBError).
 func (l *Ledger) ReconcileDiscover(ctx context.Context, limit int) (ReconcileDiscovered, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	ps := l.policies.Load()
-	names, maxCalls := make([]string, 0, len(ps.Reconcilers)), make([]int32, 0, len(ps.Reconcilers))
-	for name, r := range ps.Reconcilers {
-		names, maxCalls = append(names, name), append(maxCalls, int32(r.MaxCalls))
-	}
-	sources, defaults := make([]string, 0, len(ps.BySource)), make([]string, 0, len(ps.BySource))
-	for name, p := range ps.BySource {
-		sources, defaults = append(sources, name), append(defaults, p.Reconciler)
+	sql, args, ok := l.reconcileDiscoverArgs(limit)
+	if !ok {
+		return ReconcileDiscovered{}, nil
 	}
 	var d ReconcileDiscovered
 	err := retry(ctx, func() error {
-		return l.pool.QueryRow(ctx, reconcileDiscoverSQL, names, maxCalls, sources, defaults,
-			nullable(ps.Default.Reconciler), limit).Scan(&d.Created, &d.Skipped)
+		return l.pool.QueryRow(ctx, sql, args...).Scan(&d.Created, &d.Skipped)
 	})
 	if err != nil {
 		return ReconcileDiscovered{}, DBError(err)
 	}
 	return d, nil
+}
+
+// reconcileDiscoverArgs is discovery's statement (reconcileDiscoverSQLs)
+// and its arguments under the current policies; ok false when no
+// reconciler is configured.
+func (l *Ledger) reconcileDiscoverArgs(limit int) (sql string, args []any, ok bool) {
+	if limit <= 0 {
+		limit = 100
+	}
+	ps := l.policies.Load()
+	if len(ps.Reconcilers) == 0 {
+		return "", nil, false
+	}
+	names, maxCalls := make([]string, 0, len(ps.Reconcilers)), make([]int32, 0, len(ps.Reconcilers))
+	for name, r := range ps.Reconcilers {
+		names, maxCalls = append(names, name), append(maxCalls, int32(r.MaxCalls))
+	}
+	sources, defaults := make([]string, 0, len(ps.BySource)), make([]string, 0, len(ps.BySource))
+	var reconciled []string // sources whose default reconciler is configured
+	for name, p := range ps.BySource {
+		sources, defaults = append(sources, name), append(defaults, p.Reconciler)
+		if _, ok := ps.Reconcilers[p.Reconciler]; ok && p.Reconciler != "" {
+			reconciled = append(reconciled, name)
+		}
+	}
+	sql = reconcileDiscoverSQLs[0]
+	if _, ok := ps.Reconcilers[ps.Default.Reconciler]; ok && ps.Default.Reconciler != "" {
+		sql = reconcileDiscoverSQLs[1]
+	}
+	return sql, []any{names, maxCalls, sources, defaults, nullable(ps.Default.Reconciler), limit, reconciled}, true
 }
 
 // episodeMatch is whether claim c is unknown in the episode of reconcile
@@ -771,11 +820,16 @@ func (l *Ledger) reconcileEnd(ctx context.Context, tx pgx.Tx, r ReconcileState, 
 // backoff, or the reconcile gives up at MaxCalls (or is dropped when its
 // claim left unknown). Run it on every tick; safe on any number of
 // replicas at once (SKIP LOCKED). It returns the reconciles it ended, as
-// it left them (State gave_up for the ones that gave up). Errors:
-// Unavailable.
+// it left them (State gave_up for the ones that gave up). With no
+// reconciler configured it does nothing and sends no statement (a call
+// of a reconciler removed by a reload stays calling until one is
+// configured again). Errors: Unavailable.
 func (l *Ledger) ReconcileExpire(ctx context.Context, limit int) ([]ReconcileState, error) {
 	if limit <= 0 {
 		limit = 100
+	}
+	if len(l.policies.Load().Reconcilers) == 0 {
+		return nil, nil
 	}
 	var out []ReconcileState
 	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
