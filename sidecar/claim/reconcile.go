@@ -245,6 +245,11 @@ type ReconcileState struct {
 type ReconcileResult struct {
 	Reconcile ReconcileState
 	Record    Record
+	// Ended: this answer ended the call in flight, so a count of calls
+	// counts it now: its verdict was applied, or (with the InvalidState
+	// refusal of a claim settled first) the reconcile was dropped. False
+	// for a repeat of an answer applied already (nothing written).
+	Ended bool
 }
 
 // ReconcileDiscovered is what ReconcileDiscover did.
@@ -292,7 +297,7 @@ func scanReconcile(row pgx.Row, extra ...any) (ReconcileState, error) {
 // reconciler is its own (claims.reconciler), else its source's default.
 // It inserts a waiting row, due now, for at most $6 unknown claims with a
 // configured reconciler and no row for their current episode (no row, or
-// one of an earlier episode: reset), oldest change first; a concurrent
+// one of an earlier episode whose call is not in flight: reset), oldest change first; a concurrent
 // discovery of the same claim inserts or resets it once (ON CONFLICT, its
 // WHERE judged on the row as the other left it). It returns the rows
 // started and how many unknown claims (at most $6) name a reconciler of
@@ -315,8 +320,8 @@ WITH cfg AS (
 	WHERE c.state = 'unknown'
 	  AND (c.reconciler = ANY($1::text[])
 		OR (c.reconciler IS NULL AND c.source = ANY($7::text[])){OTHER})
-	  AND NOT EXISTS (SELECT 1 FROM reconciles r WHERE r.claim_id = c.id
-		AND r.episode_attempt = c.attempt AND r.episode_token IS NOT DISTINCT FROM c.claim_token)
+	  AND NOT EXISTS (SELECT 1 FROM reconciles r WHERE r.claim_id = c.id AND (r.state = 'calling'
+		OR (r.episode_attempt = c.attempt AND r.episode_token IS NOT DISTINCT FROM c.claim_token)))
 ), ins AS (
 	INSERT INTO reconciles AS r (claim_id, tenant, reconciler, episode_attempt, episode_token, state, calls,
 		max_calls, next_call_at, created_at, updated_at)
@@ -588,7 +593,9 @@ func reconcileActor(name string) string { return "reconciler:" + name }
 // holder's Complete or an operator). The same verdict again with the same
 // token after it was applied answers the reconcile and the claim as they
 // are now (a retry whose answer was lost); another verdict is
-// InvalidState. Errors: NotFound (no reconcile of the claim for tenant),
+// InvalidState. Each call ends once: Ended is set only by the answer
+// that ended it (see ReconcileResult). Errors: NotFound (no reconcile of
+// the claim for tenant),
 // Invalid naming verdict, result_ref or note, apperr.ReconcileTokenStale,
 // InvalidState, Unavailable; redispatch's error aborts the transaction
 // and is returned as it is.
@@ -636,9 +643,11 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 			return err
 		}
 		if !same {
-			if _, err := tx.Exec(ctx, reconcileDropSQL, claimID); err != nil {
+			st, err := scanReconcile(tx.QueryRow(ctx, reconcileDropSQL, claimID))
+			if err != nil {
 				return err
 			}
+			out = ReconcileResult{Reconcile: st, Ended: true}
 			refusal = &apperr.Error{Code: apperr.InvalidState,
 				Message: "this claim was settled already (by its holder's Complete or an operator) or went unknown again; the answer was not applied"}
 			return nil
@@ -662,14 +671,14 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 					return err
 				}
 			}
-			out = ReconcileResult{Reconcile: st, Record: rec}
+			out = ReconcileResult{Reconcile: st, Record: rec, Ended: true}
 			return nil
 		default:
 			st, err := l.reconcileAgain(ctx, tx, r, verdict, note, "")
 			if err != nil {
 				return err
 			}
-			out.Reconcile = st
+			out.Reconcile, out.Ended = st, true
 			out.Record, err = scanRecord(tx.QueryRow(ctx, getSQL, claimID, tenant))
 			return err
 		}
@@ -678,6 +687,9 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 		return ReconcileResult{}, DBError(err) // an *apperr.Error of redispatch passes as it is
 	}
 	if refusal != nil {
+		if out.Ended {
+			return ReconcileResult{Reconcile: out.Reconcile, Ended: true}, refusal
+		}
 		return ReconcileResult{}, refusal
 	}
 	return out, nil

@@ -34,10 +34,12 @@ func (m *Metrics) Reconcile() *ReconcileMetrics {
 	}
 	r := &ReconcileMetrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "claimd_reconcile_calls_total",
-			Help: "Reconcile calls by reconciler and result, counted when the call ends: the verdict answered (done, not_done, " +
-				"still_unknown; in the response or later through the API), a failed call (timeout, unreachable, status_4xx, " +
-				"status_5xx, bad_answer; a call without an answer by its deadline is a timeout), or fenced (nothing applied: " +
-				"the claim was settled meanwhile or the call had ended). Every result of a configured reconciler starts at 0."},
+			Help: "Reconcile calls by reconciler and result, each call counted once, when it ends: the verdict first applied " +
+				"(done, not_done, still_unknown; in the response or through the API), a failed call (timeout, unreachable, " +
+				"status_4xx, status_5xx, bad_answer; a call without an answer by its deadline is a timeout), or fenced (answered " +
+				"after the claim was settled by its holder or an operator: nothing applied). A repeated answer, another verdict " +
+				"after one was applied, or an answer after the call ended is not counted: the sum over results is the calls " +
+				"made. Every result of a configured reconciler starts at 0."},
 			[]string{"reconciler", "result"}),
 		gaveUp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "claimd_reconcile_gave_up_total",
 			Help: "Reconciles that gave up after max_calls calls without a done or not_done answer: the claim stays unknown " +

@@ -14,11 +14,15 @@ import (
 )
 
 // Results of a call, the result label of claimd_reconcile_calls_total,
-// counted once when the call ends: the verdict the reconciler answered
-// (in its response, or later through the API), a failure class (also the
-// reconcile's last_error; a call answered neither way by its deadline is
-// a timeout), or fenced (nothing applied: the call's token is stale, or
-// the claim was settled meanwhile by its holder or an operator).
+// counted once when the call ends, by what ended it: the verdict the
+// reconciler answered first (in its response, or through the API), a
+// failure class (also the reconcile's last_error; a call answered
+// neither way by its deadline is a timeout), or fenced (its answer came
+// after the claim was settled by its holder or an operator: nothing
+// applied). An answer to a call that had ended (a repeat, another
+// verdict, an answer after the deadline) is not counted, so the sum over
+// results is the calls made, and the failure classes over it the share
+// of calls that failed (ClaimdReconcilerFailing).
 const (
 	ResultDone         = "done"
 	ResultNotDone      = "not_done"

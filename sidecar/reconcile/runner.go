@@ -51,7 +51,8 @@ const (
 // Observer receives the runner's metrics events (metrics.ReconcileMetrics).
 type Observer interface {
 	// ReconcileCalled counts a call that ended, by reconciler and result
-	// (a verdict, a failure class, or fenced).
+	// (a verdict, a failure class, or fenced): once per call, by the
+	// replica that ended it.
 	ReconcileCalled(reconciler, result string)
 	// ReconcileGaveUp counts a reconcile that gave up (max_calls reached).
 	ReconcileGaveUp(reconciler string)
@@ -293,7 +294,9 @@ func (r *Runner) fail(ctx context.Context, log zerolog.Logger, c claim.Reconcile
 		log.Info().Str("error_class", class).Str("state", string(st.State)).Msg("reconcile call failed")
 		r.ended(st, class)
 	case errors.As(err, &ae) && ae.Code == apperr.ReconcileTokenStale:
-		r.o.Observer.ReconcileCalled(c.Reconciler, ResultFenced)
+		// The call was ended already (an answer through the API, or its
+		// deadline), and counted then.
+		log.Info().Str("error_class", class).Msg("reconcile call failure not recorded: the call had ended")
 	default:
 		log.Warn().Err(err).Str("error_class", class).Msg("reconcile call failure not recorded; the call ends at its deadline")
 	}
@@ -301,24 +304,25 @@ func (r *Runner) fail(ctx context.Context, log zerolog.Logger, c claim.Reconcile
 
 // Answer applies a reconciler's answer to the call with token on claim
 // claimID of tenant (claim.Ledger.ReconcileAnswer, the re-dispatch of an
-// ingested event included) and counts it: the verdict (a repeat of an
-// answer applied already is counted again), fenced when the token is
-// stale or the claim was settled meanwhile, and a reconcile that gave
-// up. For the runner (an answer in the response) and the API (an
-// answer that came later). Errors: as claim.Ledger.ReconcileAnswer.
+// ingested event included) and counts the call when this answer ended it
+// (claim.ReconcileResult.Ended): its verdict, or fenced when the claim
+// was settled meanwhile (nothing applied), and a reconcile that gave up.
+// An answer to a call that had ended is not counted again: a repeat of
+// the answer applied (the node's Answer Reconcile answers both through
+// the API and in the response), another verdict after it, or an answer
+// after the call failed or passed its deadline (counted then). For the
+// runner (an answer in the response) and the API (an answer that came
+// later). Errors: as claim.Ledger.ReconcileAnswer.
 func (r *Runner) Answer(ctx context.Context, tenant, claimID, token string, a Answer) (claim.ReconcileResult, error) {
 	res, err := r.o.Ledger.ReconcileAnswer(ctx, tenant, claimID, token, claim.ReconcileVerdict(a.Verdict),
 		a.ResultRef, a.Note, r.o.Redispatch)
-	var ae *apperr.Error
-	switch {
-	case err == nil:
-		r.ended(res.Reconcile, a.Verdict)
-	case errors.As(err, &ae) && (ae.Code == apperr.ReconcileTokenStale || ae.Code == apperr.InvalidState):
-		if st, _ := r.o.Ledger.ReconcileOf(ctx, tenant, claimID); st != nil {
-			r.o.Observer.ReconcileCalled(st.Reconciler, ResultFenced)
-		}
+	if res.Ended {
+		r.ended(res.Reconcile, a.Verdict) // fenced when the answer dropped the reconcile
 	}
-	return res, err
+	if err != nil {
+		return claim.ReconcileResult{}, err
+	}
+	return res, nil
 }
 
 // Open counts the open reconciles by state (waiting, calling, gave_up)
