@@ -123,6 +123,18 @@ type ReconcilerPolicy struct {
 	// come through the API (an asynchronous answer); 0 is Call. A call's
 	// deadline (ReconcileCall.Deadline) is its start plus Call plus Answer.
 	Answer time.Duration
+	// Delay is the least time between a claim going unknown and the
+	// first call of its episode, so that a holder that may still be
+	// mid-effect (an operator released its processing claim; its lease
+	// ran out under review while it worked on) is not judged too early:
+	// a not_done would let the next delivery run the effect while the
+	// holder may still be doing it. The basis is claims.updated_at when
+	// discovery starts the episode, which every move into unknown sets
+	// (a sweep finding an expired lease sets it then, after the lease
+	// ran out); a later change of the claim while it stays unknown would
+	// only move the call later. Not defaulted here: 0 is no delay (the
+	// sources file's delay_seconds defaults to 60 seconds, 0..86400).
+	Delay time.Duration
 }
 
 // Defaults of ReconcilerPolicy.
@@ -166,6 +178,8 @@ func (p ReconcilerPolicy) Validate() error {
 		return fmt.Errorf("timeout must be at least 1s")
 	case p.Answer < 0:
 		return fmt.Errorf("answer cannot be negative")
+	case p.Delay < 0:
+		return fmt.Errorf("delay cannot be negative")
 	}
 	return nil
 }
@@ -286,7 +300,8 @@ func scanReconcile(row pgx.Row, extra ...any) (ReconcileState, error) {
 }
 
 // reconcileDiscoverSQL starts the reconciles of unknown claims. $1
-// configured reconciler names, $2 their max_calls; $3 the sources with a
+// configured reconciler names, $2 their max_calls, $8 their delay in
+// seconds (ReconcilerPolicy.Delay); $3 the sources with a
 // policy of their own, $4 their default reconciler ("" none); $5 the
 // default policy's reconciler (NULL none) for every other source; $6 the
 // limit; $7 the sources whose default reconciler is configured; {OTHER}
@@ -295,7 +310,8 @@ func scanReconcile(row pgx.Row, extra ...any) (ReconcileState, error) {
 // reads the unknown claims of every source for a default that is not
 // there). A claim's
 // reconciler is its own (claims.reconciler), else its source's default.
-// It inserts a waiting row, due now, for at most $6 unknown claims with a
+// It inserts a waiting row (its first call due the reconciler's delay after
+// the claim went unknown: its updated_at; now if that has passed), for at most $6 unknown claims with a
 // configured reconciler and no row for their current episode (no row, or
 // one of an earlier episode whose call is not in flight: reset), oldest change first; a concurrent
 // discovery of the same claim inserts or resets it once (ON CONFLICT, its
@@ -310,7 +326,7 @@ func scanReconcile(row pgx.Row, extra ...any) (ReconcileState, error) {
 // for an operator) are still read on each run.
 const reconcileDiscoverSQL = `
 WITH cfg AS (
-	SELECT * FROM unnest($1::text[], $2::int[]) AS r(name, max_calls)
+	SELECT * FROM unnest($1::text[], $2::int[], $8::float8[]) AS r(name, max_calls, delay)
 ), src AS (
 	SELECT * FROM unnest($3::text[], $4::text[]) AS s(source, reconciler)
 ), cand AS (
@@ -326,7 +342,8 @@ WITH cfg AS (
 	INSERT INTO reconciles AS r (claim_id, tenant, reconciler, episode_attempt, episode_token, state, calls,
 		max_calls, next_call_at, created_at, updated_at)
 	SELECT cand.id, cand.tenant, cand.rname, cand.attempt, cand.claim_token, 'waiting', 0, cfg.max_calls,
-		statement_timestamp(), statement_timestamp(), statement_timestamp()
+		GREATEST(cand.updated_at + make_interval(secs => cfg.delay), statement_timestamp()),
+		statement_timestamp(), statement_timestamp()
 	FROM cand JOIN cfg ON cfg.name = cand.rname
 	ORDER BY cand.updated_at, cand.id
 	LIMIT $6
@@ -360,7 +377,9 @@ var reconcileDiscoverSQLs = [2]string{strings.Replace(reconcileDiscoverSQL, "{OT
 // are unknown, have a reconciler (their own, else their source's default,
 // Policy.Reconciler) that is configured (Policies.Reconcilers), and have
 // no reconcile for their current unknown episode: a waiting row, its
-// first call due now, bounded by the reconciler's MaxCalls. A claim that
+// first call due the reconciler's Delay after the claim went unknown
+// (claims.updated_at when discovered; at once if that has passed),
+// bounded by the reconciler's MaxCalls. A claim that
 // went unknown again after a later win (a new episode) starts afresh. A
 // claim naming a reconciler that is no longer configured is skipped and
 // counted, not failed. With no reconciler configured it does nothing
@@ -393,8 +412,10 @@ func (l *Ledger) reconcileDiscoverArgs(limit int) (sql string, args []any, ok bo
 		return "", nil, false
 	}
 	names, maxCalls := make([]string, 0, len(ps.Reconcilers)), make([]int32, 0, len(ps.Reconcilers))
+	delays := make([]float64, 0, len(ps.Reconcilers))
 	for name, r := range ps.Reconcilers {
 		names, maxCalls = append(names, name), append(maxCalls, int32(r.MaxCalls))
+		delays = append(delays, r.Delay.Seconds())
 	}
 	sources, defaults := make([]string, 0, len(ps.BySource)), make([]string, 0, len(ps.BySource))
 	var reconciled []string // sources whose default reconciler is configured
@@ -408,7 +429,7 @@ func (l *Ledger) reconcileDiscoverArgs(limit int) (sql string, args []any, ok bo
 	if _, ok := ps.Reconcilers[ps.Default.Reconciler]; ok && ps.Default.Reconciler != "" {
 		sql = reconcileDiscoverSQLs[1]
 	}
-	return sql, []any{names, maxCalls, sources, defaults, nullable(ps.Default.Reconciler), limit, reconciled}, true
+	return sql, []any{names, maxCalls, sources, defaults, nullable(ps.Default.Reconciler), limit, reconciled, delays}, true
 }
 
 // episodeMatch is whether claim c is unknown in the episode of reconcile

@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -91,4 +92,37 @@ func TestReconcileAnswerEndsTheCallOnce(t *testing.T) {
 	require.Equal(t, claim.ReconcileWaiting, st.State)
 	require.Equal(t, 2, st.EpisodeAttempt)
 	require.Zero(t, st.Calls)
+}
+
+// The first call of an episode is due the reconciler's Delay after the
+// claim went unknown (its updated_at when discovered), so a holder that
+// may still be mid-effect is not judged at once; a claim that went
+// unknown longer ago than the delay is called at once.
+func TestReconcileFirstCallAfterDelay(t *testing.T) {
+	t.Parallel()
+	ps := reconcilePolicies()
+	ps.Reconcilers["crm"] = claim.ReconcilerPolicy{MaxCalls: 3, Delay: time.Minute}
+	b := setup(t, ps)
+	id, _ := b.unknownClaim(t, "a", "evt_delay")
+	var wentUnknown time.Time
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT updated_at FROM claims WHERE id = $1`, id).Scan(&wentUnknown))
+	d, err := b.ledger.ReconcileDiscover(b.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Created)
+	st := b.reconcileOf(t, "a", id)
+	require.Equal(t, claim.ReconcileWaiting, st.State)
+	require.True(t, st.NextCallAt.Equal(wentUnknown.Add(time.Minute)), "%v, went unknown %v", st.NextCallAt, wentUnknown)
+	b.noCall(t, id)
+	b.dueNow(t, id)
+	require.Equal(t, 1, b.takeOne(t, id).Call)
+
+	// Unknown for longer than the delay before discovery: due at once.
+	old, _ := b.unknownClaim(t, "a", "evt_old")
+	_, err = b.pool.Exec(b.ctx, `UPDATE claims SET updated_at = updated_at - interval '2 minutes' WHERE id = $1`, old)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.takeOne(t, old).Call)
+
+	p := claim.ReconcilerPolicy{Delay: -time.Second}.WithDefaults()
+	require.ErrorContains(t, p.Validate(), "delay")
+	require.Zero(t, claim.ReconcilerPolicy{}.WithDefaults().Delay, "not defaulted: 0 is no delay")
 }

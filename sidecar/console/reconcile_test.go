@@ -17,7 +17,7 @@ func TestRecordPageShowsTheReconcile(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{sources: `
 reconcilers:
-  crm: {url: "http://n8n.invalid/webhook/reconcile", max_calls: 2}
+  crm: {url: "http://n8n.invalid/webhook/reconcile", max_calls: 2, delay_seconds: 0}
 sources:
   orders: {reconciler: crm}
 `})

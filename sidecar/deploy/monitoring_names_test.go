@@ -403,7 +403,7 @@ func startMonitoredClaimd(t *testing.T) string {
 	sources := filepath.Join(t.TempDir(), "sources.yaml")
 	writeFile(t, sources, `
 reconcilers:
-  crm: {url: "`+target.URL+`/webhook/reconcile"}
+  crm: {url: "`+target.URL+`/webhook/reconcile", delay_seconds: 0}
 sources:
   gh:
     tenant: acme

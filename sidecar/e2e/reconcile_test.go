@@ -513,6 +513,7 @@ func startReconcileDeployment(t *testing.T) *reconcileDeployment {
   crm:
     url: %[1]s/crm
     headers: {%[2]s: %[3]q}
+    delay_seconds: 0
     timeout_seconds: 30
     answer_seconds: 30
     max_calls: 4
@@ -521,6 +522,7 @@ func startReconcileDeployment(t *testing.T) *reconcileDeployment {
   slow:
     url: %[1]s/slow
     headers: {%[2]s: %[3]q}
+    delay_seconds: 0
     timeout_seconds: 2
     answer_seconds: 1
     max_calls: %[4]d
@@ -529,6 +531,7 @@ func startReconcileDeployment(t *testing.T) *reconcileDeployment {
   brief:
     url: %[1]s/crm
     headers: {%[2]s: %[3]q}
+    delay_seconds: 0
     timeout_seconds: 5
     answer_seconds: 1
     max_calls: 6
@@ -537,6 +540,7 @@ func startReconcileDeployment(t *testing.T) *reconcileDeployment {
   junk:
     url: %[1]s/junk
     headers: {%[2]s: %[3]q}
+    delay_seconds: 0
     timeout_seconds: 30
     max_calls: %[4]d
     backoff_base_seconds: 1

@@ -547,7 +547,7 @@ const (
 // Nothing is dispatched: the forward URLs are never contacted.
 var conformanceSources = strings.NewReplacer("TENANT", tenantA, "HOOKS", hooksSecret).Replace(`
 reconcilers:
-  crm: {url: "http://n8n.invalid/webhook/reconcile", max_calls: 2}
+  crm: {url: "http://n8n.invalid/webhook/reconcile", max_calls: 2, delay_seconds: 0}
 sources:
   recon: {reconciler: crm}
   bf:

@@ -21,6 +21,7 @@ import (
 //	  crm:
 //	    url: https://n8n.example.com/webhook/reconcile-crm  # the reconcile workflow's production webhook URL
 //	    headers: {X-Reconcile-Token: "${RECONCILE_TOKEN}"}   # sent on each call (n8n Header Auth)
+//	    delay_seconds: 60          # the least time from the claim going unknown to the first call; default 60, 0..86400
 //	    timeout_seconds: 30        # one call; default 30, 1..300
 //	    answer_seconds: 0          # how long after the call an answer may still come through the API; 0 (default): timeout_seconds; 0..3600
 //	    max_calls: 6               # calls per unknown episode; default 6, 1..100
@@ -33,17 +34,23 @@ import (
 // A reconciler is never a URL a caller sends: a claim names one of these
 // by name.
 type ReconcilerSpec struct {
-	URL                string            `yaml:"url"`
-	Headers            map[string]string `yaml:"headers"`
-	TimeoutSeconds     int               `yaml:"timeout_seconds"`
-	AnswerSeconds      int               `yaml:"answer_seconds"`
-	MaxCalls           int               `yaml:"max_calls"`
-	BackoffBaseSeconds int               `yaml:"backoff_base_seconds"`
-	BackoffCapSeconds  int               `yaml:"backoff_cap_seconds"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// DelaySeconds is the least time in seconds from a claim going
+	// unknown to the first call of its episode (Reconciler.Delay); unset:
+	// 60, 0 none, at most 86400.
+	DelaySeconds       *int `yaml:"delay_seconds"`
+	TimeoutSeconds     int  `yaml:"timeout_seconds"`
+	AnswerSeconds      int  `yaml:"answer_seconds"`
+	MaxCalls           int  `yaml:"max_calls"`
+	BackoffBaseSeconds int  `yaml:"backoff_base_seconds"`
+	BackoffCapSeconds  int  `yaml:"backoff_cap_seconds"`
 }
 
 // Reconciler defaults and limits (ReconcilerSpec).
 const (
+	DefaultReconcileDelay       = 60 * time.Second
+	MaxReconcileDelay           = 86400 * time.Second
 	DefaultReconcileTimeout     = 30 * time.Second
 	MaxReconcileTimeout         = 300 * time.Second
 	MaxReconcileAnswer          = 3600 * time.Second
@@ -65,6 +72,14 @@ type Reconciler struct {
 	URL string
 	// Headers are sent on each call (values expanded; never logged).
 	Headers map[string]string
+	// Delay is the least time from a claim going unknown (its
+	// updated_at when the reconcile starts) to the episode's first call
+	// (delay_seconds): a holder that may still be mid-effect (an
+	// operator's Release of its processing claim, a lease run out under
+	// review while it worked on) is given that long to Complete before
+	// the reconciler judges, since a not_done lets the next delivery run
+	// the effect (claim.ReconcilerPolicy.Delay).
+	Delay time.Duration
 	// Timeout bounds one call (timeout_seconds).
 	Timeout time.Duration
 	// Answer is how long after a call's deadline an answer may still come
@@ -130,6 +145,14 @@ func (s ReconcilerSpec) build(name string, getenv func(string) string) (*Reconci
 	}
 	if err := checkHeaders("headers", r.Headers); err != nil { // values from ${VAR}s
 		return nil, err
+	}
+	r.Delay = DefaultReconcileDelay
+	if s.DelaySeconds != nil {
+		if *s.DelaySeconds < 0 || *s.DelaySeconds > int(MaxReconcileDelay/time.Second) {
+			return nil, fmt.Errorf("delay_seconds must be between 0 and %d (unset: %d)", int(MaxReconcileDelay/time.Second),
+				int(DefaultReconcileDelay/time.Second))
+		}
+		r.Delay = time.Duration(*s.DelaySeconds) * time.Second
 	}
 	if s.TimeoutSeconds == 0 {
 		r.Timeout = DefaultReconcileTimeout
@@ -200,7 +223,7 @@ func (c Config) ReconcilerPolicies() map[string]claim.ReconcilerPolicy {
 	out := make(map[string]claim.ReconcilerPolicy, len(c.Reconcilers))
 	for name, r := range c.Reconcilers {
 		out[name] = claim.ReconcilerPolicy{MaxCalls: r.MaxCalls, BackoffBase: r.BackoffBase, BackoffCap: r.BackoffCap,
-			Call: r.Timeout, Answer: r.Answer}
+			Call: r.Timeout, Answer: r.Answer, Delay: r.Delay}
 	}
 	return out
 }

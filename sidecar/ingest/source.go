@@ -30,6 +30,11 @@ import (
 
 // File is the sources file (YAML, or JSON, which YAML reads too).
 //
+//	reconcilers:                     # optional, named (ReconcilerSpec): n8n workflows that settle claims left unknown
+//	  crm:
+//	    url: https://n8n.example.com/webhook/reconcile-crm
+//	    headers: {X-Reconcile-Token: "${RECONCILE_TOKEN}"}
+//	    delay_seconds: 60            # the least time from a claim going unknown to the first call (default 60, 0..86400)
 //	sources:
 //	  stripe:                        # the {source} of POST /ingest/{source}
 //	    tenant: acme                 # whose ledger the events go to
@@ -58,6 +63,7 @@ import (
 //	    retention_days: 30           # payload retention
 //	    key_retention_days: 400      # key retention: a resend stays a duplicate this long
 //	    backfill: {credentials: ["${STRIPE_EVENTS_KEY}"], mode: auto}  # gap detection (BackfillSpec): stripe, github, square
+//	    reconciler: crm              # the default reconciler of the source's claims (a name under reconcilers)
 //	    shadow: false                # true: observe only (claims decided and recorded, answered won; an ingest door passes every copy through, see Inbox.Shadow)
 //
 // A source without provider is a claim-only source (policies, no ingest).

@@ -19,6 +19,7 @@ func TestSourcesFileReconcilers(t *testing.T) {
     headers: {X-Reconcile-Token: "${RT}"}
   fast:
     url: http://n8n:5678/webhook/r
+    delay_seconds: 0
     timeout_seconds: 5
     answer_seconds: 600
     max_calls: 2
@@ -33,7 +34,7 @@ sources:
 	require.Len(t, cfg.Reconcilers, 2)
 	crm := cfg.Reconcilers["crm"]
 	require.Equal(t, ingest.Reconciler{Name: "crm", URL: "https://n8n.example.com/webhook/reconcile-crm",
-		Headers: map[string]string{"X-Reconcile-Token": "tok-123"}, Timeout: 30 * time.Second, Answer: 30 * time.Second,
+		Headers: map[string]string{"X-Reconcile-Token": "tok-123"}, Delay: 60 * time.Second, Timeout: 30 * time.Second, Answer: 30 * time.Second,
 		MaxCalls: 6, BackoffBase: 30 * time.Second, BackoffCap: time.Hour}, *crm)
 	fast := cfg.Reconcilers["fast"]
 	require.Equal(t, ingest.Reconciler{Name: "fast", URL: "http://n8n:5678/webhook/r", Headers: map[string]string{},
@@ -47,6 +48,8 @@ sources:
 	require.Equal(t, 600*time.Second, ps["fast"].Answer)
 	require.Equal(t, time.Second, ps["fast"].BackoffBase)
 	require.Equal(t, 10*time.Second, ps["fast"].BackoffCap)
+	require.Zero(t, ps["fast"].Delay, "delay_seconds: 0 is no delay")
+	require.Equal(t, 60*time.Second, ps["crm"].Delay, "delay_seconds unset: 60")
 
 	// No reconcilers: an empty map, not nil.
 	cfg, err = ingest.Parse([]byte("sources: {}\n"), envOf(nil))
@@ -87,6 +90,10 @@ func TestSourcesFileReconcilerRefusals(t *testing.T) {
 		{"timeout negative", file(`{url: "http://n8n/x", timeout_seconds: -1}`, `{}`), "reconcilers.crm.timeout_seconds must be between 1 and 300"},
 		{"answer high", file(`{url: "http://n8n/x", answer_seconds: 3601}`, `{}`), "reconcilers.crm.answer_seconds must be between 0 and 3600"},
 		{"answer negative", file(`{url: "http://n8n/x", answer_seconds: -5}`, `{}`), "reconcilers.crm.answer_seconds must be between 0 and 3600"},
+		{"delay high", file(`{url: "http://n8n/x", delay_seconds: 86401}`, `{}`), "reconcilers.crm.delay_seconds must be between 0 and 86400 (unset: 60)"},
+		{"delay negative", file(`{url: "http://n8n/x", delay_seconds: -1}`, `{}`), "reconcilers.crm.delay_seconds must be between 0 and 86400"},
+		{"delay fraction", file(`{url: "http://n8n/x", delay_seconds: 2.5}`, `{}`), "line 2: reconcilers.crm.delay_seconds must be a whole number"},
+		{"delay wrong type", file(`{url: "http://n8n/x", delay_seconds: "`+m+`"}`, `{}`), "reconcilers.crm.delay_seconds must be a whole number"},
 		{"max_calls high", file(`{url: "http://n8n/x", max_calls: 101}`, `{}`), "reconcilers.crm.max_calls must be between 1 and 100"},
 		{"max_calls negative", file(`{url: "http://n8n/x", max_calls: -1}`, `{}`), "reconcilers.crm.max_calls must be between 1 and 100"},
 		{"base high", file(`{url: "http://n8n/x", backoff_base_seconds: 86401}`, `{}`), "reconcilers.crm.backoff_base_seconds must be between 1 and 86400"},

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -73,4 +74,21 @@ func TestEachCallCountedOnce(t *testing.T) {
 		total += e.calls("crm", res)
 	}
 	require.Equal(t, float64(4), total, "the results sum to the calls made")
+}
+
+// delay_seconds: the reconciler is not called until that long after the
+// claim went unknown; then it is.
+func TestFirstCallAfterDelaySeconds(t *testing.T) {
+	t.Parallel()
+	rc := newReconciler(t, answerJSON(`{"verdict":"done"}`))
+	e := setupEnv(t, rc, "delay_seconds: 60", 0)
+	rec := e.unknown(t, "orders", "evt-delay")
+	require.Zero(t, e.runOnce(t), "no call within delay_seconds")
+	st := e.reconcile(t, rec.ID)
+	require.Equal(t, claim.ReconcileWaiting, st.State)
+	require.True(t, st.NextCallAt.Equal(e.record(t, rec.ID).UpdatedAt.Add(60*time.Second)))
+	require.Empty(t, rc.callsOf(rec.ID))
+	e.due(t, rec.ID)
+	require.Equal(t, 1, e.runOnce(t))
+	require.Equal(t, claim.StateCompleted, e.record(t, rec.ID).State)
 }

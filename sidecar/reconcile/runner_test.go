@@ -89,10 +89,14 @@ type env struct {
 }
 
 // setupEnv loads a sources file whose reconciler crm calls rc (extra:
-// its other settings), with source orders defaulting to it; jitter is
-// the ledger's (0: the next call is due at once).
+// its other settings; delay_seconds 0 unless extra sets it), with source
+// orders defaulting to it; jitter is the ledger's (0: the next call is
+// due at once).
 func setupEnv(t *testing.T, rc *reconciler, extra string, jitter float64) *env {
 	t.Helper()
+	if !strings.Contains(extra, "delay_seconds") {
+		extra += "\n    delay_seconds: 0"
+	}
 	spec := `reconcilers:
   crm:
     url: "` + rc.srv.URL + `/webhook/reconcile"
@@ -491,7 +495,7 @@ func TestNotDoneRedispatchesIngestedEvent(t *testing.T) {
 	t.Parallel()
 	rc := newReconciler(t, answerJSON(`{"verdict":"not_done","note":"no invoice in the CRM"}`))
 	spec := `reconcilers:
-  crm: {url: "` + rc.srv.URL + `/r"}
+  crm: {url: "` + rc.srv.URL + `/r", delay_seconds: 0}
 sources:
   orders:
     tenant: acme

@@ -42,7 +42,7 @@ func TestReconcileRunnerAndReload(t *testing.T) {
 	const key = "t1-reconcile-key-0123456789"
 	b := &reloadBundle{t: t, path: filepath.Join(t.TempDir(), "sources.yaml")}
 	b.write(`reconcilers:
-  crm: {url: "` + srv.URL + `/crm"}
+  crm: {url: "` + srv.URL + `/crm", delay_seconds: 0}
 sources:
   orders: {reconciler: crm}
 `)
@@ -71,8 +71,8 @@ sources:
 
 	// A new reconciler and a source naming it, applied on SIGHUP.
 	b.write(`reconcilers:
-  crm: {url: "` + srv.URL + `/crm"}
-  erp: {url: "` + srv.URL + `/erp"}
+  crm: {url: "` + srv.URL + `/crm", delay_seconds: 0}
+  erp: {url: "` + srv.URL + `/erp", delay_seconds: 0}
 sources:
   orders: {reconciler: crm}
   invoices: {reconciler: erp}
@@ -90,7 +90,7 @@ sources:
 	// A source naming a reconciler that is not configured is refused;
 	// the running configuration stays.
 	b.write(`reconcilers:
-  crm: {url: "` + srv.URL + `/crm"}
+  crm: {url: "` + srv.URL + `/crm", delay_seconds: 0}
 sources:
   orders: {reconciler: nosuch-SECRETISH}
 `)
