@@ -217,32 +217,36 @@ func shadowOf(r claim.Result) *shadowJSON {
 // key retention, whenever asked): the exact date ("fixed") of a terminal
 // record, a lower bound ("not_before") of an open one.
 type recordJSON struct {
-	ClaimID        string         `json:"claim_id"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	Source         string         `json:"source"`
-	EventID        string         `json:"event_id"`
-	Action         string         `json:"action"`
-	EventType      string         `json:"event_type,omitempty"`
-	State          claim.State    `json:"state"`
-	Attempt        int            `json:"attempt"`
-	MaxAttempts    int            `json:"max_attempts"`
-	LeasePolicy    string         `json:"lease_policy"`
-	ResultRef      string         `json:"result_ref,omitempty"`
-	PayloadHash    string         `json:"payload_hash,omitempty"`
-	ReceiptHash    string         `json:"receipt_hash,omitempty"`
-	Origin         string         `json:"origin,omitempty"`
-	LeaseUntil     *time.Time     `json:"lease_until,omitempty"`
-	NextAttemptAt  *time.Time     `json:"next_attempt_at,omitempty"`
-	LastError      string         `json:"last_error,omitempty"`
-	ObjectID       string         `json:"object_id,omitempty"`
-	ObjectVersion  *int64         `json:"object_version,omitempty"`
-	ConflictCount  int            `json:"conflict_count"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
-	CompletedAt    *time.Time     `json:"completed_at,omitempty"`
-	KeyExpiresAt   time.Time      `json:"key_expires_at"`
-	KeyExpiry      string         `json:"key_expiry"`
-	Deliveries     []deliveryJSON `json:"deliveries,omitempty"`
+	ClaimID        string      `json:"claim_id"`
+	IdempotencyKey string      `json:"idempotency_key"`
+	Source         string      `json:"source"`
+	EventID        string      `json:"event_id"`
+	Action         string      `json:"action"`
+	EventType      string      `json:"event_type,omitempty"`
+	State          claim.State `json:"state"`
+	Attempt        int         `json:"attempt"`
+	MaxAttempts    int         `json:"max_attempts"`
+	LeasePolicy    string      `json:"lease_policy"`
+	// Reconciler is the reconciler the claim that won the current attempt
+	// named (claim.Record.Reconciler); absent when it named none (the
+	// source's default reconciler applies, if any).
+	Reconciler    string         `json:"reconciler,omitempty"`
+	ResultRef     string         `json:"result_ref,omitempty"`
+	PayloadHash   string         `json:"payload_hash,omitempty"`
+	ReceiptHash   string         `json:"receipt_hash,omitempty"`
+	Origin        string         `json:"origin,omitempty"`
+	LeaseUntil    *time.Time     `json:"lease_until,omitempty"`
+	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
+	LastError     string         `json:"last_error,omitempty"`
+	ObjectID      string         `json:"object_id,omitempty"`
+	ObjectVersion *int64         `json:"object_version,omitempty"`
+	ConflictCount int            `json:"conflict_count"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+	CompletedAt   *time.Time     `json:"completed_at,omitempty"`
+	KeyExpiresAt  time.Time      `json:"key_expires_at"`
+	KeyExpiry     string         `json:"key_expiry"`
+	Deliveries    []deliveryJSON `json:"deliveries,omitempty"`
 	// Reconcile is the claim's reconcile (GET /v1/claims/{id} and the
 	// reconcile answer only), when it has one.
 	Reconcile *reconcileJSON `json:"reconcile,omitempty"`
@@ -285,7 +289,7 @@ func toRecordJSON(r claim.Record, e claim.KeyExpiry) recordJSON {
 	out := recordJSON{
 		ClaimID: r.ID, IdempotencyKey: r.IdempotencyKey, Source: r.Source, EventID: r.EventID, Action: r.Action,
 		EventType: r.EventType, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		LeasePolicy: string(r.LeasePolicy), ResultRef: r.ResultRef, PayloadHash: r.PayloadHash, ReceiptHash: r.ReceiptHash,
+		LeasePolicy: string(r.LeasePolicy), Reconciler: r.Reconciler, ResultRef: r.ResultRef, PayloadHash: r.PayloadHash, ReceiptHash: r.ReceiptHash,
 		Origin:     r.Origin,
 		LeaseUntil: utc(r.LeaseUntil), NextAttemptAt: utc(r.NextAttemptAt), LastError: r.LastError,
 		ObjectID: r.ObjectID, ObjectVersion: r.ObjectVersion, ConflictCount: r.ConflictCount,

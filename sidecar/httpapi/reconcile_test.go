@@ -63,6 +63,26 @@ func conformReconcile(t *testing.T, b *bundle) {
 	}
 	path := func(id string) string { return "/v1/claims/" + id + "/reconcile" }
 
+	// A record shows the reconciler its winning claim named, absent when
+	// it named none (the source's default applies).
+	named := func(r reply) string {
+		t.Helper()
+		var rec struct {
+			Reconciler *string `json:"reconciler"`
+		}
+		require.NoError(t, json.Unmarshal(r.body, &rec), "%s", r)
+		if rec.Reconciler == nil {
+			return "(absent)"
+		}
+		return *rec.Reconciler
+	}
+	own := b.won(t, keyA, map[string]any{"source": "recon", "event_id": "evt_rc_own", "reconciler": "crm"})
+	require.Equal(t, "crm", named(b.do(t, call{method: "POST", path: "/v1/claims/" + own.ClaimID + "/fail", key: keyA,
+		body: map[string]any{"claim_token": own.ClaimToken, "error": "socket hang up", "retry": "unknown"}})))
+	require.Equal(t, "crm", named(b.do(t, call{method: "GET", path: "/v1/claims/" + own.ClaimID, key: keyA})))
+	plain := b.won(t, keyA, map[string]any{"source": "recon", "event_id": "evt_rc_plain"})
+	require.Equal(t, "(absent)", named(b.do(t, call{method: "GET", path: "/v1/claims/" + plain.ClaimID, key: keyA})))
+
 	// done: completed with the result_ref found; the same answer again is 200.
 	w := unknown("evt_rc_done")
 	require.Nil(t, reconcileOf(t, b.do(t, call{method: "GET", path: "/v1/claims/" + w.ClaimID, key: keyA})).Reconcile,
