@@ -442,6 +442,12 @@ func (s *Server) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	return s.recordWithReconcile(ctx, c, rec)
+}
+
+// recordWithReconcile answers one record with its reconcile, when it has
+// one (GET /v1/claims/{id} and the lookup by key alike).
+func (s *Server) recordWithReconcile(ctx context.Context, c *fiber.Ctx, rec claim.Record) error {
 	out := s.record(rec)
 	st, err := s.cfg.Ledger.ReconcileOf(ctx, tenant(c), rec.ID)
 	if err != nil {
@@ -468,7 +474,7 @@ func (s *Server) find(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.record(rec))
+	return s.recordWithReconcile(ctx, c, rec)
 }
 
 // listJSON is the answer of GET /v1/claims/list.

@@ -95,6 +95,11 @@ func conformReconcile(t *testing.T, b *bundle) {
 	require.Equal(t, 1, got.Reconcile.Calls)
 	require.Equal(t, 2, got.Reconcile.MaxCalls)
 	require.NotEmpty(t, got.Reconcile.AnswerBy)
+	// The lookup by key (the node's Lookup by Source and Event ID) shows it too.
+	byKey := reconcileOf(t, b.do(t, call{method: "GET", path: "/v1/claims?source=recon&event_id=evt_rc_done", key: keyA}))
+	require.NotNil(t, byKey.Reconcile, "lookup by key: the record's reconcile")
+	require.Equal(t, "calling", byKey.Reconcile.State)
+	require.Equal(t, 1, byKey.Reconcile.Calls)
 	// Another tenant's key does not see it or answer it.
 	b.fails(t, call{method: "POST", path: path(w.ClaimID), key: keyB, body: map[string]any{"reconcile_token": tok, "verdict": "done"}},
 		http.StatusNotFound, "not_found", "")
