@@ -55,6 +55,15 @@ const (
 // worker's claim goes unknown (lease policy review) soon after the kill.
 const recLeaseSeconds = 10
 
+// recDelaySeconds is the delay_seconds of the reconcilers that can answer
+// not_done (crm, brief): a claim whose lease ended while its execution was
+// only slow (a loaded machine, a re-dispatched event whose dispatch timed
+// out) is judged only after that execution had time to run its payment.
+// With 0, such an execution paid after the search found nothing, and the
+// not_done then let a second execution pay again (two payments): the
+// early judgement delay_seconds exists to prevent.
+const recDelaySeconds = 20
+
 // recMaxCalls is the max_calls of the slow and junk reconcilers.
 const recMaxCalls = 3
 
@@ -513,7 +522,7 @@ func startReconcileDeployment(t *testing.T) *reconcileDeployment {
   crm:
     url: %[1]s/crm
     headers: {%[2]s: %[3]q}
-    delay_seconds: 0
+    delay_seconds: %[12]d
     timeout_seconds: 30
     answer_seconds: 30
     max_calls: 4
@@ -531,7 +540,7 @@ func startReconcileDeployment(t *testing.T) *reconcileDeployment {
   brief:
     url: %[1]s/crm
     headers: {%[2]s: %[3]q}
-    delay_seconds: 0
+    delay_seconds: %[12]d
     timeout_seconds: 5
     answer_seconds: 1
     max_calls: 6
@@ -572,7 +581,7 @@ sources:
     lease_policy: review
     reconciler: crm
 `, d.relay.URL, reconcilerHeader, token, recMaxCalls, recSource, recSlowSource, recJunkSource,
-		recIngestSource, d.ingestSecret, "Bearer "+hookToken, recBriefSource)
+		recIngestSource, d.ingestSecret, "Bearer "+hookToken, recBriefSource, recDelaySeconds)
 	sourcesFile := filepath.Join(t.TempDir(), "sources.yaml")
 	if err := os.WriteFile(sourcesFile, []byte(sources), 0o600); err != nil {
 		t.Fatalf("writing sources file: %v", err)
