@@ -382,6 +382,12 @@ func TestComposeN8N(t *testing.T) {
 	}
 	require.True(t, published, "n8n publishes port 5678")
 
+	// Healthy means ready: /healthz answers 200 before n8n's migrations
+	// are done, /healthz/readiness only once its database is ready.
+	require.NotNil(t, n.HealthCheck)
+	require.Contains(t, strings.Join(n.HealthCheck.Test, " "), "http://127.0.0.1:5678/healthz/readiness",
+		"n8n's health check asks readiness, not liveness")
+
 	require.Equal(t, types.ServiceConditionHealthy, n.DependsOn["postgres"].Condition)
 	// An unhealthy claimd must not keep n8n down: n8n starts, and the node
 	// reports the sidecar as unreachable until claimd is back.
