@@ -548,11 +548,7 @@ WITH c AS (
 	WHERE id = $1 AND state = 'unknown'
 	RETURNING *
 ), v AS (
-	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
-	SELECT tenant, source, action, object_id, object_version FROM c
-	WHERE state = 'completed' AND object_id IS NOT NULL AND object_version IS NOT NULL
-	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
-	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+	` + completedObjectVersionSQL + `
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
 	SELECT id, CASE WHEN $2 = 'done' THEN 'reconciled_done' ELSE 'reconciled_not_done' END, attempt, $5, $4::text FROM c

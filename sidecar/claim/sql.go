@@ -361,6 +361,17 @@ WITH c AS (
 )
 SELECT ` + recordColumns + ` FROM c`
 
+// completedObjectVersionSQL records, for the rows of CTE c that became
+// completed, their object version as the newest completed one of their
+// object (out-of-order protection: a later claim of an older or equal
+// version is stale). The body of the v CTE of a decision that completes a
+// record by hand: the operator's Resolve and a reconciler's done.
+const completedObjectVersionSQL = `INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
+	SELECT tenant, source, action, object_id, object_version FROM c
+	WHERE state = 'completed' AND object_id IS NOT NULL AND object_version IS NOT NULL
+	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
+	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()`
+
 // resolveSQL is the operator's decision on an unknown or dead-lettered
 // record: completed (the effect happened; $4 result_ref, NULL keeps the
 // record's), retry (claimable at once, one more attempt allowed) or failed
@@ -383,11 +394,7 @@ WITH c AS (
 	  AND ($3 <> 'failed' OR state = 'unknown')
 	RETURNING *
 ), v AS (
-	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
-	SELECT tenant, source, action, object_id, object_version FROM c
-	WHERE state = 'completed' AND object_id IS NOT NULL AND object_version IS NOT NULL
-	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
-	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+	` + completedObjectVersionSQL + `
 ), log AS (
 	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
 	SELECT id, 'resolved_' || $3, attempt, $5, $6::text FROM c
