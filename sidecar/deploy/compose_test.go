@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -704,4 +705,42 @@ func TestComposeDatabaseConnections(t *testing.T) {
 	need := main + workers*worker + claimd + listener
 	require.LessOrEqual(t, need, maxConns-reserved,
 		"n8n main %d + %d workers × %d + claimd %d + %d listener", main, workers, worker, claimd, listener)
+}
+
+// TestComposeStopGracePeriods: a service stopped (restart, stop, upgrade)
+// gets SIGTERM, then SIGKILL after its stop_grace_period, 10 s when unset.
+// claimd drains in-flight requests for CLAIMD_SHUTDOWN_TIMEOUT_SECONDS and
+// n8n lets running executions finish for N8N_GRACEFUL_SHUTDOWN_TIMEOUT
+// (30 s by default); each grace period must cover its service's own
+// shutdown with room to exit, or a restart kills an execution between its
+// effect and Complete.
+func TestComposeStopGracePeriods(t *testing.T) {
+	t.Parallel()
+	const margin = 5 * time.Second
+	p := loadCompose(t, map[string]string{"N8N_EXECUTIONS_MODE": "queue"}, allProfiles...)
+	grace := func(name string) time.Duration {
+		c := service(t, p, name)
+		if c.StopGracePeriod == nil {
+			return 10 * time.Second
+		}
+		return time.Duration(*c.StopGracePeriod)
+	}
+	claimdEnv := env(t, service(t, p, "claimd"))
+	// The sources file is a path inside the container; the drain does not
+	// depend on it.
+	delete(claimdEnv, "CLAIMD_SOURCES_FILE")
+	cfg, err := config.Load(nil, func(k string) string { return claimdEnv[k] })
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, grace("claimd"), cfg.ShutdownTimeout+margin,
+		"claimd's stop_grace_period covers its drain (CLAIMD_SHUTDOWN_TIMEOUT_SECONDS) and exit")
+	for _, name := range []string{"n8n", "n8n-worker"} {
+		n8nGrace := 30 * time.Second
+		if v, ok := env(t, service(t, p, name))["N8N_GRACEFUL_SHUTDOWN_TIMEOUT"]; ok {
+			secs, err := strconv.Atoi(v)
+			require.NoError(t, err)
+			n8nGrace = time.Duration(secs) * time.Second
+		}
+		require.GreaterOrEqual(t, grace(name), n8nGrace+margin,
+			"%s's stop_grace_period covers n8n's graceful shutdown (N8N_GRACEFUL_SHUTDOWN_TIMEOUT) and exit", name)
+	}
 }
