@@ -201,12 +201,42 @@ func (in *Inbox) Start(ctx context.Context) error {
 	return in.river.Start(ctx)
 }
 
-// Stop waits for running dispatches to finish (bounded by ctx).
+// StopCancelGrace is the part of Stop's deadline kept for cancelling the
+// dispatches still running then: their POSTs end, each attempt is recorded
+// as failed (the event stays pending) and River stores its job for a
+// retry, so the next dispatcher, this one restarted or another replica,
+// takes it after its backoff instead of after RescueStuckAfter.
+const StopCancelGrace = 3 * time.Second
+
+// Stop stops taking dispatch jobs and waits for the running ones to finish
+// until ctx's deadline less StopCancelGrace (half the time left, when that
+// is less than twice the grace); then it cancels the ones still running and
+// waits for them to be recorded until the deadline. A dispatch whose POST
+// was cut may have reached the target; its retry is a duplicate delivery,
+// which the workflow's claim answers as such. Without a deadline it waits
+// until ctx ends. It returns ctx's error when even the cancelled
+// dispatches were not recorded in time (their jobs are then rescued after
+// RescueStuckAfter).
 func (in *Inbox) Stop(ctx context.Context) error {
 	if !in.dispatching {
 		return nil
 	}
-	return in.river.Stop(ctx)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return in.river.Stop(ctx)
+	}
+	grace := StopCancelGrace
+	if left := time.Until(deadline); left < 2*grace {
+		grace = left / 2
+	}
+	soft, cancel := context.WithDeadline(ctx, deadline.Add(-grace))
+	defer cancel()
+	err := in.river.Stop(soft)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	in.log.Warn().Msg("dispatches still running at the shutdown deadline: cancelling them (each is retried)")
+	return in.river.StopAndCancel(ctx)
 }
 
 // Reload swaps the source configuration, whole or not at all: on error the
