@@ -95,11 +95,16 @@ func parseDockerfile(t *testing.T, rel string) dockerfile {
 	return df
 }
 
-// expand replaces ${NAME} by the ARG default.
+// expand replaces ${NAME} by the ARG default, again while a default names
+// another ARG (ARG GO_IMAGE=golang:${GO_VERSION}).
 func (df dockerfile) expand(s string) string {
-	return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`).ReplaceAllStringFunc(s, func(m string) string {
-		return df.Args[m[2:len(m)-1]]
-	})
+	ref := regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	for i := 0; i < 8 && ref.MatchString(s); i++ {
+		s = ref.ReplaceAllStringFunc(s, func(m string) string {
+			return df.Args[m[2:len(m)-1]]
+		})
+	}
+	return s
 }
 
 func (s stage) all(cmd string) []instruction {
