@@ -25,6 +25,8 @@ say() { printf '%s\n' "$*" >&2; }
 	exit 1
 }
 names=()
+# The pattern is literal: ${NAME:? in the compose file, not an expansion.
+# shellcheck disable=SC2016
 while IFS= read -r n; do names+=("$n"); done < <(grep -o '\${[A-Z][A-Z0-9_]*:?' docker-compose.yml | sed 's/^\${//; s/:?$//' | sort -u)
 [ ${#names[@]} -gt 0 ] || {
 	say "compose-env: docker-compose.yml requires no secret (no \${NAME:?…}); nothing to write"
