@@ -47,7 +47,7 @@ else
 E2E_PREREQ := n8n build-node playwright
 endif
 
-.PHONY: help doctor run compose-env build build-go build-node test test-go test-node test-e2e lint \
+.PHONY: help doctor run compose-env compose-test build build-go build-node test test-go test-node test-e2e lint \
 	bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
@@ -75,6 +75,16 @@ run:
 # sidecar/scripts/compose-env.sh.
 compose-env:
 	@sidecar/scripts/compose-env.sh
+
+## compose-test: docker-compose.yml for real: images built here, regular + queue mode, storms, restarts, claimd upgrade
+# Not part of make test (too slow for CI when cold; times in the README's
+# "Without a registry"): run it after changing docker-compose.yml,
+# sidecar/deploy/, n8n-node/hooks/ or a Dockerfile. It records what it ran
+# in sidecar/deploy/local-images/compose-test.verified, which make test
+# checks. Needs root, podman (or Docker) and debootstrap; see
+# sidecar/scripts/compose-test.sh.
+compose-test:
+	@sidecar/scripts/compose-test.sh
 
 ## build: the sidecar binary and the n8n node package
 build: build-go build-node
@@ -110,6 +120,9 @@ test-node: node-deps
 test-e2e: n8n build-node playwright
 	$(TESTENV) $(GO) test -race -count=1 -v ./sidecar/e2e
 
+# The shell scripts of the registry-free images (sidecar/deploy/local-images).
+LOCAL_IMAGE_SCRIPTS := $(wildcard sidecar/deploy/local-images/*.sh sidecar/deploy/local-images/*/*.sh)
+
 ## lint: gofmt, go vet, go mod tidy (no diff), shell checks, n8n node lint and scanner
 # (n8n's community package scanner runs on the packed tarball).
 lint: node-deps
@@ -117,8 +130,8 @@ lint: node-deps
 	if [ -n "$$out" ]; then echo 'gofmt -l: these files need gofmt:' >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) vet $(GO_PACKAGES)
 	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
-	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run; do [ ! -f "$$f" ] || bash -n "$$f"; done
-	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/*.sh sidecar/deploy/n8n-entrypoint.sh; fi
+	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run $(LOCAL_IMAGE_SCRIPTS); do [ ! -f "$$f" ] || bash -n "$$f"; done
+	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/*.sh sidecar/deploy/n8n-entrypoint.sh $(LOCAL_IMAGE_SCRIPTS); fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
 	@echo "npm --prefix n8n-node run typecheck"; $(with_node24) $(NPM) --prefix n8n-node run typecheck
 	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -33,13 +34,28 @@ type Counter struct {
 	holdAnswer chan struct{}
 }
 
-// NewCounter starts a Counter, closed in t.Cleanup.
+// NewCounter starts a Counter on 127.0.0.1, closed in t.Cleanup.
 func NewCounter(t testing.TB) *Counter {
+	t.Helper()
+	return NewCounterAt(t, "127.0.0.1")
+}
+
+// NewCounterAt starts a Counter listening on host (an IP address of this
+// machine, on a free port), closed in t.Cleanup: containers reach it at
+// their network's gateway address.
+func NewCounterAt(t testing.TB, host string) *Counter {
 	t.Helper()
 	c := &Counter{effects: map[string]int{}, attempts: map[string]int{}, failLeft: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /effect", c.serveEffect)
-	c.srv = httptest.NewServer(mux)
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("counter: listening on %s: %v", host, err)
+	}
+	c.srv = httptest.NewUnstartedServer(mux)
+	c.srv.Listener.Close()
+	c.srv.Listener = ln
+	c.srv.Start()
 	c.URL = c.srv.URL
 	t.Cleanup(func() {
 		c.Release()
