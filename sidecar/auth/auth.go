@@ -35,7 +35,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Principal is who a request acts as.
@@ -467,12 +467,12 @@ var (
 // lookupError is the answer to a database error of a key lookup: always
 // Unavailable (503 with Retry-After), never Unauthorized, since the key
 // may well be valid, nor internal: a lookup changes nothing, so asking
-// again is always safe. A retryable error (claim.ClassifyDB) says why;
+// again is always safe. A retryable error (db.Classify) says why;
 // any other (a missing table while migrations are pending) says only that
 // the key cannot be checked now. The database's message stays in Err.
 func lookupError(err error) error {
 	msg := "cannot check the API key now; retry"
-	if fault, reason := claim.ClassifyDB(err); fault != claim.DBNotRetryable {
+	if fault, reason := db.Classify(err); fault != db.NotRetryable {
 		msg = "cannot check the API key now: " + reason + "; retry"
 	}
 	return &apperr.Error{Code: apperr.Unavailable, Message: msg, Err: err}

@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Session lifetimes by default.
@@ -123,12 +123,12 @@ func (s *Sessions) Create(ctx context.Context, p Principal) (string, Session, er
 		keyID = &p.KeyID
 	}
 	if _, err := s.pool.Exec(ctx, purgeSessionsSQL); err != nil {
-		return "", Session{}, claim.DBError(err)
+		return "", Session{}, db.Error(err)
 	}
 	err = s.pool.QueryRow(ctx, createSessionSQL, id, p.Tenant, keyID, p.KeyHash[:], p.KeyPrefix, csrf,
 		s.idle.Seconds(), s.absolute.Seconds()).Scan(&sess.CreatedAt, &sess.ExpiresAt)
 	if err != nil {
-		return "", Session{}, claim.DBError(err)
+		return "", Session{}, db.Error(err)
 	}
 	return token, sess, nil
 }
@@ -159,7 +159,7 @@ func (s *Sessions) Lookup(ctx context.Context, token string) (Session, error) {
 		return Session{}, ErrNoSession
 	}
 	if err != nil {
-		return Session{}, claim.DBError(err)
+		return Session{}, db.Error(err)
 	}
 	copy(sess.KeyHash[:], hash)
 	if sess.KeyID == "" && !s.keys.staticActive(sess.KeyHash, sess.Tenant) {
@@ -177,7 +177,7 @@ func (s *Sessions) End(ctx context.Context, token string) error {
 		return nil
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM console_sessions WHERE id = $1`, id); err != nil {
-		return claim.DBError(err)
+		return db.Error(err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -75,7 +76,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		w.Scanner.Log.Info().Str("source", a.Source).Msg("backfill scan skipped: the source has no backfill now")
 		if _, err := w.Scanner.Inbox.Pool().Exec(ctx, `UPDATE backfill_scans SET result = $3, error = $2,
 			finished_at = now() WHERE id = $1 AND result = $4`, a.ScanID, errNoBackfillNow, ResultError, ResultQueued); err != nil {
-			return claim.DBError(err)
+			return db.Error(err)
 		}
 		return nil
 	}
@@ -115,7 +116,7 @@ const (
 // frees the source at once. Queued rows of the source whose job is gone,
 // and running rows whose job no longer runs, are ended first
 // (expireStale). trig.Mode must be a mode ModeFor allows ("" the
-// source's). Errors: the database's (claim.DBError); Unavailable when the
+// source's). Errors: the database's (db.Error); Unavailable when the
 // source's active scan kept ending while this one was asked for.
 func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Trigger) (sc Scan, already bool, err error) {
 	if src.Backfill == nil {
@@ -139,7 +140,7 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 	if trig.Actor != "" {
 		actor = &trig.Actor
 	}
-	err = claim.RunTx(ctx, in.Pool(), func(tx pgx.Tx) error {
+	err = db.RunTx(ctx, in.Pool(), func(tx pgx.Tx) error {
 		already = false
 		if err := expireStale(ctx, tx, src.Tenant, src.Name); err != nil {
 			return err
@@ -180,7 +181,7 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 			Message: "a scan of this source was ending while another was asked for: ask again"}
 	}
 	if err != nil {
-		return Scan{}, false, claim.DBError(err)
+		return Scan{}, false, db.Error(err)
 	}
 	return sc, already, nil
 }
@@ -204,23 +205,23 @@ var errActiveEnding = errors.New("the source's active scan kept ending")
 //
 // Without it such a row would say queued or running for ever, and keep
 // its source from being scanned (one queued or running row per source).
-func expireStale(ctx context.Context, db claim.DBTX, tenant, source string) error {
-	_, err := db.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
+func expireStale(ctx context.Context, dbtx claim.DBTX, tenant, source string) error {
+	_, err := dbtx.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
 		WHERE s.result = $5 AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
 		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $6
 			AND j.args->>'scan_id' = s.id::text
 			AND j.state IN ('available', 'pending', 'running', 'retryable', 'scheduled'))`,
 		tenant, source, errNeverRan, ResultError, ResultQueued, ScanArgs{}.Kind())
 	if err != nil {
-		return claim.DBError(err)
+		return db.Error(err)
 	}
-	_, err = db.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
+	_, err = dbtx.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
 		WHERE s.result = $5 AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
 		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $6 AND j.state = 'running'
 			AND j.args->>'scan_id' = s.id::text)`,
 		tenant, source, errStopped, ResultError, ResultRunning, ScanArgs{}.Kind())
 	if err != nil {
-		return claim.DBError(err)
+		return db.Error(err)
 	}
 	return nil
 }
@@ -249,7 +250,7 @@ func Schedule(ctx context.Context, in *ingest.Inbox, now time.Time) (int, error)
 		var due bool
 		if err := in.Pool().QueryRow(ctx, `SELECT COALESCE((SELECT next_scan_at <= $3 FROM backfill_state
 			WHERE tenant = $1 AND source = $2), true)`, src.Tenant, src.Name, now).Scan(&due); err != nil {
-			return n, claim.DBError(err)
+			return n, db.Error(err)
 		}
 		if !due {
 			continue
@@ -278,14 +279,14 @@ const Retention = 90 * 24 * time.Hour
 // (expireStale), then deletes the scans that finished before before,
 // with their findings, and returns how many scans it deleted. claimd's maintenance loop calls
 // it on every run.
-func Purge(ctx context.Context, db claim.DBTX, before time.Time) (int64, error) {
-	if err := expireStale(ctx, db, "", ""); err != nil {
+func Purge(ctx context.Context, dbtx claim.DBTX, before time.Time) (int64, error) {
+	if err := expireStale(ctx, dbtx, "", ""); err != nil {
 		return 0, err
 	}
-	tag, err := db.Exec(ctx, `DELETE FROM backfill_scans WHERE id IN (SELECT id FROM backfill_scans
+	tag, err := dbtx.Exec(ctx, `DELETE FROM backfill_scans WHERE id IN (SELECT id FROM backfill_scans
 		WHERE finished_at < $1 ORDER BY id LIMIT 1000)`, before)
 	if err != nil {
-		return 0, claim.DBError(err)
+		return 0, db.Error(err)
 	}
 	return tag.RowsAffected(), nil
 }

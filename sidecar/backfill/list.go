@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Finding is one missed event (backfill_events), as the API shows it.
@@ -89,17 +90,17 @@ func limitOf(n, def int) int {
 
 // ListScans returns a page of a source's scans, newest first, and next:
 // the Before of the page after it, 0 at the end.
-func ListScans(ctx context.Context, db claim.DBTX, tenant, source string, q ScanQuery) (scans []Scan, next int64, err error) {
+func ListScans(ctx context.Context, dbtx claim.DBTX, tenant, source string, q ScanQuery) (scans []Scan, next int64, err error) {
 	limit := limitOf(q.Limit, DefaultScanLimit)
-	rows, err := db.Query(ctx, `SELECT `+scanColumns+` FROM backfill_scans
+	rows, err := dbtx.Query(ctx, `SELECT `+scanColumns+` FROM backfill_scans
 		WHERE tenant = $1 AND source = $2 AND ($3::bigint <= 0 OR id < $3) ORDER BY id DESC LIMIT $4`,
 		tenant, source, q.Before, limit+1)
 	if err != nil {
-		return nil, 0, claim.DBError(err)
+		return nil, 0, db.Error(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Scan, error) { return scanScan(r) })
 	if err != nil {
-		return nil, 0, claim.DBError(err)
+		return nil, 0, db.Error(err)
 	}
 	if len(out) > limit {
 		out = out[:limit]
@@ -113,14 +114,14 @@ func ListScans(ctx context.Context, db claim.DBTX, tenant, source string, q Scan
 
 // GetScan returns the tenant's scan id of source; found false when there
 // is none (or it is another tenant's or source's).
-func GetScan(ctx context.Context, db claim.DBTX, tenant, source string, id int64) (Scan, bool, error) {
-	sc, err := scanScan(db.QueryRow(ctx, `SELECT `+scanColumns+` FROM backfill_scans
+func GetScan(ctx context.Context, dbtx claim.DBTX, tenant, source string, id int64) (Scan, bool, error) {
+	sc, err := scanScan(dbtx.QueryRow(ctx, `SELECT `+scanColumns+` FROM backfill_scans
 		WHERE tenant = $1 AND source = $2 AND id = $3`, tenant, source, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Scan{}, false, nil
 	}
 	if err != nil {
-		return Scan{}, false, claim.DBError(err)
+		return Scan{}, false, db.Error(err)
 	}
 	return sc, true, nil
 }
@@ -167,7 +168,7 @@ const findingsSQL = `SELECT event_id, provider_id, event_type, provider_created_
 // (q.State, "" any), and next: the Before of the page after it, "" at
 // the end. Errors: ErrBadCursor for a q.Before it did not make, else the
 // database's.
-func ListEvents(ctx context.Context, db claim.DBTX, tenant, source string, q EventQuery) (evs []Finding, next string, err error) {
+func ListEvents(ctx context.Context, dbtx claim.DBTX, tenant, source string, q EventQuery) (evs []Finding, next string, err error) {
 	limit := limitOf(q.Limit, DefaultEventLimit)
 	var at *time.Time
 	var afterID string
@@ -178,9 +179,9 @@ func ListEvents(ctx context.Context, db claim.DBTX, tenant, source string, q Eve
 		}
 		at, afterID = &t, id
 	}
-	rows, err := db.Query(ctx, findingsSQL, tenant, source, q.State, at, afterID, limit+1)
+	rows, err := dbtx.Query(ctx, findingsSQL, tenant, source, q.State, at, afterID, limit+1)
 	if err != nil {
-		return nil, "", claim.DBError(err)
+		return nil, "", db.Error(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finding, error) {
 		var f Finding
@@ -188,7 +189,7 @@ func ListEvents(ctx context.Context, db claim.DBTX, tenant, source string, q Eve
 		return f, err
 	})
 	if err != nil {
-		return nil, "", claim.DBError(err)
+		return nil, "", db.Error(err)
 	}
 	if len(out) > limit {
 		out = out[:limit]

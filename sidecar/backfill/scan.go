@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
@@ -205,7 +206,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 			return Scan{}, ErrNotQueued
 		}
 		if err != nil {
-			return Scan{}, claim.DBError(err)
+			return Scan{}, db.Error(err)
 		}
 	}
 	win := Window(src, now)
@@ -250,12 +251,12 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = '`+StateArrived+`', claim_id = c.id, updated_at = now()
 		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state IN ('`+StateRedeliveryRequested+`', '`+StateMissed+`')
 		AND c.tenant = e.tenant AND c.source = e.scope AND c.event_id = e.event_id AND c.action = ''`, src.Tenant, src.Name); err != nil {
-		return Scan{}, claim.DBError(err)
+		return Scan{}, db.Error(err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = 'late_real', updated_at = now()
 		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state = 'fetched' AND c.id = e.claim_id
 		AND c.receipt_hash IS NOT NULL`, src.Tenant, src.Name); err != nil {
-		return Scan{}, claim.DBError(err)
+		return Scan{}, db.Error(err)
 	}
 	if !explicit && recovers(src, mode) {
 		// Events a report scan recorded missed are recovered by listing
@@ -290,7 +291,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	if sc.ID != 0 {
 		if _, err := pool.Exec(ctx, `UPDATE backfill_scans SET range_start = $2, range_end = $3 WHERE id = $1`,
 			sc.ID, span.From, span.To); err != nil {
-			return Scan{}, claim.DBError(err)
+			return Scan{}, db.Error(err)
 		}
 	} else {
 		var actor *string
@@ -304,7 +305,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 			return Scan{}, ErrSourceBusy
 		}
 		if err != nil {
-			return Scan{}, claim.DBError(err)
+			return Scan{}, db.Error(err)
 		}
 	}
 	c := &Client{HTTP: s.HTTP, Sleep: s.Sleep, Now: s.Now, Jitter: s.Jitter, MaxWait: b.MaxWait, Log: s.Log, Source: src.Name,
@@ -402,7 +403,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		blFrom, blTo, blCursor = &rest.From, &rest.To, nullable(rest.Cursor)
 	}
 	wctx := context.WithoutCancel(ctx)
-	err = claim.RunTx(wctx, pool, func(tx pgx.Tx) error {
+	err = db.RunTx(wctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(wctx, `UPDATE backfill_scans SET finished_at = $2, pages = $3, listed = $4, missed = $5,
 			backfilled = $6, redelivered = $7, result = $8, error = $9, backlog_from = $10, backlog_to = $11, notes = $12
 			WHERE id = $1`, sc.ID, fin, sc.Pages, sc.Listed, sc.Missed, sc.Backfilled, sc.Redelivered, sc.Result,
@@ -425,7 +426,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		return err
 	})
 	if err != nil {
-		return sc, claim.DBError(err)
+		return sc, db.Error(err)
 	}
 	o := s.obs()
 	o.Scanned(src.Name, sc.Result, fin)
@@ -498,12 +499,12 @@ type scanState struct {
 	cursor                  *string
 }
 
-func loadState(ctx context.Context, db claim.DBTX, src *ingest.Source) (scanState, error) {
+func loadState(ctx context.Context, dbtx claim.DBTX, src *ingest.Source) (scanState, error) {
 	var st scanState
-	err := db.QueryRow(ctx, `SELECT scanned_until, backlog_from, backlog_to, backlog_cursor FROM backfill_state
+	err := dbtx.QueryRow(ctx, `SELECT scanned_until, backlog_from, backlog_to, backlog_cursor FROM backfill_state
 		WHERE tenant = $1 AND source = $2`, src.Tenant, src.Name).Scan(&st.until, &st.backFrom, &st.backTo, &st.cursor)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return st, claim.DBError(err)
+		return st, db.Error(err)
 	}
 	return st, nil
 }
@@ -551,13 +552,13 @@ func recovers(src *ingest.Source, mode ingest.BackfillMode) bool {
 // recordedMisses returns the creation time of src's oldest event
 // recorded missed at or after from (nil: none), and how many recorded
 // missed were created before from (no longer listable).
-func recordedMisses(ctx context.Context, db claim.DBTX, src *ingest.Source, from time.Time) (*time.Time, int, error) {
+func recordedMisses(ctx context.Context, dbtx claim.DBTX, src *ingest.Source, from time.Time) (*time.Time, int, error) {
 	var oldest *time.Time
 	var gone int
-	if err := db.QueryRow(ctx, `SELECT min(provider_created_at) FILTER (WHERE provider_created_at >= $3),
+	if err := dbtx.QueryRow(ctx, `SELECT min(provider_created_at) FILTER (WHERE provider_created_at >= $3),
 		count(*) FILTER (WHERE provider_created_at < $3) FROM backfill_events
 		WHERE tenant = $1 AND source = $2 AND state = 'missed'`, src.Tenant, src.Name, from).Scan(&oldest, &gone); err != nil {
-		return nil, 0, claim.DBError(err)
+		return nil, 0, db.Error(err)
 	}
 	return oldest, gone, nil
 }
@@ -680,19 +681,19 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 	rows, err := pool.Query(ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = $1 AND scope = $2 AND event_id = ANY($3::text[])`,
 		src.Tenant, src.Scope, ids)
 	if err != nil {
-		return claim.DBError(err)
+		return db.Error(err)
 	}
 	for rows.Next() {
 		var id, st string
 		if err := rows.Scan(&id, &st); err != nil {
 			rows.Close()
-			return claim.DBError(err)
+			return db.Error(err)
 		}
 		found[id] = st
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return claim.DBError(err)
+		return db.Error(err)
 	}
 	now := s.now()
 	// Counted once durable (stored, or recorded in backfill_events), and
@@ -724,7 +725,7 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 				if _, err := pool.Exec(ctx, `UPDATE backfill_events SET state = 'arrived', updated_at = now(),
 					claim_id = (SELECT id FROM claims WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = '')
 					WHERE tenant = $1 AND scope = $2 AND event_id = $3`, src.Tenant, src.Scope, id); err != nil {
-					return claim.DBError(err)
+					return db.Error(err)
 				}
 			}
 			continue
@@ -835,12 +836,12 @@ func (s *Scanner) record(ctx context.Context, src *ingest.Source, scanID int64, 
 	return recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, state, claimID)
 }
 
-func recordTx(ctx context.Context, db claim.DBTX, src *ingest.Source, scanID int64, cd candidate, state, claimID string) error {
+func recordTx(ctx context.Context, dbtx claim.DBTX, src *ingest.Source, scanID int64, cd candidate, state, claimID string) error {
 	var created *time.Time
 	if !cd.it.CreatedAt.IsZero() {
 		created = &cd.it.CreatedAt
 	}
-	_, err := db.Exec(ctx, `INSERT INTO backfill_events (tenant, scope, event_id, source, provider_id, event_type,
+	_, err := dbtx.Exec(ctx, `INSERT INTO backfill_events (tenant, scope, event_id, source, provider_id, event_type,
 		provider_created_at, scan_id, state, payload_hash, claim_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::uuid)
 		ON CONFLICT (tenant, scope, event_id) DO UPDATE SET state = excluded.state, scan_id = excluded.scan_id,
@@ -849,7 +850,7 @@ func recordTx(ctx context.Context, db claim.DBTX, src *ingest.Source, scanID int
 		src.Tenant, src.Scope, cd.ev.Request.EventID, src.Name, cd.it.ProviderID, nullable(cd.ev.Request.EventType),
 		created, scanID, state, nullable(cd.ev.Request.PayloadHash), nullable(claimID))
 	if err != nil {
-		return claim.DBError(err)
+		return db.Error(err)
 	}
 	return nil
 }

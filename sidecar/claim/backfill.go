@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Gap detection and backfill (package backfill) ask the ledger which of
@@ -16,7 +18,7 @@ const knownKeysSQL = `SELECT event_id FROM claims
 	WHERE tenant = $1 AND source = $2 AND event_id = ANY($3::text[]) AND action = ''`
 
 // KnownKeys returns the subset of ids that the tenant's source (a dedupe
-// scope) holds a record of, whatever its state. Errors as DBError maps
+// scope) holds a record of, whatever its state. Errors as db.Error maps
 // them.
 func (l *Ledger) KnownKeys(ctx context.Context, tenant, source string, ids []string) (map[string]bool, error) {
 	out := make(map[string]bool, len(ids))
@@ -25,18 +27,18 @@ func (l *Ledger) KnownKeys(ctx context.Context, tenant, source string, ids []str
 	}
 	rows, err := l.pool.Query(ctx, knownKeysSQL, tenant, source, ids)
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, DBError(err)
+			return nil, db.Error(err)
 		}
 		out[id] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return out, nil
 }
@@ -70,7 +72,7 @@ SELECT id::text FROM c`
 // job), logging it 'received' with detail. It returns the record's id and
 // true, or "" and false when the key exists already (nothing written).
 // r.PayloadHash is the copy's hash, kept in the log only. Errors: Invalid
-// for a bad request, else DBError's.
+// for a bad request, else db.Error's.
 func (l *Ledger) ReceiveBackfilledTx(ctx context.Context, tx DBTX, r Request, detail string) (string, bool, error) {
 	if err := l.Validate(r); err != nil {
 		return "", false, err
@@ -85,7 +87,7 @@ func (l *Ledger) ReceiveBackfilledTx(ctx context.Context, tx DBTX, r Request, de
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, DBError(err)
+		return "", false, db.Error(err)
 	}
 	return id, true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // SourceSummary is one source of a tenant's overview: the numbers the
@@ -73,7 +74,7 @@ func (l *Ledger) Overview(ctx context.Context, tenant string) ([]SourceSummary, 
 	}
 	rows, err := l.pool.Query(ctx, overviewOpenSQL, tenant)
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	var src string
 	var state State
@@ -91,29 +92,29 @@ func (l *Ledger) Overview(ctx context.Context, tenant string) ([]SourceSummary, 
 		return nil
 	})
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	var records, conflicts int64
 	rows, err = l.pool.Query(ctx, overviewConflictsSQL, tenant)
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	if _, err = pgx.ForEachRow(rows, []any{&src, &records, &conflicts}, func() error {
 		s := get(src)
 		s.ConflictRecords, s.Conflicts = records, conflicts
 		return nil
 	}); err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	rows, err = l.pool.Query(ctx, overviewDispatchSQL, tenant)
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	if _, err = pgx.ForEachRow(rows, []any{&src, &n}, func() error {
 		get(src).DispatchDeadLettered = n
 		return nil
 	}); err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	out := make([]SourceSummary, 0, len(by))
 	for _, s := range by {

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Claims of an execution.
@@ -89,7 +90,7 @@ type ExecutionFailed struct {
 // call answers the rest, or none.
 // Errors: Invalid naming execution_id, source or retry; Unavailable;
 // otherwise internal. On an error no record was failed, unless the
-// connection was lost under the commit (DBOutcomeUnknown): then they may
+// connection was lost under the commit (db.OutcomeUnknown): then they may
 // have been, and calling again answers the ones still held.
 func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFailure) (ExecutionFailed, error) {
 	if tenant == "" {
@@ -108,7 +109,7 @@ func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFa
 	}
 	msg := failText(f.Error)
 	var out ExecutionFailed
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out = ExecutionFailed{}
 		rows, err := tx.Query(ctx, executionHeldSQL, tenant, f.ExecutionID, nullable(f.Source), MaxExecutionFail+1)
 		if err != nil {
@@ -149,7 +150,7 @@ func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFa
 		return br.Close()
 	})
 	if err != nil {
-		return ExecutionFailed{}, DBError(err)
+		return ExecutionFailed{}, db.Error(err)
 	}
 	for _, rec := range out.Records {
 		l.obs.Failed(rec.Source, f.Kind)

@@ -31,7 +31,7 @@ import (
 //     decided one after the other, as two transactions would be;
 //   - a serialization failure or deadlock runs the whole group again
 //     (retry); a database error that means "try again" for the whole group
-//     (RetryableDB: the database unreachable, the connection lost, the
+//     (db.Retryable: the database unreachable, the connection lost, the
 //     commit's outcome unknown) is every call's answer, as it would have
 //     been alone; any other error, which one call's statement may have
 //     caused, runs each call of the group again in a transaction of its
@@ -40,7 +40,7 @@ import (
 //     sent, a group of several is decided whatever one caller does (a lone
 //     call runs on its caller's context, as without grouping). Either way
 //     the caller is answered as a statement cut by its context would be
-//     (DBError: Unavailable, outcome unknown, retry the same request): a
+//     (db.Error: Unavailable, outcome unknown, retry the same request): a
 //     claim won meanwhile is found again by its request id (won_replayed)
 //     or expires like any lease whose holder went away.
 

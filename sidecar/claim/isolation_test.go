@@ -16,6 +16,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
@@ -39,7 +40,7 @@ func alterDatabase(t *testing.T, db, set string) {
 // serializablePool creates a fresh database whose default isolation is
 // SERIALIZABLE before any pool connects to it, and returns a pool of 40
 // connections on it with the schema applied. pin builds the pool as claimd
-// does (claim.ConfigurePool); without it the pool's sessions keep the
+// does (db.ConfigurePool); without it the pool's sessions keep the
 // database's default. adjust, when not nil, changes the pool's
 // configuration further.
 func serializablePool(t *testing.T, pin bool, adjust func(*pgxpool.Config)) *pgxpool.Pool {
@@ -50,7 +51,7 @@ func serializablePool(t *testing.T, pin bool, adjust func(*pgxpool.Config)) *pgx
 		plain = c.ConnString()
 		c.MaxConns = 40
 		if pin {
-			claim.ConfigurePool(c)
+			db.ConfigurePool(c)
 		}
 		if adjust != nil {
 			adjust(c)
@@ -297,7 +298,7 @@ func TestRunTxRetriesDeadlock(t *testing.T) {
 	locked := []chan struct{}{make(chan struct{}), make(chan struct{})}
 	run := func(me int, order [2]int) error {
 		first := true
-		return claim.RunTx(ctx, pool, func(tx pgx.Tx) error {
+		return db.RunTx(ctx, pool, func(tx pgx.Tx) error {
 			attempts.Add(1)
 			if _, err := tx.Exec(ctx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = $1`, order[0]); err != nil {
 				return err
@@ -337,7 +338,7 @@ func TestRunTxReturnsOtherErrorsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	calls := 0
-	err := claim.RunTx(ctx, pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, pool, func(tx pgx.Tx) error {
 		calls++
 		_, err := tx.Exec(ctx, `SELECT 1/0`)
 		return err
@@ -346,13 +347,13 @@ func TestRunTxReturnsOtherErrorsAtOnce(t *testing.T) {
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "22012", pgErr.Code)
 	require.Equal(t, 1, calls)
-	require.False(t, claim.RetryableTx(err))
+	require.False(t, db.RetryableTx(err))
 
 	// A serialization failure, wrapped as the ledger wraps it, is retryable.
 	wrapped := &apperr.Error{Code: apperr.Unavailable, Err: fmt.Errorf("x: %w", &pgconn.PgError{Code: "40001"})}
-	require.True(t, claim.RetryableTx(wrapped))
-	require.True(t, claim.RetryableTx(&pgconn.PgError{Code: "40P01"}))
-	require.False(t, claim.RetryableTx(&pgconn.PgError{Code: "40002"}))
-	require.False(t, claim.RetryableTx(errors.New("could not serialize access due to concurrent update")),
+	require.True(t, db.RetryableTx(wrapped))
+	require.True(t, db.RetryableTx(&pgconn.PgError{Code: "40P01"}))
+	require.False(t, db.RetryableTx(&pgconn.PgError{Code: "40002"}))
+	require.False(t, db.RetryableTx(errors.New("could not serialize access due to concurrent update")),
 		"classified by SQLSTATE, never by message")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -102,8 +103,8 @@ type Ledger struct {
 
 // New returns a Ledger over pool. It fails when a policy is invalid.
 // The ledger's statements are written for READ COMMITTED: build pool with
-// ConfigurePool so that its sessions run at it whatever the database's
-// defaults. The ledger's own transactions set it explicitly (RunTx), and
+// db.ConfigurePool so that its sessions run at it whatever the database's
+// defaults. The ledger's own transactions set it explicitly (db.RunTx), and
 // its writes are run again on a serialization failure or deadlock.
 func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 	l := &Ledger{pool: pool, jitter: cfg.Jitter, obs: cfg.Observer, maxDeliv: cfg.MaxDeliveries}
@@ -131,8 +132,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ledger, error) {
 			}
 			return nil
 		}
-		l.claims = group.New(gc.groupConfig(), l.runClaims, DBError, observe("claim"))
-		l.settles = group.New(gc.groupConfig(), l.runSettles, DBError, observe("settle"))
+		l.claims = group.New(gc.groupConfig(), l.runClaims, db.Error, observe("claim"))
+		l.settles = group.New(gc.groupConfig(), l.runSettles, db.Error, observe("settle"))
 	}
 	return l, nil
 }
@@ -318,7 +319,7 @@ func truncate(s string, n int) string {
 // Claim decides one claim attempt, as ClaimTx decides it. Concurrent
 // calls share transactions (group commit, group.go); the answer is
 // returned once the decision is committed. A serialization failure or
-// deadlock is retried here (a few times, see RunTx) before it is reported
+// deadlock is retried here (a few times, see db.RunTx) before it is reported
 // as Unavailable. Errors: as ClaimTx; the context's error when ctx ends
 // first (the claim may then still have been decided: the same request,
 // with its request id, gets a win back).
@@ -337,13 +338,13 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Result, error) {
 // transaction of its own.
 func (l *Ledger) claimAlone(ctx context.Context, r Request) (Result, error) {
 	var res Result
-	err := retry(ctx, func() error {
-		return onPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
+	err := db.Retry(ctx, func() error {
+		return db.OnPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
 			res, err = l.claimValid(ctx, c, r)
 			return err
 		})
 	})
-	return res, DBError(err) // claimValid's errors already are; a failed acquisition is not
+	return res, db.Error(err) // claimValid's errors already are; a failed acquisition is not
 }
 
 // runClaims decides a group of valid claims (the group.Grouper's run).
@@ -357,7 +358,7 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 		reqs[i] = c.Item
 	}
 	var recs []Record
-	err := retry(ctx, func() (err error) {
+	err := db.Retry(ctx, func() (err error) {
 		recs, err = l.claimPipelined(ctx, reqs)
 		return err
 	})
@@ -366,8 +367,8 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 		for i, c := range calls {
 			c.Finish(l.result(recs[i], c.Item.Shadow), nil)
 		}
-	case RetryableDB(err):
-		err = DBError(err)
+	case db.Retryable(err):
+		err = db.Error(err)
 		for _, c := range calls {
 			c.Finish(Result{}, err)
 		}
@@ -392,7 +393,7 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 // so a group locks rows in key order, as every other group and batch does.
 func (l *Ledger) claimPipelined(ctx context.Context, reqs []Request) ([]Record, error) {
 	var recs []Record
-	err := onPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
+	err := db.OnPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
 		recs, err = l.claimMany(ctx, c, reqs)
 		return err
 	})
@@ -404,12 +405,12 @@ type batchSender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// claimMany sends the claims of reqs on db as claimPipelined describes
+// claimMany sends the claims of reqs on q as claimPipelined describes
 // (on a transaction: inside it) and returns their records in reqs order.
 // genericPlanSQL goes first: on a transaction its setting holds until the
-// transaction ends, so db is the pool or a transaction of the ledger's own
+// transaction ends, so q is the pool or a transaction of the ledger's own
 // (ClaimBatch), never a caller's.
-func (l *Ledger) claimMany(ctx context.Context, db batchSender, reqs []Request) ([]Record, error) {
+func (l *Ledger) claimMany(ctx context.Context, q batchSender, reqs []Request) ([]Record, error) {
 	rounds := distinctRounds(reqs, KeyOrder(reqs))
 	b := &pgx.Batch{}
 	b.Queue(genericPlanSQL)
@@ -417,7 +418,7 @@ func (l *Ledger) claimMany(ctx context.Context, db batchSender, reqs []Request) 
 		b.Queue(claimManySQL, l.claimManyArgs(reqs, round)...)
 	}
 	recs := make([]Record, len(reqs))
-	br := db.SendBatch(ctx, b)
+	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return nil, err
@@ -550,28 +551,28 @@ func KeyOrder(reqs []Request) []int {
 }
 
 // ClaimTx decides one claim attempt with a single INSERT … ON CONFLICT
-// statement on db (the caller's transaction, or the pool). It returns the
+// statement on q (the caller's transaction, or the pool). It returns the
 // outcome with the record as it is after the decision; the claim token only
 // when the outcome is Won. Errors: *apperr.Error Invalid for a bad request,
-// Unavailable for a database error that means "try again" (DBError: the
+// Unavailable for a database error that means "try again" (db.Error: the
 // database unreachable or read-only, the connection lost, …), otherwise an
 // internal error.
-// A serialization failure or deadlock (RetryableTx) aborts the caller's
-// transaction: run the whole of it again (RunTx does).
-func (l *Ledger) ClaimTx(ctx context.Context, db DBTX, r Request) (Result, error) {
+// A serialization failure or deadlock (db.RetryableTx) aborts the caller's
+// transaction: run the whole of it again (db.RunTx does).
+func (l *Ledger) ClaimTx(ctx context.Context, q DBTX, r Request) (Result, error) {
 	r = l.shadowed(r)
 	if err := l.Validate(r); err != nil {
 		return Result{}, err
 	}
-	return l.claimValid(ctx, db, r)
+	return l.claimValid(ctx, q, r)
 }
 
 // claimValid is ClaimTx of a claim already validated.
-func (l *Ledger) claimValid(ctx context.Context, db DBTX, r Request) (Result, error) {
+func (l *Ledger) claimValid(ctx context.Context, q DBTX, r Request) (Result, error) {
 	sql, args := l.claimArgs(r)
-	rec, err := scanClaim(db.QueryRow(ctx, sql, args...))
+	rec, err := scanClaim(q.QueryRow(ctx, sql, args...))
 	if err != nil {
-		return Result{}, DBError(err)
+		return Result{}, db.Error(err)
 	}
 	return l.result(rec, r.Shadow), nil
 }
@@ -638,9 +639,9 @@ func (l *Ledger) result(rec Record, shadow bool) Result {
 // Claims are sent in key order, so concurrent batches lock rows in the same
 // order and cannot deadlock; two requests for one key in a batch are
 // decided one after the other (the second sees the first's claim).
-// The batch runs in one READ COMMITTED transaction (RunTx): on an error no
+// The batch runs in one READ COMMITTED transaction (db.RunTx): on an error no
 // claim of it is kept, unless the connection was lost under the commit
-// (DBOutcomeUnknown: the same batch again, with the same request ids, gets
+// (db.OutcomeUnknown: the same batch again, with the same request ids, gets
 // its wins back); after a serialization failure or deadlock the whole
 // batch is decided again.
 func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, error) {
@@ -649,7 +650,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 	}
 	reqs = l.shadowedAll(reqs)
 	var recs []Record
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) (err error) {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) (err error) {
 		if len(reqs) == 1 {
 			// The single-claim statement, as Claim alone: PostgreSQL
 			// runs it on its cached generic plan after its first runs,
@@ -667,7 +668,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 		return err
 	})
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	results := make([]Result, len(reqs))
 	for i := range results {
@@ -719,7 +720,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant, id, token string, lease tim
 		return Record{}, l.guardMissed(ctx, tenant, id)
 	}
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	return rec, nil
 }
@@ -768,7 +769,7 @@ func (l *Ledger) ResolveAs(ctx context.Context, tenant, id string, outcome Resol
 			Message: fmt.Sprintf("only unknown or dead_lettered claims can be resolved; this one is %s", cur.State)}
 	}
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	return rec, nil
 }
@@ -798,7 +799,7 @@ func (l *Ledger) Release(ctx context.Context, tenant, id, note, actor string) (R
 			Message: fmt.Sprintf("only processing claims can be released to unknown; this one is %s", cur.State)}
 	}
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	return rec, nil
 }
@@ -832,7 +833,7 @@ func (l *Ledger) Find(ctx context.Context, tenant string, k Key) (Record, error)
 		return Record{}, apperr.New(apperr.NotFound, "no claim for this source, event_id and action")
 	}
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	return l.withDeliveries(ctx, rec)
 }
@@ -846,7 +847,7 @@ func (l *Ledger) get(ctx context.Context, tenant, id string) (Record, error) {
 		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	return rec, nil
 }
@@ -854,7 +855,7 @@ func (l *Ledger) get(ctx context.Context, tenant, id string) (Record, error) {
 func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error) {
 	rows, err := l.pool.Query(ctx, deliveriesSQL, rec.ID, l.maxDeliv)
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
@@ -863,7 +864,7 @@ func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error)
 		return d, err
 	})
 	if err != nil {
-		return Record{}, DBError(err)
+		return Record{}, db.Error(err)
 	}
 	return rec, nil
 }
@@ -942,12 +943,12 @@ func (l *Ledger) purgeSet(ctx context.Context, sources []string, exclude bool, p
 			var n int64
 			if step.rows {
 				if err := l.pool.QueryRow(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude).Scan(&n); err != nil {
-					return DBError(err)
+					return db.Error(err)
 				}
 			} else {
 				tag, err := l.pool.Exec(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude)
 				if err != nil {
-					return DBError(err)
+					return db.Error(err)
 				}
 				n = tag.RowsAffected()
 			}
@@ -971,8 +972,8 @@ func (l *Ledger) SweepExpiredLeases(ctx context.Context, batch int) (int, error)
 	total := 0
 	for {
 		var n int
-		if err := retry(ctx, func() error { return l.pool.QueryRow(ctx, sweepSQL, batch).Scan(&n) }); err != nil {
-			return total, DBError(err)
+		if err := db.Retry(ctx, func() error { return l.pool.QueryRow(ctx, sweepSQL, batch).Scan(&n) }); err != nil {
+			return total, db.Error(err)
 		}
 		total += n
 		if n < batch {
@@ -1003,7 +1004,7 @@ func (l *Ledger) Stats(ctx context.Context) (Stats, error) {
 	err := l.pool.QueryRow(ctx, statsSQL).Scan(&s.Unknown, &s.DeadLettered, &s.Processing,
 		&s.RetryableFailed, &s.Received, &op, &or, &s.DispatchPending, &s.DispatchDeadLettered, &od)
 	if err != nil {
-		return Stats{}, DBError(err)
+		return Stats{}, db.Error(err)
 	}
 	s.OldestProcessing = time.Duration(op * float64(time.Second))
 	s.OldestReceived = time.Duration(or * float64(time.Second))
@@ -1062,12 +1063,12 @@ func leaseLost(cur Record) error {
 }
 
 // writeRow runs one write that returns a record (a token-guarded or
-// conditional update) on the pool, again while it fails RetryableTx.
+// conditional update) on the pool, again while it fails db.RetryableTx.
 // pgx.ErrNoRows (the guard matched no row) is returned as it is.
 func (l *Ledger) writeRow(ctx context.Context, sql string, args ...any) (Record, error) {
 	var rec Record
-	err := retry(ctx, func() error {
-		return onPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
+	err := db.Retry(ctx, func() error {
+		return db.OnPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
 			rec, err = scanRecord(c.QueryRow(ctx, sql, args...))
 			return err
 		})
@@ -1110,101 +1111,6 @@ func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 	}
 	r.IdempotencyKey = IdempotencyKey(r.Tenant, r.Key)
 	return r, nil
-}
-
-// ConfigurePool pins, on every session of pc, the run-time parameters the
-// sidecar's statements are written for, whatever the database's or role's
-// defaults (a parameter sent at connection start overrides ALTER DATABASE
-// or ALTER ROLE … SET): default_transaction_isolation = read committed.
-// The claim is one INSERT … ON CONFLICT … DO UPDATE: at READ COMMITTED a
-// concurrent claim of the same key waits for the row and then decides on
-// it as the other claim left it; at REPEATABLE READ or SERIALIZABLE the
-// same statement fails with a serialization failure instead, and a storm
-// of duplicate deliveries turns into a storm of 503s. A connection pooler
-// that drops start-up parameters defeats this; claimd's readiness check
-// reports the isolation its sessions really run at. It also installs the
-// notice handler that tells a commit kept without its synchronous standby
-// (unreplicated.go).
-func ConfigurePool(pc *pgxpool.Config) {
-	if pc.ConnConfig.RuntimeParams == nil {
-		pc.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	pc.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
-	if prev := pc.ConnConfig.OnNotice; prev != nil {
-		pc.ConnConfig.OnNotice = func(c *pgconn.PgConn, n *pgconn.Notice) { prev(c, n); noteUnreplicated(c, n) }
-	} else {
-		pc.ConnConfig.OnNotice = noteUnreplicated
-	}
-}
-
-// SQLSTATEs the database edge tells apart.
-const (
-	sqlstateSerializationFailure = "40001" // serialization_failure
-	sqlstateDeadlockDetected     = "40P01" // deadlock_detected
-	sqlstateReadOnly             = "25006" // read_only_sql_transaction
-	sqlstateLockNotAvailable     = "55P03" // lock_not_available
-)
-
-// Bounds of the retries of RunTx and of the ledger's own writes: at most
-// maxTxAttempts runs in all, with a full-jitter pause of up to
-// min(retryCap, retryBase·2^n) before run n+1 (about 100 ms at most in
-// all), well inside a request's timeout.
-const (
-	maxTxAttempts = 5
-	retryBase     = 4 * time.Millisecond
-	retryCap      = 50 * time.Millisecond
-)
-
-// RetryableTx reports whether err (or an error it wraps, an *apperr.Error
-// included) is PostgreSQL rolling back a statement or transaction because
-// of concurrent work: a serialization failure (40001) or a deadlock
-// (40P01). Nothing of it was committed, so running the whole of it again
-// is safe. It classifies by SQLSTATE only.
-func RetryableTx(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) &&
-		(pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
-}
-
-// retry runs fn, and again while it fails RetryableTx, at most maxTxAttempts
-// times in all, pausing a short full-jitter backoff between runs. It
-// returns fn's last error; when ctx ends during a pause, the error that
-// preceded it. fn must be one whole statement or transaction.
-func retry(ctx context.Context, fn func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || attempt >= maxTxAttempts || !RetryableTx(err) {
-			return err
-		}
-		pause := time.Duration(rand.Float64() * float64(min(retryCap, retryBase<<attempt)))
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
-}
-
-// TxStarter begins transactions: a *pgxpool.Pool, a *pgxpool.Conn or a
-// *pgx.Conn.
-type TxStarter interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-}
-
-// RunTx runs fn in a transaction on db and commits it when fn returns nil.
-// The transaction is READ COMMITTED, set explicitly (BEGIN ISOLATION LEVEL
-// READ COMMITTED), whatever the session's default_transaction_isolation.
-// When PostgreSQL rolls it back as RetryableTx (a statement of fn, or the
-// commit), the whole transaction runs again, at most maxTxAttempts times
-// in all: fn must do all its work through tx, and what it keeps from a
-// run must be overwritten by the next. Errors are returned as they are
-// (fn's, or the driver's from begin or commit; ErrUnreplicatedCommit for
-// a commit the server kept without its synchronous standby, see
-// unreplicated.go); the caller maps them.
-func RunTx(ctx context.Context, db TxStarter, fn func(pgx.Tx) error) error {
-	return retry(ctx, func() error { return txOn(ctx, db, fn) })
 }
 
 // Page sizes of List.
@@ -1295,11 +1201,11 @@ func pageStart(limit int, cursor, badCursor string) (int, *time.Time, *string, e
 // the last record's at and id.
 func collectPage(rows pgx.Rows, err error, limit int, at func(Record) time.Time) ([]Record, string, error) {
 	if err != nil {
-		return nil, "", DBError(err)
+		return nil, "", db.Error(err)
 	}
 	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
 	if err != nil {
-		return nil, "", DBError(err)
+		return nil, "", db.Error(err)
 	}
 	if len(recs) <= limit {
 		return recs, "", nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -128,22 +129,22 @@ func RecordNoncesTx(ctx context.Context, tx pgx.Tx, ns []Nonce) ([]int, error) {
 	return replayed, nil
 }
 
-// RecordNonce records n in a transaction of its own (RunTx): nil when the
+// RecordNonce records n in a transaction of its own (db.RunTx): nil when the
 // nonce is new or bound to this same delivery, ErrNonceReplayed when it
-// is bound to another, a DBError otherwise. The trigger route calls it
+// is bound to another, a db.Error otherwise. The trigger route calls it
 // before it claims the delivery's events (in the claim's own transaction
 // it would buy nothing: a nonce recorded whose claim then failed is bound
 // to this delivery, whose retry passes, and any other body is refused as
 // it must be).
 func (l *Ledger) RecordNonce(ctx context.Context, n Nonce) error {
 	var replayed []int
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		var err error
 		replayed, err = RecordNoncesTx(ctx, tx, []Nonce{n})
 		return err
 	})
 	if err != nil {
-		return DBError(err)
+		return db.Error(err)
 	}
 	if len(replayed) > 0 {
 		return ErrNonceReplayed
@@ -172,7 +173,7 @@ func (l *Ledger) purgeNonces(ctx context.Context, batch int) (int, error) {
 	for {
 		tag, err := l.pool.Exec(ctx, purgeNoncesSQL, batch)
 		if err != nil {
-			return total, DBError(err)
+			return total, db.Error(err)
 		}
 		total += int(tag.RowsAffected())
 		if tag.RowsAffected() < int64(batch) {

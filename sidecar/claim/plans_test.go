@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
@@ -39,7 +40,7 @@ func setupPlans(t *testing.T, gc claim.GroupConfig) *planBundle {
 	cfg, err := pgxpool.ParseConfig(direct.Config().ConnString())
 	require.NoError(t, err)
 	cfg.MaxConns = 1
-	claim.ConfigurePool(cfg)
+	db.ConfigurePool(cfg)
 	one, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(one.Close)

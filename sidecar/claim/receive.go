@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Receipt is the result of storing a provider event in the inbox.
@@ -26,7 +28,7 @@ type Receipt struct {
 }
 
 // ReceiveTx stores a verified provider event as an inbox record in state
-// received, on db (the caller's transaction, so the dispatch job can be
+// received, on q (the caller's transaction, so the dispatch job can be
 // inserted atomically with it: a transactional outbox). A known key is
 // reported, not changed, except that a differing payload hash counts a
 // conflict (r.PayloadHash is compared with the record's ReceiptHash, the
@@ -37,13 +39,13 @@ type Receipt struct {
 // payload (Receipt.Adopted; see receiveSQL): the caller stores it as for
 // a new record.
 // Errors: Invalid for a bad request, Unavailable, or internal.
-func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, error) {
+func (l *Ledger) ReceiveTx(ctx context.Context, q DBTX, r Request) (Receipt, error) {
 	if err := l.Validate(r); err != nil {
 		return Receipt{}, err
 	}
-	rc, err := scanReceipt(db.QueryRow(ctx, receiveSQL, l.receiveArgs(r)...), r)
+	rc, err := scanReceipt(q.QueryRow(ctx, receiveSQL, l.receiveArgs(r)...), r)
 	if err != nil {
-		return Receipt{}, DBError(err)
+		return Receipt{}, db.Error(err)
 	}
 	return rc, nil
 }
@@ -54,9 +56,9 @@ func (l *Ledger) ReceiveTx(ctx context.Context, db DBTX, r Request) (Receipt, er
 // Two requests for one key are decided one after the other, in reqs
 // order, as two transactions would be: the second sees the first's record
 // (a duplicate, or a conflict for another payload hash). reqs must be
-// valid (Validate). Errors: Unavailable, or internal (DBError); after an
+// valid (Validate). Errors: Unavailable, or internal (db.Error); after an
 // error tx is aborted, and a serialization failure or deadlock
-// (RetryableTx) means running the whole transaction again.
+// (db.RetryableTx) means running the whole transaction again.
 func (l *Ledger) ReceiveBatchTx(ctx context.Context, tx DBTX, reqs []Request) ([]Receipt, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -72,12 +74,12 @@ func (l *Ledger) ReceiveBatchTx(ctx context.Context, tx DBTX, reqs []Request) ([
 		rc, err := scanReceipt(br.QueryRow(), reqs[i])
 		if err != nil {
 			br.Close()
-			return nil, DBError(err)
+			return nil, db.Error(err)
 		}
 		out[i] = rc
 	}
 	if err := br.Close(); err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Automatic reconciliation of unknown outcomes: the ledger half.
@@ -384,18 +385,18 @@ var reconcileDiscoverSQLs = [2]string{strings.Replace(reconcileDiscoverSQL, "{OT
 // claim naming a reconciler that is no longer configured is skipped and
 // counted, not failed. With no reconciler configured it does nothing
 // and sends no statement. Safe on any number of replicas at once.
-// Errors: Unavailable (DBError).
+// Errors: Unavailable (db.Error).
 func (l *Ledger) ReconcileDiscover(ctx context.Context, limit int) (ReconcileDiscovered, error) {
 	sql, args, ok := l.reconcileDiscoverArgs(limit)
 	if !ok {
 		return ReconcileDiscovered{}, nil
 	}
 	var d ReconcileDiscovered
-	err := retry(ctx, func() error {
+	err := db.Retry(ctx, func() error {
 		return l.pool.QueryRow(ctx, sql, args...).Scan(&d.Created, &d.Skipped)
 	})
 	if err != nil {
-		return ReconcileDiscovered{}, DBError(err)
+		return ReconcileDiscovered{}, db.Error(err)
 	}
 	return d, nil
 }
@@ -477,7 +478,7 @@ SELECT * FROM taken ORDER BY call_deadline, claim_id`
 // reconciler's Call plus Answer), so no other Take returns it until it is
 // answered, failed or expired. Reconciles whose claim left unknown are
 // dropped on the way. Safe on any number of replicas at once (SKIP
-// LOCKED). Errors: Unavailable (DBError).
+// LOCKED). Errors: Unavailable (db.Error).
 func (l *Ledger) ReconcileTake(ctx context.Context, limit int) ([]ReconcileCall, error) {
 	if limit <= 0 {
 		limit = 10
@@ -491,7 +492,7 @@ func (l *Ledger) ReconcileTake(ctx context.Context, limit int) ([]ReconcileCall,
 		names, secs = append(names, name), append(secs, (r.Call+r.Answer).Seconds())
 	}
 	var calls []ReconcileCall
-	err := retry(ctx, func() error {
+	err := db.Retry(ctx, func() error {
 		rows, err := l.pool.Query(ctx, reconcileTakeSQL, names, secs, limit)
 		if err != nil {
 			return err
@@ -507,7 +508,7 @@ func (l *Ledger) ReconcileTake(ctx context.Context, limit int) ([]ReconcileCall,
 		return err
 	})
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return calls, nil
 }
@@ -629,7 +630,7 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 	}
 	var out ReconcileResult
 	var refusal error
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out, refusal = ReconcileResult{}, nil
 		var late bool
 		r, err := scanReconcile(tx.QueryRow(ctx, reconcileLockSQL, claimID, tenant), &late)
@@ -701,7 +702,7 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 		}
 	})
 	if err != nil {
-		return ReconcileResult{}, DBError(err) // an *apperr.Error of redispatch passes as it is
+		return ReconcileResult{}, db.Error(err) // an *apperr.Error of redispatch passes as it is
 	}
 	if refusal != nil {
 		if out.Ended {
@@ -806,7 +807,7 @@ func (l *Ledger) ReconcileFail(ctx context.Context, claimID, callToken, errClass
 	}
 	var out ReconcileState
 	var refusal error
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out, refusal = ReconcileState{}, nil
 		var late bool
 		r, err := scanReconcile(tx.QueryRow(ctx, reconcileLockSQL, claimID, nil), &late)
@@ -825,7 +826,7 @@ func (l *Ledger) ReconcileFail(ctx context.Context, claimID, callToken, errClass
 		return err
 	})
 	if err != nil {
-		return ReconcileState{}, DBError(err)
+		return ReconcileState{}, db.Error(err)
 	}
 	return out, refusal
 }
@@ -861,7 +862,7 @@ func (l *Ledger) ReconcileExpire(ctx context.Context, limit int) ([]ReconcileSta
 		return nil, nil
 	}
 	var out []ReconcileState
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, reconcileExpiredSQL, limit)
 		if err != nil {
@@ -881,7 +882,7 @@ func (l *Ledger) ReconcileExpire(ctx context.Context, limit int) ([]ReconcileSta
 		return nil
 	})
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return out, nil
 }
@@ -898,7 +899,7 @@ func (l *Ledger) ReconcileOf(ctx context.Context, tenant, claimID string) (*Reco
 		return nil, nil
 	}
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return &st, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -64,12 +65,12 @@ type settleItem struct {
 // the same token answers the completed record (a retry whose answer was
 // lost), a superseded token is LeaseLost, an unknown id NotFound. Those
 // are per-item results; the error return is for the batch as a whole
-// (Unavailable for a database error that means "try again", see DBError;
+// (Unavailable for a database error that means "try again", see db.Error;
 // otherwise internal), and then no item of it is kept — unless the
-// connection was lost under the commit (DBOutcomeUnknown): the same batch
+// connection was lost under the commit (db.OutcomeUnknown): the same batch
 // again is then answered item by item as it settled. Rows are locked in id
 // order; a serialization failure or deadlock runs the whole batch again
-// (RunTx).
+// (db.RunTx).
 func (l *Ledger) CompleteBatch(ctx context.Context, tenant string, items []Completion) ([]Settled, error) {
 	batch := make([]settleItem, len(items))
 	for i, c := range items {
@@ -168,7 +169,7 @@ func (l *Ledger) settleAlone(ctx context.Context, it settleItem) Settled {
 		}
 	}
 	if err != nil {
-		return Settled{Err: DBError(err)}
+		return Settled{Err: db.Error(err)}
 	}
 	it.done(rec)
 	return Settled{Record: rec}
@@ -191,7 +192,7 @@ func (l *Ledger) runSettles(ctx context.Context, calls []*group.Call[settleItem,
 		for i, c := range calls {
 			c.Finish(out[i], nil)
 		}
-	case RetryableDB(err):
+	case db.Retryable(err):
 		for _, c := range calls {
 			c.Finish(Settled{}, err)
 		}
@@ -234,7 +235,7 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].order < items[order[b]].order })
 
 	moved := make([]bool, len(items))
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		var missed []int
 		rounds := distinctIDRounds(items, order)
 		b := &pgx.Batch{}
@@ -304,7 +305,7 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 		return br.Close()
 	})
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	for _, i := range order {
 		if moved[i] {

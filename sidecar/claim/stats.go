@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // RollupWindow is how late a delivery-log row may commit after its "at"
@@ -208,7 +209,7 @@ func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
 // another rollup held the lock. Errors: Unavailable.
 func (l *Ledger) RollupStats(ctx context.Context, from time.Time) (rows int64, skipped bool, err error) {
 	from = from.UTC().Truncate(time.Hour)
-	err = RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err = db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		rows, skipped = 0, false
 		var locked bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLockKey).Scan(&locked); err != nil {
@@ -232,7 +233,7 @@ func (l *Ledger) RollupStats(ctx context.Context, from time.Time) (rows int64, s
 		return err
 	})
 	if err != nil {
-		return 0, false, DBError(err)
+		return 0, false, db.Error(err)
 	}
 	return rows, skipped, nil
 }
@@ -266,7 +267,7 @@ func (l *Ledger) SourceStats(ctx context.Context, tenant, source string, from, t
 		would_duplicates, would_conflicts, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max
 		FROM stats_hourly WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	var h HourStats
 	if _, err := pgx.ForEachRow(rows, []any{&h.Hour, &h.Deliveries, &h.ShadowDeliveries, &h.DuplicatesStopped, &h.Conflicts,
@@ -279,12 +280,12 @@ func (l *Ledger) SourceStats(ctx context.Context, tenant, source string, from, t
 		out[i] = h
 		return nil
 	}); err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	rows, err = l.pool.Query(ctx, `SELECT hour, cause, n FROM stats_causes_hourly
 		WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	var hour time.Time
 	var cause string
@@ -295,7 +296,7 @@ func (l *Ledger) SourceStats(ctx context.Context, tenant, source string, from, t
 		}
 		return nil
 	}); err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return out, nil
 }
@@ -348,13 +349,13 @@ func (l *Ledger) Savings(ctx context.Context, tenant, source string, from, to ti
 		COALESCE(sum(missed), 0)::bigint, COALESCE(sum(backfilled), 0)::bigint
 		FROM stats_hourly WHERE tenant = $1 AND ($2::text IS NULL OR source = $2) AND hour >= $3 AND hour < $4`,
 		tenant, src, from, to).Scan(&s.DuplicatesStopped, &s.Conflicts, &s.Missed, &s.Backfilled); err != nil {
-		return Savings{}, DBError(err)
+		return Savings{}, db.Error(err)
 	}
 	rows, err := l.pool.Query(ctx, `SELECT cause, sum(n)::bigint FROM stats_causes_hourly
 		WHERE tenant = $1 AND ($2::text IS NULL OR source = $2) AND hour >= $3 AND hour < $4 GROUP BY cause`,
 		tenant, src, from, to)
 	if err != nil {
-		return Savings{}, DBError(err)
+		return Savings{}, db.Error(err)
 	}
 	var cause string
 	var n int64
@@ -362,7 +363,7 @@ func (l *Ledger) Savings(ctx context.Context, tenant, source string, from, to ti
 		s.ByCause[cause] = n
 		return nil
 	}); err != nil {
-		return Savings{}, DBError(err)
+		return Savings{}, db.Error(err)
 	}
 	return s, nil
 }
@@ -378,7 +379,7 @@ func (l *Ledger) SourceKnown(ctx context.Context, tenant, source string) (bool, 
 	err := l.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM claims WHERE tenant = $1 AND source = $2)
 		OR EXISTS (SELECT 1 FROM stats_hourly WHERE tenant = $1 AND source = $2)`, tenant, source).Scan(&ok)
 	if err != nil {
-		return false, DBError(err)
+		return false, db.Error(err)
 	}
 	return ok, nil
 }
@@ -389,11 +390,11 @@ func (l *Ledger) StatsSources(ctx context.Context, tenant string, from time.Time
 	rows, err := l.pool.Query(ctx, `SELECT DISTINCT source FROM stats_hourly WHERE tenant = $1 AND hour >= $2 ORDER BY 1`,
 		tenant, from.UTC().Truncate(time.Hour))
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgfault"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
@@ -66,7 +67,7 @@ func requireUnknown(t *testing.T, err error) {
 	require.NotNil(t, e, "%v", err)
 	require.Equal(t, apperr.Unavailable, e.Code, "%v", err)
 	require.Contains(t, e.Message, "outcome is unknown")
-	require.Contains(t, e.Message, claim.RetrySameRequest)
+	require.Contains(t, e.Message, db.RetrySameRequest)
 }
 
 // The connection to PostgreSQL is lost after the server committed a
@@ -182,4 +183,13 @@ func TestUnknownOutcomeRetryIsAnsweredAsWhatHappened(t *testing.T) {
 	require.Equal(t, claim.StateDeadLettered, settled[0].Record.State)
 	require.NoError(t, settled[1].Err)
 	require.Equal(t, claim.StateUnknown, settled[1].Record.State)
+}
+
+func requireFired(t *testing.T, fired <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-fired:
+	default:
+		t.Fatal("the proxy's trap did not fire")
+	}
 }

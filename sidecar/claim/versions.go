@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // An execution's workflow version, told after its claims.
@@ -175,7 +176,7 @@ func (l *Ledger) RecordExecutionWorkflow(ctx context.Context, tenant string, w E
 	}
 	var out ExecutionWorkflowRecorded
 	var revisions []CauseRevision
-	err := RunTx(ctx, l.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out, revisions = ExecutionWorkflowRecorded{}, nil
 		rows, err := tx.Query(ctx, executionRecordsSQL, tenant, w.ExecutionID, MaxExecutionWorkflowRecords+1, w.WorkflowID)
 		if err != nil {
@@ -218,7 +219,7 @@ func (l *Ledger) RecordExecutionWorkflow(ctx context.Context, tenant string, w E
 		return err
 	})
 	if err != nil {
-		return ExecutionWorkflowRecorded{}, DBError(err)
+		return ExecutionWorkflowRecorded{}, db.Error(err)
 	}
 	if o, ok := l.obs.(CauseRevisionObserver); ok {
 		for _, r := range revisions {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Waiting for a concurrent holder.
@@ -518,7 +520,7 @@ WHERE tenant = $1 AND id = ANY($2::uuid[]) AND state = 'processing' AND wait_not
 // processing, when its lease ends by this host's clock.
 func (w *Waiter) arm(ctx context.Context, tenant string, ids []string) (map[string]time.Time, error) {
 	leases := map[string]time.Time{}
-	err := retry(ctx, func() error {
+	err := db.Retry(ctx, func() error {
 		clear(leases)
 		now := time.Now()
 		rows, err := w.ledger.pool.Query(ctx, claimWaitArmSQL, tenant, ids)
@@ -536,7 +538,7 @@ func (w *Waiter) arm(ctx context.Context, tenant string, ids []string) (map[stri
 		return err
 	})
 	if err != nil {
-		return nil, DBError(err)
+		return nil, db.Error(err)
 	}
 	return leases, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // The n8n node sends every claim, complete and fail through the batch
@@ -25,7 +25,7 @@ func TestOneItemBatchesAreNotPlannedPerCall(t *testing.T) {
 		o.serverPool = func(t *testing.T, direct *pgxpool.Pool) *pgxpool.Pool {
 			server = derivedPool(t, direct, func(c *pgxpool.Config) {
 				c.MaxConns = 1
-				claim.ConfigurePool(c)
+				db.ConfigurePool(c)
 			})
 			return server
 		}

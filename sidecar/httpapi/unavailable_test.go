@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgfault"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
@@ -97,7 +97,7 @@ func (b *bundle) unavailable(t *testing.T, c call, unknown bool) answer {
 	}
 	if unknown {
 		require.Contains(t, msg, "outcome is unknown", "%s", r)
-		require.Contains(t, msg, claim.RetrySameRequest, "%s", r)
+		require.Contains(t, msg, db.RetrySameRequest, "%s", r)
 	}
 	id := r.header.Get("X-Request-ID")
 	require.NotEmpty(t, id)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -79,7 +80,7 @@ func (in *Inbox) StoreBackfilled(ctx context.Context, src *Source, ev Event, hea
 	}
 	var id string
 	var stored bool
-	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+	err = db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		var err error
 		id, stored, err = in.ledger.ReceiveBackfilledTx(ctx, tx, ev.Request, detail)
 		if err != nil || !stored {
@@ -111,7 +112,7 @@ func (in *Inbox) StoreBackfilled(ctx context.Context, src *Source, ev Event, hea
 // River's default queue (worked by a replica with Dispatch). skipped
 // reports that a unique job of the same kind and args was queued or
 // running already (opts.UniqueOpts), so none was inserted. Errors: the
-// database's (claim.DBError).
+// database's (db.Error).
 func (in *Inbox) Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (id int64, skipped bool, err error) {
 	res, err := in.river.Insert(ctx, args, opts)
 	var unknown *river.UnknownJobKindError
@@ -119,7 +120,7 @@ func (in *Inbox) Enqueue(ctx context.Context, args river.JobArgs, opts *river.In
 		return 0, false, &apperr.Error{Code: apperr.Internal, Message: "no worker is registered for this job", Err: err}
 	}
 	if err != nil {
-		return 0, false, claim.DBError(err)
+		return 0, false, db.Error(err)
 	}
 	return res.Job.ID, res.UniqueSkippedAsDuplicate, nil
 }
@@ -135,7 +136,7 @@ func (in *Inbox) EnqueueTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, o
 		return nil, &apperr.Error{Code: apperr.Internal, Message: "no worker is registered for this job", Err: err}
 	}
 	if err != nil {
-		return nil, claim.DBError(err)
+		return nil, db.Error(err)
 	}
 	return res, nil
 }

@@ -32,6 +32,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
@@ -617,7 +618,7 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 	var rv reservation
 	var settled func() error // Work's answer once the transaction committed
 	var unknown int          // the attempt of unknown outcome taken over, if any
-	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+	err = db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		rv, settled, unknown = reservation{}, nil, 0
 		var state string
 		var held, live, claimed bool

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -95,9 +96,9 @@ func (in *Inbox) newDispatchGroupers(gc group.Config) {
 		observe = func(n int) { o.Grouped("dispatch", n) }
 	}
 	gc.MaxWeight = 0
-	in.loads = group.New(gc, in.runLoads, claim.DBError, nil)
-	in.reserves = group.New(gc, in.runReserves, claim.DBError, nil)
-	in.marks = group.New(gc, in.runMarks, claim.DBError, observe)
+	in.loads = group.New(gc, in.runLoads, db.Error, nil)
+	in.reserves = group.New(gc, in.runReserves, db.Error, nil)
+	in.marks = group.New(gc, in.runMarks, db.Error, observe)
 }
 
 // reserveReq is an attempt to reserve with reserveSQL: holder and the
@@ -145,7 +146,7 @@ func (in *Inbox) runReserves(ctx context.Context, calls []*group.Call[reserveReq
 	}
 	sort.SliceStable(order, func(a, b int) bool { return calls[order[a]].Item.claimID < calls[order[b]].Item.claimID })
 	out := make([]reserved, len(calls))
-	err := claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, i := range order {
 			r := calls[i].Item
@@ -171,7 +172,7 @@ func (in *Inbox) runReserves(ctx context.Context, calls []*group.Call[reserveReq
 		for i, c := range calls {
 			c.Finish(out[i], nil)
 		}
-	case claim.RetryableDB(err):
+	case db.Retryable(err):
 		for _, c := range calls {
 			c.Finish(reserved{}, err)
 		}
@@ -238,7 +239,7 @@ func (in *Inbox) runLoads(ctx context.Context, calls []*group.Call[string, loade
 			st, ok := m[c.Item]
 			c.Finish(loaded{st: st, found: ok}, nil)
 		}
-	case claim.RetryableDB(err):
+	case db.Retryable(err):
 		for _, c := range calls {
 			c.Finish(loaded{}, err)
 		}
@@ -276,7 +277,7 @@ func (in *Inbox) runMarks(ctx context.Context, calls []*group.Call[mark, bool]) 
 	}
 	sort.SliceStable(order, func(a, b int) bool { return calls[order[a]].Item.claimID < calls[order[b]].Item.claimID })
 	marked := make([]bool, len(calls))
-	err := claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, i := range order {
 			m := calls[i].Item
@@ -296,7 +297,7 @@ func (in *Inbox) runMarks(ctx context.Context, calls []*group.Call[mark, bool]) 
 		for i, c := range calls {
 			c.Finish(marked[i], nil)
 		}
-	case claim.RetryableDB(err):
+	case db.Retryable(err):
 		for _, c := range calls {
 			c.Finish(false, err)
 		}

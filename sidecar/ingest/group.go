@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -38,15 +39,15 @@ import (
 //     order they joined, as two transactions would be (the second is a
 //     duplicate, or a conflict);
 //   - a serialization failure or deadlock runs the whole group again
-//     (claim.RunTx); a database error that means "try again" for the whole
-//     group (claim.RetryableDB) is every delivery's answer, as it would
+//     (db.RunTx); a database error that means "try again" for the whole
+//     group (db.Retryable) is every delivery's answer, as it would
 //     have been alone; any other error, which one delivery's rows may have
 //     caused, stores each delivery again in a transaction of its own, so
 //     that it fails alone and its neighbours are stored;
 //   - a delivery whose context ends before its group starts is left out;
 //     once started, a group of several is decided whatever one caller
 //     does, and a caller whose context ends is answered as a statement cut
-//     by its context (claim.DBError: Unavailable, outcome unknown): its
+//     by its context (db.Error: Unavailable, outcome unknown): its
 //     redelivery is a duplicate if the group committed.
 
 // delivery is one Receive call's work: its events' requests, payloads and
@@ -76,7 +77,7 @@ func (in *Inbox) newGroupers(gc claim.GroupConfig) {
 	if o, ok := in.obs.(claim.GroupObserver); ok {
 		observe = func(n int) { o.Grouped("ingest", n) }
 	}
-	in.receipts = group.New(cfg, in.runReceipts, claim.DBError, observe)
+	in.receipts = group.New(cfg, in.runReceipts, db.Error, observe)
 }
 
 // runReceipts stores a group of deliveries (the group.Grouper's run).
@@ -95,7 +96,7 @@ func (in *Inbox) runReceipts(ctx context.Context, calls []*group.Call[*delivery,
 		for i, c := range calls {
 			c.Finish(out[i], nil)
 		}
-	case claim.RetryableDB(err):
+	case db.Retryable(err):
 		for _, c := range calls {
 			c.Finish(nil, err)
 		}
@@ -136,7 +137,7 @@ log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
 SELECT EXISTS (SELECT 1 FROM e)`
 
 // store writes the events of ds in ONE READ COMMITTED transaction, run
-// again on a serialization failure or deadlock (claim.RunTx: every
+// again on a serialization failure or deadlock (db.RunTx: every
 // receipt is rewritten per run), and returns each delivery's receipts in
 // its events' order. Errors are the database's (wrapped), for runReceipts
 // and storeError to judge.
@@ -158,7 +159,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 			nonces = append(nonces, *d.nonce)
 		}
 	}
-	err := claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+	err := db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		if len(nonces) > 0 {
 			// Before any claims row, so that transactions lock nonces
 			// and records in one order. A replayed nonce fails the whole

@@ -26,6 +26,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
@@ -230,7 +231,7 @@ func replayError(n *verify.Nonce) error {
 // its own (claim.Ledger.RecordNonce): nil when it is new or came before
 // with the same events (a provider retry), the refusal of Store's nonce
 // (a *verify.Error, unauthenticated) when it came with other events, an
-// Unavailable or internal error (claim.DBError) when the database fails.
+// Unavailable or internal error (db.Error) when the database fails.
 // POST /v1/trigger/{source} calls it before it claims the events.
 func (in *Inbox) CheckNonce(ctx context.Context, src *Source, v Verified) error {
 	if v.Nonce == nil {
@@ -251,7 +252,7 @@ func (in *Inbox) CheckNonce(ctx context.Context, src *Source, v Verified) error 
 // application error of the request (Invalid) as it is; any database error
 // Unavailable (503 with Retry-After, never 2xx, never 500), so that the
 // provider delivers the event again. When the connection was lost under
-// the commit (claim.DBOutcomeUnknown) the event may be stored: its
+// the commit (db.OutcomeUnknown) the event may be stored: its
 // redelivery is then answered as a duplicate, and dispatched once. The
 // database's message stays in Err, for the log.
 func storeError(err error) error {
@@ -259,10 +260,10 @@ func storeError(err error) error {
 		return err
 	}
 	msg := "the event could not be stored; retry"
-	switch fault, reason := claim.ClassifyDB(err); fault {
-	case claim.DBNothingKept:
+	switch fault, reason := db.Classify(err); fault {
+	case db.NothingKept:
 		msg = "the event could not be stored: " + reason + "; retry"
-	case claim.DBOutcomeUnknown:
+	case db.OutcomeUnknown:
 		msg = "the event may or may not be stored: " + reason + "; deliver it again " +
 			"(a stored event is answered as a duplicate, and dispatched once)"
 	}
@@ -632,7 +633,7 @@ const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispa
 	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 AND e.tenant = $2`
 
 // Get returns the inbox event's dispatch status. Errors: NotFound (also for
-// another tenant's event); a database error as claim.DBError maps it.
+// another tenant's event); a database error as db.Error maps it.
 func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error) {
 	var e InboxEvent
 	if _, err := uuid.Parse(id); err != nil {
@@ -647,7 +648,7 @@ func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error)
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
 	if err != nil {
-		return InboxEvent{}, claim.DBError(err)
+		return InboxEvent{}, db.Error(err)
 	}
 	x := in.ledger.KeyExpiryOf(scope, claim.State(e.ClaimState), updatedAt)
 	e.KeyExpiresAt, e.KeyExpiry = x.At, x.Kind()
@@ -665,7 +666,7 @@ func (in *Inbox) Replay(ctx context.Context, tenant, id string) (InboxEvent, err
 // in one transaction. The workflow claims by the same key, so a replay
 // after a dispatch that did reach n8n is still one effect. Errors:
 // NotFound, InvalidState (not dead-lettered); a database error as
-// claim.DBError maps it (a lost connection under the commit: retry, and a
+// db.Error maps it (a lost connection under the commit: retry, and a
 // replay that did commit answers InvalidState, the event being pending).
 // note is the detail of its dispatch_replayed delivery-log entry, actor
 // the operator's key prefix ("" for none); the caller bounds note.
@@ -678,7 +679,7 @@ func (in *Inbox) ReplayAs(ctx context.Context, tenant, id, note, actor string) (
 	if src == nil {
 		return InboxEvent{}, &apperr.Error{Code: apperr.InvalidState, Message: fmt.Sprintf("source %q is no longer configured", cur.Source)}
 	}
-	err = claim.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
+	err = db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		// cur is the caller's tenant's record (Get above); rearmSQL checks
 		// the tenant again.
 		var by *string
@@ -693,7 +694,7 @@ func (in *Inbox) ReplayAs(ctx context.Context, tenant, id, note, actor string) (
 		return err
 	})
 	if err != nil {
-		return InboxEvent{}, claim.DBError(err)
+		return InboxEvent{}, db.Error(err)
 	}
 	return in.Get(ctx, tenant, id)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // Shadow mode on an ingest door (shadow: true with forward.url): an
@@ -191,7 +192,7 @@ func (in *Inbox) adoptReceipts(ctx context.Context, src *Source, d ShadowDeliver
 		ids[i], hashes[i] = r.ID, d.Events[i].Request.PayloadHash
 	}
 	if _, err := in.pool.Exec(ctx, adoptReceiptSQL, ids, hashes); err != nil {
-		in.log.Warn().Err(claim.DBError(err)).Str("source", src.Name).
+		in.log.Warn().Err(db.Error(err)).Str("source", src.Name).
 			Msg("shadow copies' receipt hash not recorded; the first delivery after shadow is turned off gives it")
 	}
 }

@@ -188,7 +188,7 @@ func (r *Runner) Run(ctx context.Context) {
 // their outcomes, for a few rounds while calls are due. It returns how
 // many calls it made. A call cut short by ctx (a shutdown) is left in
 // flight: it ends at its deadline and counts as a timeout. Errors: the
-// ledger's (claim.DBError), the first one met; the calls made are still
+// ledger's (db.Error), the first one met; the calls made are still
 // counted.
 func (r *Runner) RunOnce(ctx context.Context) (int, error) {
 	expired, err := r.o.Ledger.ReconcileExpire(ctx, r.o.Batch)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 )
 
@@ -177,7 +178,7 @@ func captureClaimStatement(ctx context.Context, dbURL string) (*statement, error
 	if err != nil {
 		return nil, err
 	}
-	claim.ConfigurePool(pc) // the isolation the claim statement is written for, as claimd sets it
+	db.ConfigurePool(pc) // the isolation the claim statement is written for, as claimd sets it
 	tr := &captureTracer{}
 	pc.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, pc)

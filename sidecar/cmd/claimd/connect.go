@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -38,13 +39,10 @@ import (
 // physical copy of its primary, with the same databases, roles and
 // passwords, so a standby's refusal is its primary's.
 
-// SQLSTATEs of a refused session.
-const (
-	sqlstateInvalidCatalogName    = "3D000" // invalid_catalog_name: no such database
-	sqlstateInvalidAuthorization  = "28000" // invalid_authorization_specification: no such role, NOLOGIN, pg_hba.conf
-	sqlstateInvalidPassword       = "28P01" // invalid_password
-	sqlstateInsufficientPrivilege = "42501" // insufficient_privilege: no CONNECT on the database
-)
+// The SQLSTATEs of a refused session: pgerrcode.InvalidCatalogName (no
+// such database), InvalidAuthorizationSpecification (no such role,
+// NOLOGIN, pg_hba.conf), InvalidPassword, InsufficientPrivilege (no
+// CONNECT on the database).
 
 // What to check, by SQLSTATE.
 const (
@@ -79,11 +77,11 @@ func (e *connectRefusedError) Unwrap() error { return e.err }
 
 func checkFor(code string) string {
 	switch code {
-	case sqlstateInvalidCatalogName:
+	case pgerrcode.InvalidCatalogName:
 		return checkDatabaseName
-	case sqlstateInvalidPassword:
+	case pgerrcode.InvalidPassword:
 		return checkUserAndPassword
-	case sqlstateInvalidAuthorization:
+	case pgerrcode.InvalidAuthorizationSpecification:
 		return checkUserAndHBA
 	default:
 		return checkConnectPriv
@@ -150,7 +148,7 @@ func refusesSession(e *pgconn.PgError) bool {
 		return false
 	}
 	switch e.Code {
-	case sqlstateInvalidCatalogName, sqlstateInvalidAuthorization, sqlstateInvalidPassword, sqlstateInsufficientPrivilege:
+	case pgerrcode.InvalidCatalogName, pgerrcode.InvalidAuthorizationSpecification, pgerrcode.InvalidPassword, pgerrcode.InsufficientPrivilege:
 		return true
 	}
 	return false

@@ -91,7 +91,7 @@ func newFence(log zerolog.Logger) *fence {
 // staleServerError is a refused server. It wraps an Unavailable
 // *apperr.Error, so a request whose connection could not be opened
 // because of it answers 503 with Retry-After and a message in the
-// sidecar's words (claim.DBError keeps an *apperr.Error of the chain);
+// sidecar's words (db.Error keeps an *apperr.Error of the chain);
 // the address and timelines are for the log and /readyz only.
 type staleServerError struct {
 	Addr           string

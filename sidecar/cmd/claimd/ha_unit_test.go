@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 )
 
 // What the primary's commits wait for, from what replicationSQL reads.
@@ -71,7 +71,7 @@ func TestFenceAdmit(t *testing.T) {
 		require.Contains(t, e.Error(), "timeline 1, older than timeline 2")
 		require.True(t, pgconn.SafeToRetry(err), "nothing was sent: retryable")
 		require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
-		require.True(t, claim.RetryableDB(err))
+		require.True(t, db.Retryable(err))
 	}
 	err := f.admit("c:1", serverIdentity{System: "9999", Timeline: 5})
 	require.Contains(t, err.Error(), "another PostgreSQL system")
@@ -88,7 +88,7 @@ func TestFenceAdmit(t *testing.T) {
 	require.Equal(t, 2, errorsLogged, "each refused server logged once:\n%s", buf.String())
 	// A request whose connection was refused answers 503 with the
 	// sidecar's words, not the database's.
-	got := claim.DBError(fmt.Errorf("acquire: %w", err))
+	got := db.Error(fmt.Errorf("acquire: %w", err))
 	require.Equal(t, apperr.Unavailable, apperr.CodeOf(got))
 	require.Contains(t, apperr.As(got).Message, "former primary")
 }
@@ -102,8 +102,8 @@ func TestStartupGate(t *testing.T) {
 	ok, err := g.prepare(context.Background(), nil)
 	require.True(t, ok, "the connection stays in the pool")
 	require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
-	require.True(t, claim.RetryableDB(err))
-	require.Equal(t, apperr.Unavailable, apperr.CodeOf(claim.DBError(err)))
+	require.True(t, db.Retryable(err))
+	require.Equal(t, apperr.Unavailable, apperr.CodeOf(db.Error(err)))
 	g.setReason("the database is a standby")
 	_, err = g.prepare(context.Background(), nil)
 	require.Contains(t, apperr.As(err).Message, "claimd is starting: the database is a standby")

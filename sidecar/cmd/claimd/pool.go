@@ -2,31 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 )
 
-// openPool opens the pgx pool of DATABASE_URL. When the URL sets no
-// pool_max_conns, the pool gets max(16, 4×CPUs) connections: claim
-// throughput is bounded by commit latency × connections, and pgxpool's own
-// default (4) is far too small for a claim service.
-//
-// After a query fails on a broken connection (PostgreSQL restarted, backend
-// terminated), every connection taken from the pool during the next 30
-// seconds is pinged first, so the other dead idle connections are dropped
-// instead of each failing one request.
+// openPool opens the pgx pool of DATABASE_URL, configured by
+// db.NewPoolConfig (the pool size, READ COMMITTED on every session, the
+// pings after a broken connection, the check of unreplicated commits):
+// River's statements and the dispatcher's run on these sessions too.
 //
 // hooks (nil for the one-shot commands) adds the serving process's checks:
 // the fence, on every new connection (fence.go), the start-up gate and,
@@ -42,23 +32,9 @@ import (
 // failure is left to the start-up wait, so claimd listens during a
 // failover.
 func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	pc, err := db.NewPoolConfig(cfg.DatabaseURL, "claimd")
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
-		pc.MaxConns = int32(max(16, 4*runtime.NumCPU()))
-	}
-	pc.ConnConfig.RuntimeParams["application_name"] = "claimd"
-	// READ COMMITTED on every session, whatever the database's or role's
-	// default_transaction_isolation (a serializable default turned most
-	// concurrent duplicates into 503s): River's statements and the
-	// dispatcher's run on these sessions too.
-	claim.ConfigurePool(pc)
-	var lastBroken atomic.Int64
-	pc.ConnConfig.Tracer = brokenConnTracer{last: &lastBroken}
-	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
-		return p.IdleDuration > time.Second || time.Since(time.Unix(0, lastBroken.Load())) < 30*time.Second
 	}
 	if hooks != nil {
 		if hooks.fence != nil {
@@ -106,24 +82,6 @@ func (h *poolHooks) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
 		return h.sync.prepare(ctx, conn)
 	}
 	return true, nil
-}
-
-// brokenConnTracer notes the time of the last query that failed because its
-// connection broke.
-type brokenConnTracer struct{ last *atomic.Int64 }
-
-func (brokenConnTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
-func (t brokenConnTracer) TraceQueryEnd(_ context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
-	if d.Err == nil {
-		return
-	}
-	var pgErr *pgconn.PgError
-	if conn.IsClosed() || (errors.As(d.Err, &pgErr) && (strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P"))) {
-		t.last.Store(time.Now().UnixNano())
-	}
 }
 
 // sessionSQL reads, in one round trip on one pooled session, what decides

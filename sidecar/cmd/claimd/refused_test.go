@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
@@ -249,7 +250,7 @@ func TestConnectRefusedClassification(t *testing.T) {
 	// server), so it is the answer only when no host was left. (A server
 	// that asks for a password answers 28P01 instead, and pgx stops.)
 	role := randomName("ic_nosuch_role_")
-	if r := connectRefused(connect(hosts(self, role, "postgres"))); r != nil && r.answers[0].Code == sqlstateInvalidAuthorization {
+	if r := connectRefused(connect(hosts(self, role, "postgres"))); r != nil && r.answers[0].Code == pgerrcode.InvalidAuthorizationSpecification {
 		require.Nil(t, connectRefused(connect(hosts(self+","+closed, role, "postgres"))), "a role refused by one host, another host down")
 	}
 	require.Nil(t, connectRefused(connect(hosts(closed, "", "postgres"))))

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
@@ -279,7 +279,7 @@ func requireSyncProblem(r replication, err error) string {
 // refused by PostgreSQL itself (25006 read_only_sql_transaction) before
 // anything is written, answered 503 with Retry-After, nothing kept: the
 // ledger's writes (claims, settles, resolve, release, ingest and trigger
-// stores) name the setting and the reason (claim.SyncRequiredKey), other
+// stores) name the setting and the reason (db.SyncRequiredKey), other
 // writes (the console's session bookkeeping) say the database is
 // read-only now. /readyz says why (requireSyncProblem).
 //
@@ -299,9 +299,9 @@ func requireSyncProblem(r replication, err error) string {
 // …"). claimd never sends a cancel request (pgx's default context
 // handling closes the socket instead, an unknown outcome answered 503) and
 // statement_timeout is disabled before the commit, so only someone else's
-// pg_cancel_backend can cause it; claim.ConfigurePool marks such a
+// pg_cancel_backend can cause it; db.ConfigurePool marks such a
 // connection and the ledger's writes answer it as an unknown outcome (503),
-// never `won` (see claim.ErrUnreplicatedCommit).
+// never `won` (see db.ErrUnreplicatedCommit).
 //
 // Internal work (the start-up's migrations, readiness, the replication
 // reading) is not checked: it acknowledges nothing to a caller.
@@ -319,8 +319,8 @@ const syncCommitSQL = `SELECT ok, CASE WHEN ok THEN '' ELSE set_config('default_
 
 // readOnlyKey marks, in a connection's CustomData, a session that
 // syncCommitSQL made read-only; the ledger's writes refused there answer
-// with the setting's name and the reason (claim.SyncRequiredKey).
-const readOnlyKey = claim.SyncRequiredKey
+// with the setting's name and the reason (db.SyncRequiredKey).
+const readOnlyKey = db.SyncRequiredKey
 
 // syncGuard is the pool check of CLAIMD_REQUIRE_SYNC_REPLICATION.
 type syncGuard struct {

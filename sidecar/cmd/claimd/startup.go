@@ -52,7 +52,7 @@ import (
 // a standby), the pool refuses connections to every caller but the
 // start-up itself and the readiness check (startupGate): a request meets
 // a refused connection, answered 503 (an Unavailable apperr.Error, which
-// claim.DBError passes through), instead of running its statements
+// db.Error passes through), instead of running its statements
 // against tables that are not there yet (500). The metrics' database
 // gauges read claimd_stats_up 0 meanwhile. Once the schema is current the
 // gate stays open: reads work on a standby, and writes are refused by

@@ -1,4 +1,4 @@
-package claim_test
+package db_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgfault"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
@@ -114,10 +114,10 @@ func (f *faultDB) committed(t *testing.T, id, want int) bool {
 type dbCase struct {
 	name  string
 	err   error
-	fault claim.DBFault
+	fault db.Fault
 }
 
-// The one classifier of database errors (claim.ClassifyDB, claim.DBError),
+// The one classifier of database errors (db.Classify, db.Error),
 // over failures produced for real: by the server (read-only transaction,
 // lock_timeout, statement_timeout, pg_cancel_backend, pg_terminate_backend
 // mid-transaction, a serialization failure, a deadlock, a role over its
@@ -129,11 +129,11 @@ type dbCase struct {
 // (a crash, a full disk, 40003), built by hand. Every retryable one is
 // Unavailable with an answer that quotes nothing of the database; every
 // other stays internal.
-func TestClassifyDBRealFailures(t *testing.T) {
+func TestClassifyRealFailures(t *testing.T) {
 	t.Parallel()
 	f := newFaultDB(t)
 	var cases []dbCase
-	add := func(name string, err error, fault claim.DBFault) {
+	add := func(name string, err error, fault db.Fault) {
 		t.Helper()
 		require.Error(t, err, name)
 		cases = append(cases, dbCase{name, err, fault})
@@ -143,7 +143,7 @@ func TestClassifyDBRealFailures(t *testing.T) {
 	c := f.conn(t, false)
 	f.exec(t, c, `SET default_transaction_read_only = on`)
 	_, err := c.Exec(f.ctx, `UPDATE probe SET n = n + 1 WHERE id = 1`)
-	add("25006 read-only transaction", err, claim.DBNothingKept)
+	add("25006 read-only transaction", err, db.NothingKept)
 
 	holder := f.conn(t, false)
 	f.exec(t, holder, `BEGIN`)
@@ -151,19 +151,19 @@ func TestClassifyDBRealFailures(t *testing.T) {
 	c = f.conn(t, false)
 	f.exec(t, c, `SET lock_timeout = '50ms'`)
 	_, err = c.Exec(f.ctx, `UPDATE probe SET n = n + 1 WHERE id = 1`)
-	add("55P03 lock_timeout", err, claim.DBNothingKept)
+	add("55P03 lock_timeout", err, db.NothingKept)
 	f.exec(t, holder, `ROLLBACK`)
 
 	c = f.conn(t, false)
 	f.exec(t, c, `SET statement_timeout = '50ms'`)
 	_, err = c.Exec(f.ctx, `SELECT pg_sleep(5)`)
-	add("57014 statement_timeout", err, claim.DBNothingKept)
+	add("57014 statement_timeout", err, db.NothingKept)
 
-	add("57014 pg_cancel_backend", f.signalled(t, "", `SELECT pg_sleep(5)`, "pg_cancel_backend"), claim.DBNothingKept)
+	add("57014 pg_cancel_backend", f.signalled(t, "", `SELECT pg_sleep(5)`, "pg_cancel_backend"), db.NothingKept)
 
 	add("57P01 pg_terminate_backend mid-transaction",
 		f.signalled(t, `BEGIN; UPDATE probe SET n = n + 1 WHERE id = 2`, `SELECT pg_sleep(5)`, "pg_terminate_backend"),
-		claim.DBOutcomeUnknown)
+		db.OutcomeUnknown)
 	require.True(t, f.committed(t, 2, 0), "the terminated transaction was rolled back")
 
 	c1 := f.conn(t, false)
@@ -172,12 +172,12 @@ func TestClassifyDBRealFailures(t *testing.T) {
 	_, err = f.admin.Exec(f.ctx, `UPDATE probe SET n = n + 1 WHERE id = 1`)
 	require.NoError(t, err)
 	_, err = c1.Exec(f.ctx, `UPDATE probe SET n = n + 1 WHERE id = 1`)
-	add("40001 serialization failure (SERIALIZABLE)", err, claim.DBNothingKept)
+	add("40001 serialization failure (SERIALIZABLE)", err, db.NothingKept)
 	f.exec(t, c1, `ROLLBACK`)
 
-	add("40P01 deadlock", deadlock(t, f), claim.DBNothingKept)
+	add("40P01 deadlock", deadlock(t, f), db.NothingKept)
 
-	add("53300 too many connections for role", overConnectionLimit(t, f), claim.DBNothingKept)
+	add("53300 too many connections for role", overConnectionLimit(t, f), db.NothingKept)
 
 	// --- The network breaks the session (pgfault between driver and server).
 	for _, reset := range []bool{false, true} {
@@ -187,7 +187,7 @@ func TestClassifyDBRealFailures(t *testing.T) {
 		_, err = pc.Exec(f.ctx, `UPDATE probe SET n = n + 1 WHERE id = 1`)
 		requireFired(t, fired)
 		require.True(t, f.committed(t, 1, before+1), "the server committed; its answer was lost")
-		add(fmt.Sprintf("connection lost after the commit (reset %v)", reset), err, claim.DBOutcomeUnknown)
+		add(fmt.Sprintf("connection lost after the commit (reset %v)", reset), err, db.OutcomeUnknown)
 		var pgErr *pgconn.PgError
 		require.False(t, errors.As(err, &pgErr))
 		if !reset {
@@ -195,7 +195,7 @@ func TestClassifyDBRealFailures(t *testing.T) {
 			// error it gave the committed one: "conn closed".
 			_, again := pc.Exec(f.ctx, `SELECT 1`)
 			require.EqualError(t, again, err.Error())
-			add("a statement on the connection that broke (conn closed)", again, claim.DBOutcomeUnknown)
+			add("a statement on the connection that broke (conn closed)", again, db.OutcomeUnknown)
 		}
 	}
 
@@ -205,7 +205,7 @@ func TestClassifyDBRealFailures(t *testing.T) {
 	_, err = pc.Exec(f.ctx, `UPDATE probe SET n = n + 1 WHERE id = 1`)
 	requireFired(t, fired)
 	require.True(t, f.committed(t, 1, before), "the statement never reached the server")
-	add("connection lost before the statement reached the server", err, claim.DBOutcomeUnknown)
+	add("connection lost before the statement reached the server", err, db.OutcomeUnknown)
 
 	pc = f.conn(t, true)
 	before = nAt(t, f, 1)
@@ -215,81 +215,81 @@ func TestClassifyDBRealFailures(t *testing.T) {
 	cancel()
 	requireFired(t, fired)
 	require.True(t, f.committed(t, 1, before+1), "the server committed; the answer never came")
-	add("the request's time ran out waiting for the commit's answer", err, claim.DBOutcomeUnknown)
+	add("the request's time ran out waiting for the commit's answer", err, db.OutcomeUnknown)
 
 	_, err = pgx.Connect(f.ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
-	add("connection refused", err, claim.DBNothingKept)
+	add("connection refused", err, db.NothingKept)
 
 	closed, err := pgxpool.New(f.ctx, f.url)
 	require.NoError(t, err)
 	closed.Close()
 	_, err = closed.Exec(f.ctx, `SELECT 1`)
 	require.ErrorIs(t, err, puddle.ErrClosedPool)
-	add("closed pool", err, claim.DBNothingKept)
+	add("closed pool", err, db.NothingKept)
 
 	// --- Errors no retry fixes.
 	_, err = f.admin.Exec(f.ctx, `SELECT 1/0`)
-	add("22012 division by zero", err, claim.DBNotRetryable)
+	add("22012 division by zero", err, db.NotRetryable)
 	_, err = f.admin.Exec(f.ctx, `INSERT INTO probe (id) VALUES (1)`)
-	add("23505 unique violation", err, claim.DBNotRetryable)
+	add("23505 unique violation", err, db.NotRetryable)
 	_, err = f.admin.Exec(f.ctx, `SELECT * FROM no_such_table`)
-	add("42P01 undefined table", err, claim.DBNotRetryable)
+	add("42P01 undefined table", err, db.NotRetryable)
 	var n int
 	err = f.admin.QueryRow(f.ctx, `SELECT 'x'`).Scan(&n)
-	add("scan into the wrong type", err, claim.DBNotRetryable)
-	add("no rows", pgx.ErrNoRows, claim.DBNotRetryable)
+	add("scan into the wrong type", err, db.NotRetryable)
+	add("no rows", pgx.ErrNoRows, db.NotRetryable)
 
 	// --- SQLSTATEs one server does not produce on demand, as pgconn
 	// reports them.
 	for _, s := range []struct {
 		code, severity string
-		fault          claim.DBFault
+		fault          db.Fault
 	}{
-		{"08006", "FATAL", claim.DBOutcomeUnknown},
-		{"08P01", "ERROR", claim.DBOutcomeUnknown},
-		{"25P03", "FATAL", claim.DBOutcomeUnknown},
-		{"40000", "ERROR", claim.DBNothingKept},
-		{"40003", "ERROR", claim.DBOutcomeUnknown},
-		{"53100", "ERROR", claim.DBNothingKept},
-		{"53200", "ERROR", claim.DBNothingKept},
-		{"53300", "FATAL", claim.DBNothingKept},
-		{"53400", "ERROR", claim.DBNothingKept},
-		{"57000", "ERROR", claim.DBNothingKept},
-		{"57P02", "FATAL", claim.DBOutcomeUnknown},
-		{"57P03", "FATAL", claim.DBOutcomeUnknown},
-		{"57P04", "FATAL", claim.DBOutcomeUnknown},
-		{"57P05", "FATAL", claim.DBOutcomeUnknown},
-		{"58000", "ERROR", claim.DBNothingKept},
-		{"58030", "ERROR", claim.DBNothingKept},
-		{"72000", "ERROR", claim.DBNothingKept},
-		{"XX000", "PANIC", claim.DBOutcomeUnknown},
-		{"28000", "FATAL", claim.DBOutcomeUnknown},
-		{"40002", "ERROR", claim.DBNotRetryable},
-		{"42501", "ERROR", claim.DBNotRetryable},
-		{"54000", "ERROR", claim.DBNotRetryable},
-		{"55000", "ERROR", claim.DBNotRetryable},
-		{"58P01", "ERROR", claim.DBNotRetryable},
-		{"XX000", "ERROR", claim.DBNotRetryable},
-		{"XX001", "ERROR", claim.DBNotRetryable},
-		{"P0001", "ERROR", claim.DBNotRetryable},
+		{"08006", "FATAL", db.OutcomeUnknown},
+		{"08P01", "ERROR", db.OutcomeUnknown},
+		{"25P03", "FATAL", db.OutcomeUnknown},
+		{"40000", "ERROR", db.NothingKept},
+		{"40003", "ERROR", db.OutcomeUnknown},
+		{"53100", "ERROR", db.NothingKept},
+		{"53200", "ERROR", db.NothingKept},
+		{"53300", "FATAL", db.NothingKept},
+		{"53400", "ERROR", db.NothingKept},
+		{"57000", "ERROR", db.NothingKept},
+		{"57P02", "FATAL", db.OutcomeUnknown},
+		{"57P03", "FATAL", db.OutcomeUnknown},
+		{"57P04", "FATAL", db.OutcomeUnknown},
+		{"57P05", "FATAL", db.OutcomeUnknown},
+		{"58000", "ERROR", db.NothingKept},
+		{"58030", "ERROR", db.NothingKept},
+		{"72000", "ERROR", db.NothingKept},
+		{"XX000", "PANIC", db.OutcomeUnknown},
+		{"28000", "FATAL", db.OutcomeUnknown},
+		{"40002", "ERROR", db.NotRetryable},
+		{"42501", "ERROR", db.NotRetryable},
+		{"54000", "ERROR", db.NotRetryable},
+		{"55000", "ERROR", db.NotRetryable},
+		{"58P01", "ERROR", db.NotRetryable},
+		{"XX000", "ERROR", db.NotRetryable},
+		{"XX001", "ERROR", db.NotRetryable},
+		{"P0001", "ERROR", db.NotRetryable},
 	} {
 		add(s.code+" "+s.severity, fmt.Errorf("query: %w", &pgconn.PgError{Severity: s.severity, SeverityUnlocalized: s.severity,
 			Code: s.code, Message: "server words " + s.code}), s.fault)
 	}
-	add("ECONNRESET from a write", &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}, claim.DBOutcomeUnknown)
-	add("EPIPE", fmt.Errorf("flush: %w", syscall.EPIPE), claim.DBOutcomeUnknown)
-	add("flattened to text", errors.New("dispatch: failed to receive message: unexpected EOF"), claim.DBOutcomeUnknown)
-	add("flattened reset", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"), claim.DBOutcomeUnknown)
-	add("already an application error", apperr.New(apperr.Invalid, "bad"), claim.DBNotRetryable)
+	add("ECONNRESET from a write", &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}, db.OutcomeUnknown)
+	add("EPIPE", fmt.Errorf("flush: %w", syscall.EPIPE), db.OutcomeUnknown)
+	add("flattened to text", errors.New("dispatch: failed to receive message: unexpected EOF"), db.OutcomeUnknown)
+	add("flattened reset", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"), db.OutcomeUnknown)
+	add("already an application error", apperr.New(apperr.Invalid, "bad"), db.NotRetryable)
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fault, reason := claim.ClassifyDB(c.err)
+			fault, reason := db.Classify(c.err)
 			require.Equal(t, c.fault, fault, "%v", c.err)
-			require.Equal(t, fault != claim.DBNotRetryable, claim.RetryableDB(c.err))
-			mapped := claim.DBError(c.err)
+			require.Equal(t, fault != db.NotRetryable, db.Retryable(c.err))
+			mapped := db.Error(c.err)
 			e := apperr.As(mapped)
-			if fault == claim.DBNotRetryable {
+			if fault == db.NotRetryable {
 				if ae := apperr.As(c.err); ae != nil {
 					require.Same(t, ae, e, "an application error passes as it is")
 					return
@@ -303,9 +303,9 @@ func TestClassifyDBRealFailures(t *testing.T) {
 			require.ErrorIs(t, mapped, c.err, "the cause is kept, for the log")
 			require.NotEmpty(t, reason)
 			require.True(t, strings.HasPrefix(e.Message, reason), e.Message)
-			if fault == claim.DBOutcomeUnknown {
+			if fault == db.OutcomeUnknown {
 				require.Contains(t, e.Message, "outcome is unknown")
-				require.Contains(t, e.Message, claim.RetrySameRequest)
+				require.Contains(t, e.Message, db.RetrySameRequest)
 			} else {
 				require.Contains(t, e.Message, "nothing was kept; retry")
 			}

@@ -1,35 +1,36 @@
-package claim
+package db
 
 import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 )
 
-// retry is bounded: a database that keeps asking to retry gets
-// maxTxAttempts runs, then the ledger answers Unavailable (503 with
+// Retry is bounded: a database that keeps asking to retry gets
+// MaxTxAttempts runs, then Error answers Unavailable (503 with
 // Retry-After), never internal.
 func TestRetryIsBoundedThenUnavailable(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	err := retry(context.Background(), func() error {
+	err := Retry(context.Background(), func() error {
 		calls++
-		return &pgconn.PgError{Code: sqlstateSerializationFailure}
+		return &pgconn.PgError{Code: pgerrcode.SerializationFailure}
 	})
-	require.Equal(t, maxTxAttempts, calls)
-	e := apperr.As(DBError(err))
+	require.Equal(t, MaxTxAttempts, calls)
+	e := apperr.As(Error(err))
 	require.NotNil(t, e)
 	require.Equal(t, apperr.Unavailable, e.Code)
 
 	calls = 0
-	err = retry(context.Background(), func() error {
+	err = Retry(context.Background(), func() error {
 		calls++
 		if calls < 3 {
-			return DBError(&pgconn.PgError{Code: sqlstateDeadlockDetected})
+			return Error(&pgconn.PgError{Code: pgerrcode.DeadlockDetected})
 		}
 		return nil
 	})
@@ -40,9 +41,9 @@ func TestRetryIsBoundedThenUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	calls = 0
-	err = retry(ctx, func() error {
+	err = Retry(ctx, func() error {
 		calls++
-		return &pgconn.PgError{Code: sqlstateSerializationFailure}
+		return &pgconn.PgError{Code: pgerrcode.SerializationFailure}
 	})
 	require.Error(t, err)
 	require.Equal(t, 1, calls)
@@ -51,10 +52,10 @@ func TestRetryIsBoundedThenUnavailable(t *testing.T) {
 // A read-only session (a standby, default_transaction_read_only) and a
 // lock_timeout are the database's state, answered 503 so the caller
 // retries, never 500.
-func TestDBErrorReadOnlyAndLockTimeoutAreUnavailable(t *testing.T) {
+func TestErrorReadOnlyAndLockTimeoutAreUnavailable(t *testing.T) {
 	t.Parallel()
-	for _, code := range []string{sqlstateReadOnly, sqlstateLockNotAvailable} {
-		e := apperr.As(DBError(&pgconn.PgError{Code: code}))
+	for _, code := range []string{pgerrcode.ReadOnlySQLTransaction, pgerrcode.LockNotAvailable} {
+		e := apperr.As(Error(&pgconn.PgError{Code: code}))
 		require.NotNil(t, e, code)
 		require.Equal(t, apperr.Unavailable, e.Code, code)
 	}

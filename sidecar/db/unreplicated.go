@@ -1,9 +1,10 @@
-package claim
+package db
 
 import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,10 +29,11 @@ import (
 // ConfigurePool installs a notice handler that marks the connection on
 // every WARNING of SQLSTATE 01000 or 57P01 (the message is localised, so
 // it is not matched; any such warning during a ledger write is rare, and a
-// false alarm costs a 503, never a wrong answer), and the ledger's writes
-// (RunTx on the pool, a single claim, a group of claims, complete, fail,
-// extend, resolve, release) take the mark on the connection they used and
-// answer ErrUnreplicatedCommit instead of their result: 503 with
+// false alarm costs a 503, never a wrong answer), and the writes (RunTx on the
+// pool; OnPoolConn, which the ledger's single claim, group of claims,
+// complete, fail, extend, resolve and release run on) take the mark on the
+// connection they used and answer ErrUnreplicatedCommit instead of their
+// result: 503 with
 // Retry-After, an unknown outcome. The same request sent again is answered
 // from the primary (the claim's own win back): run two synchronous
 // standbys (ANY 1) so that one going away does not leave commits waiting.
@@ -43,7 +45,7 @@ import (
 
 // unreplicatedKey marks, in a connection's CustomData, a warning that a
 // commit's wait for the synchronous standby was cancelled.
-const unreplicatedKey = "claim.unreplicated_commit"
+const unreplicatedKey = "db.unreplicated_commit"
 
 // ErrUnreplicatedCommit is the answer of a write whose commit PostgreSQL
 // kept without the synchronous standby's confirmation (see above): 503,
@@ -58,7 +60,7 @@ func noteUnreplicated(pc *pgconn.PgConn, n *pgconn.Notice) {
 	if sev == "" {
 		sev = n.Severity
 	}
-	if sev == "WARNING" && (n.Code == "01000" || n.Code == "57P01") {
+	if sev == "WARNING" && (n.Code == pgerrcode.Warning || n.Code == pgerrcode.AdminShutdown) {
 		pc.CustomData()[unreplicatedKey] = true
 	}
 }
@@ -78,7 +80,7 @@ func takeUnreplicated(pc *pgconn.PgConn) bool {
 // synchronous standby (claimd with CLAIMD_REQUIRE_SYNC_REPLICATION). A
 // ledger write refused there as read-only (25006) answers
 // notSynchronous's words instead of the generic read-only ones.
-const SyncRequiredKey = "claim.sync_required"
+const SyncRequiredKey = "db.sync_required"
 
 // notSynchronous is the answer of a write refused on a session marked
 // SyncRequiredKey: 503, nothing kept.
@@ -98,15 +100,15 @@ func checked(pc *pgconn.PgConn, err error) error {
 		return ErrUnreplicatedCommit
 	}
 	var pgErr *pgconn.PgError
-	if err != nil && pc.CustomData()[SyncRequiredKey] == true && errors.As(err, &pgErr) && pgErr.Code == sqlstateReadOnly {
+	if err != nil && pc.CustomData()[SyncRequiredKey] == true && errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ReadOnlySQLTransaction {
 		return notSynchronous(err)
 	}
 	return err
 }
 
-// onPoolConn runs fn on one connection of pool and checks its commit
+// OnPoolConn runs fn on one connection of pool and checks its commit
 // (checked).
-func onPoolConn(ctx context.Context, pool *pgxpool.Pool, fn func(*pgxpool.Conn) error) error {
+func OnPoolConn(ctx context.Context, pool *pgxpool.Pool, fn func(*pgxpool.Conn) error) error {
 	return pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
 		takeUnreplicated(c.Conn().PgConn())
 		return checked(c.Conn().PgConn(), fn(c))
@@ -119,7 +121,7 @@ func txOn(ctx context.Context, db TxStarter, fn func(pgx.Tx) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 	switch d := db.(type) {
 	case *pgxpool.Pool:
-		return onPoolConn(ctx, d, func(c *pgxpool.Conn) error { return pgx.BeginTxFunc(ctx, c, opts, fn) })
+		return OnPoolConn(ctx, d, func(c *pgxpool.Conn) error { return pgx.BeginTxFunc(ctx, c, opts, fn) })
 	case *pgxpool.Conn:
 		return checked(d.Conn().PgConn(), pgx.BeginTxFunc(ctx, d, opts, fn))
 	case *pgx.Conn:
