@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // The monitoring files: Prometheus alerting rules, their promtool unit
@@ -25,10 +27,11 @@ func monitoringDir(t *testing.T) string {
 }
 
 // promtoolPath finds Prometheus's promtool: PROMTOOL, else on PATH. It is
-// never skipped: a missing promtool fails the test with how to install it
-// (.ci/run installs it; make doctor lists it).
+// skipped only under -short: a missing promtool fails the test with how to
+// install it (.ci/run installs it; make doctor lists it).
 func promtoolPath(t *testing.T) string {
 	t.Helper()
+	short.Skip(t, "promtool")
 	if p := os.Getenv("PROMTOOL"); p != "" {
 		return p
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // The settle hook (n8n-node/hooks/, n8n-node/README.md "Settle hook") is not
@@ -206,6 +207,9 @@ func TestComposeSettleHook(t *testing.T) {
 func hookConfig(t *testing.T, root string, env map[string]string) map[string]any {
 	t.Helper()
 	node, err := exec.LookPath("node")
+	if err != nil {
+		short.Skip(t, "Node.js")
+	}
 	require.NoError(t, err, "node runs the settle hook's settings reader (make doctor lists it)")
 	const script = `const { readConfig } = require(process.argv[1]);
 const r = readConfig(process.env, () => { throw Object.assign(new Error('no key file here'), { code: 'ENOENT' }); });

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // claimdPackage is the sidecar binary's import path.
@@ -48,6 +50,7 @@ func TestMain(m *testing.M) {
 // with the compiler output.
 func ClaimdBinary(t testing.TB) string {
 	t.Helper()
+	short.Skip(t, "a build of claimd")
 	claimdBuild.once.Do(func() {
 		claimdBuild.path = filepath.Join(binDir, "claimd")
 		cmd := exec.Command("go", "build", "-o", claimdBuild.path, claimdPackage)
@@ -91,6 +94,7 @@ type Claimd struct {
 // until it answers 200, so that only the first applies migrations.
 func StartClaimd(t testing.TB, cfg ClaimdConfig) *Claimd {
 	t.Helper()
+	short.Skip(t, "claimd on PostgreSQL")
 	bin := ClaimdBinary(t)
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1

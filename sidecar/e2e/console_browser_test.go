@@ -24,6 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // The console's browser test.
@@ -357,9 +359,11 @@ type browserTools struct {
 }
 
 // findBrowserTools locates Node.js, Chromium and playwright-core, or skips
-// the test (IC_E2E=0, IC_BROWSER=0), or fails it saying what to install.
+// the test (IC_E2E=0, IC_BROWSER=0, -short), or fails it saying what to
+// install.
 func findBrowserTools(t *testing.T) browserTools {
 	t.Helper()
+	short.Skip(t, "Chromium and playwright-core")
 	if os.Getenv("IC_E2E") == "0" || os.Getenv("IC_BROWSER") == "0" {
 		t.Skip("IC_E2E=0 or IC_BROWSER=0: skipping the console's browser test")
 	}

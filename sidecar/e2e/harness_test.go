@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // Pinned versions; keep in step with n8n-node/scripts/install-n8n.sh.
@@ -45,10 +47,12 @@ type N8NInstall struct {
 }
 
 // FindN8N returns the n8n install from the cache written by
-// n8n-node/scripts/install-n8n.sh. It skips the test when IC_E2E=0 and fails
+// n8n-node/scripts/install-n8n.sh. It skips the test when IC_E2E=0 or under
+// -short, and fails
 // it when the install is missing or incomplete.
 func FindN8N(t testing.TB) N8NInstall {
 	t.Helper()
+	short.Skip(t, "n8n")
 	if os.Getenv("IC_E2E") == "0" {
 		t.Skip("IC_E2E=0: skipping end-to-end test that needs a real n8n")
 	}

@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // ClusterDB is the database every server of a cluster has (made on the
@@ -96,9 +98,11 @@ var binDirOnce struct {
 }
 
 // BinDir returns the folder holding initdb, pg_ctl and pg_basebackup, or
-// fails t with a message saying how to get them (skips when IC_PG_CLUSTER=0).
+// fails t with a message saying how to get them (skips when IC_PG_CLUSTER=0,
+// and under -short).
 func BinDir(t testing.TB) string {
 	t.Helper()
+	short.Skip(t, "PostgreSQL's server programs (a cluster of its own)")
 	if os.Getenv("IC_PG_CLUSTER") == "0" {
 		t.Skip("IC_PG_CLUSTER=0: skipping a test that runs PostgreSQL clusters of its own")
 	}

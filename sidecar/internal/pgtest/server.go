@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
 // serverSource resolves the shared server once.
@@ -39,9 +41,10 @@ var server = &serverSource{getenv: os.Getenv, start: startDevDB}
 // ServerURL returns the URL of the shared test server's maintenance
 // database: TEST_DATABASE_URL when set, else the project-local cluster,
 // started the first time it is asked for. It fails t when there is
-// neither.
+// neither. Under -short it skips t (short.Skip).
 func ServerURL(t testing.TB) string {
 	t.Helper()
+	short.Skip(t, "PostgreSQL")
 	u, err := server.resolve()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
