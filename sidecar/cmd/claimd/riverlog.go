@@ -1,56 +1,78 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/rs/zerolog"
-	slogcommon "github.com/samber/slog-common"
-	slogzerolog "github.com/samber/slog-zerolog/v2"
 )
 
 // riverLogger is the dispatcher's (River's) logger: its slog records go to
-// claimd's zerolog log, one JSON line each, with component=river. River
-// logs its own trouble there (a lost database connection, a failed
-// leadership election, a job that panicked) at warn and error; its info
-// and debug chatter is left out unless claimd logs at debug.
+// claimd's zerolog log through zerolog's own slog handler, one JSON line
+// each, with component=river. River logs its own trouble there (a lost
+// database connection, a failed leadership election, a job that panicked)
+// at warn and error; its info and debug chatter is left out unless claimd
+// logs at debug. Errors are logged as their message, as claimd logs them.
 //
 // Never a payload: River's records carry job kinds, ids, queue names and
 // errors, and the dispatch job's arguments are a claim id and a source;
 // attributes that could carry data anyway (a notification's payload, job
 // arguments or metadata) are dropped by name.
 func riverLogger(log zerolog.Logger) *slog.Logger {
-	l := log.With().Str("component", "river").Logger()
-	level := slog.LevelWarn
+	floor := zerolog.WarnLevel
 	if log.GetLevel() <= zerolog.DebugLevel {
-		level = slog.LevelDebug
+		floor = zerolog.DebugLevel
 	}
-	return slog.New(slogzerolog.Option{
-		Level:       level,
-		Logger:      &l,
-		NoTimestamp: true, // claimd's logger adds its own
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if slices.Contains(riverDroppedAttrs, a.Key) {
-				return slog.Attr{}
-			}
-			if err, ok := a.Value.Any().(error); ok {
-				return slog.String(a.Key, err.Error()) // as claimd logs errors: the message
-			}
-			return a
-		},
-		Converter: riverFields,
-	}.NewZerologHandler())
-}
-
-// riverFields is slogzerolog.DefaultConverter without its error
-// formatting (an object with the error's Go type and stack): the record's
-// attributes, through replace, as zerolog fields.
-func riverFields(_ bool, replace func([]string, slog.Attr) slog.Attr, loggerAttrs []slog.Attr, groups []string,
-	record *slog.Record) map[string]any {
-	attrs := slogcommon.AppendRecordAttrsToAttrs(loggerAttrs, groups, record)
-	attrs = slogcommon.ReplaceAttrs(replace, []string{}, attrs...)
-	return slogcommon.AttrsToMap(slogcommon.RemoveEmptyAttrs(attrs)...)
+	l := log.With().Str("component", "river").Logger().Level(max(log.GetLevel(), floor))
+	return slog.New(dropAttrs{zerolog.NewSlogHandler(l)})
 }
 
 // riverDroppedAttrs are the River log attributes that are never logged.
 var riverDroppedAttrs = []string{"payload", "args", "encoded_args", "metadata"}
+
+// dropAttrs is a slog.Handler that leaves out riverDroppedAttrs, at any
+// depth of groups, and the record's time (claimd's logger adds its own).
+type dropAttrs struct{ slog.Handler }
+
+func (h dropAttrs) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(time.Time{}, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a, ok := keep(a); ok {
+			out.AddAttrs(a)
+		}
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h dropAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var kept []slog.Attr
+	for _, a := range attrs {
+		if a, ok := keep(a); ok {
+			kept = append(kept, a)
+		}
+	}
+	return dropAttrs{h.Handler.WithAttrs(kept)}
+}
+
+func (h dropAttrs) WithGroup(name string) slog.Handler { return dropAttrs{h.Handler.WithGroup(name)} }
+
+// keep returns a without the dropped attributes, and whether anything of
+// it is left.
+func keep(a slog.Attr) (slog.Attr, bool) {
+	if slices.Contains(riverDroppedAttrs, a.Key) {
+		return slog.Attr{}, false
+	}
+	if a.Value.Kind() != slog.KindGroup {
+		return a, true
+	}
+	var kept []slog.Attr
+	for _, g := range a.Value.Group() {
+		if g, ok := keep(g); ok {
+			kept = append(kept, g)
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: slog.GroupValue(kept...)}, len(kept) > 0
+}
