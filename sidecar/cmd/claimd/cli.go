@@ -103,6 +103,18 @@ func argsBetween(c *cli.Command, lo, hi int) error {
 	return nil
 }
 
+// needDatabaseURL refuses a one-shot command (migrate, purge, keys …)
+// without DATABASE_URL, naming where the URL of `make run`'s database
+// comes from: these commands act on the database of a claimd, and `make
+// run` (which config.Validate suggests to serve) would start another one.
+func needDatabaseURL(c *cli.Command, getenv func(string) string) error {
+	if c.Name == "serve" || c.IsSet("database-url") || getenv("DATABASE_URL") != "" {
+		return nil
+	}
+	return fmt.Errorf("DATABASE_URL is required: the database of the claimd to act on (for the one `make run` serves: "+
+		"DATABASE_URL=$(make db-url) %s)", strings.Join(append([]string{c.FullName()}, c.Args().Slice()...), " "))
+}
+
 // clip shortens an argument echoed in an error.
 func clip(s string) string {
 	if len(s) > 64 {
@@ -128,6 +140,9 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 				check = func(c *cli.Command) error { return argsBetween(c, lo, hi) }
 			}
 			if err := check(c); err != nil {
+				return err
+			}
+			if err := needDatabaseURL(c, getenv); err != nil {
 				return err
 			}
 			cfg, err := loadConfig(c, getenv)

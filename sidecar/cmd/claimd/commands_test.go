@@ -150,7 +150,20 @@ func TestUsageErrors(t *testing.T) {
 		_, stderr, code := runClaimd(t, nil, "serve")
 		require.Equal(t, 1, code)
 		require.Contains(t, stderr, "DATABASE_URL is required")
+		require.Contains(t, stderr, "`make run`", "serve: make run starts a database and serves it")
 	})
+	// The one-shot commands act on a claimd's database: for make run's,
+	// its URL comes from make db-url.
+	for _, args := range []string{"keys list", "keys create acme", "keys revoke ick_abc", "migrate", "purge"} {
+		t.Run("no database: "+args, func(t *testing.T) {
+			t.Parallel()
+			_, stderr, code := runClaimd(t, nil, strings.Fields(args)...)
+			require.Equal(t, 1, code)
+			require.Contains(t, stderr, "DATABASE_URL is required")
+			require.Contains(t, stderr, "DATABASE_URL=$(make db-url) claimd "+args+")")
+			require.NotContains(t, stderr, "run `make run`")
+		})
+	}
 }
 
 // Settings flags go before or after a keys subcommand, as -name value,
