@@ -105,8 +105,9 @@ func argsBetween(c *cli.Command, lo, hi int) error {
 
 // needDatabaseURL refuses a one-shot command (migrate, purge, keys …)
 // without DATABASE_URL, naming where the URL of `make run`'s database
-// comes from: these commands act on the database of a claimd, and `make
-// run` (which config.Validate suggests to serve) would start another one.
+// comes from: these commands act on the database of a running claimd,
+// while `make run` (which config.Validate suggests for serve) starts a
+// claimd, and gives no URL to a command run beside it.
 func needDatabaseURL(c *cli.Command, getenv func(string) string) error {
 	if c.Name == "serve" || c.IsSet("database-url") || getenv("DATABASE_URL") != "" {
 		return nil
