@@ -15,18 +15,13 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -46,6 +41,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/reconcile"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sourcesfile"
 )
 
 func main() {
@@ -274,14 +270,16 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	scanner.Inbox = inbox
-	observeBackfillSources(met, inbox)
 	// Reconcilers: calls about claims left unknown, on every replica
 	// (the ledger hands each call to one).
 	recon := reconcile.New(reconcile.Options{Ledger: ledger, Pool: pool, Reconcilers: m.Config.Ingest.Reconcilers,
 		Redispatch: inbox.RedispatchTx, Observer: met.Reconcile(), Logger: m.Log,
 		Interval: m.Config.ReconcileInterval, Concurrency: m.Config.ReconcileConcurrency})
 	met.ObserveReconcileOpen(recon.Open)
-	met.Reconcile().Configure(reconcilerNames(m.Config.Ingest))
+	sourcesfile.Observe(met, inbox, m.Config.Ingest)
+	sources := sourcesfile.New(sourcesfile.Options{Path: m.Config.SourcesFile, Interval: m.Config.ReloadInterval,
+		Log: m.Log, Env: m.Config.Policies, Ledger: ledger, Inbox: inbox, Metrics: met, Reconciler: recon,
+		Running: m.Config.Ingest})
 	m.backfillTick = func(ctx context.Context) {
 		if n, err := backfill.Schedule(ctx, inbox, time.Now()); err != nil {
 			m.Log.Warn().Err(err).Msg("backfill schedule failed")
@@ -387,7 +385,7 @@ func (m *Main) Run(ctx context.Context) error {
 		waiterDone, maintDone, watchDone, reconDone = make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() { defer close(waiterDone); _ = waiter.Run(bg) }()
 		go func() { defer close(maintDone); m.maintain(bg, ledger) }()
-		go func() { defer close(watchDone); m.watchSources(bg, hup, ledger, inbox, met, recon) }()
+		go func() { defer close(watchDone); sources.Run(bg, hup) }()
 		go func() {
 			// A call in flight at shutdown is cut: it ends at its deadline
 			// and the next call is made by a replica still running.
@@ -617,245 +615,6 @@ func (m *Main) maintain(ctx context.Context, l *claim.Ledger) {
 // conflicts_purged (late conflict bodies).
 func logPurge(e *zerolog.Event, res claim.PurgeResult) *zerolog.Event {
 	return e.Int("deleted", res.KeysDeleted).Int("payloads_purged", res.PayloadsPurged).Int("conflicts_purged", res.ConflictsPurged).Int("nonces_purged", res.NoncesPurged)
-}
-
-// watchSources keeps the running source configuration in step with the
-// sources file until ctx ends; see sourcesWatcher for the rules.
-func (m *Main) watchSources(ctx context.Context, hup <-chan os.Signal, l *claim.Ledger, in *ingest.Inbox, met *metrics.Metrics,
-	recon *reconcile.Runner) {
-	if m.Config.SourcesFile == "" {
-		// SIGHUP is still taken, never fatal: it says there is nothing to reload.
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				m.Log.Info().Msg("SIGHUP: no sources file to reload (CLAIMD_SOURCES_FILE is not set)")
-			}
-		}
-	}
-	w := &sourcesWatcher{path: m.Config.SourcesFile, log: m.Log, env: m.Config.Policies, ledger: l, inbox: in,
-		met: met, recon: recon, running: m.Config.Ingest}
-	var tick <-chan time.Time
-	if m.Config.ReloadInterval > 0 {
-		t := time.NewTicker(m.Config.ReloadInterval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			w.reload(ctx, "SIGHUP")
-		case <-tick:
-			w.poll(ctx)
-		}
-	}
-}
-
-// sourcesWatcher applies the sources file whole or not at all.
-//
-//   - SIGHUP reads the file and applies it at once.
-//   - The poll (every ReloadInterval) reads the file's bytes and compares
-//     their SHA-256 with the running configuration's, so a change is seen
-//     even when the modification time did not move. A changed file is acted
-//     on only once two consecutive polls read the same bytes, so a file
-//     rewritten in place (truncated, then written) is never applied half
-//     way when its writer finishes within one interval. A change that
-//     removes a source waits longer: removalPolls consecutive polls (30 s
-//     at the default interval), since a file cut short where the part
-//     written is itself valid looks exactly like a removal; so does one
-//     that takes an ingest source's forward away (it becomes a trigger
-//     source and its ingest door closes).
-//   - A file that cannot be read, is empty, has no `sources:` mapping, does
-//     not parse or does not validate (sources, claim policies, dispatch
-//     queues) is refused: logged once per content as an error, counted in
-//     claimd_sources_reloads_total{result="refused"}, and the running
-//     configuration stays, ingest sources and claim policies alike. Zero
-//     sources is a configuration only when written `sources: {}`.
-//
-// A source left out on purpose is applied and named in a warning: its
-// pending dispatches wait until it is configured again (never
-// dead-lettered for it), its records keep the lease policy, attempt cap and
-// backoff they were created under, and its new claims take the default
-// policy. A writer stalling longer than that at a valid cut cannot be told
-// from an edit: write the file atomically (a new file renamed over it).
-type sourcesWatcher struct {
-	path   string
-	log    zerolog.Logger
-	env    claim.Policies // the default policy from the environment
-	ledger *claim.Ledger
-	inbox  *ingest.Inbox
-	met    *metrics.Metrics
-	recon  *reconcile.Runner
-	// running is the applied configuration.
-	running ingest.Config
-	// seen is the digest the last poll read and did not apply; polls is
-	// how many consecutive polls read it.
-	seen  string
-	polls int
-	// refused is the digest of the content refused last ("" when the
-	// running configuration is the file's), so a refusal is logged once.
-	refused string
-}
-
-// removalPolls is how many consecutive polls must read the same bytes
-// before a change that removes a source is applied.
-const removalPolls = 6
-
-// read returns the file's bytes and a digest of what was read: the
-// SHA-256 of the bytes, or the read error.
-func (w *sourcesWatcher) read() ([]byte, string, error) {
-	b, err := os.ReadFile(w.path)
-	if err != nil {
-		return nil, "unreadable: " + err.Error(), fmt.Errorf("sources file: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return b, hex.EncodeToString(sum[:]), nil
-}
-
-func (w *sourcesWatcher) poll(ctx context.Context) {
-	b, digest, err := w.read()
-	switch {
-	case digest == w.running.Digest:
-		w.seen, w.polls = "", 0
-		if w.refused != "" {
-			w.refused = ""
-			w.met.SourcesFileCurrent()
-			w.log.Info().Msg("sources file is the running configuration again")
-		}
-		return
-	case digest != w.seen:
-		w.seen, w.polls = digest, 1 // changed since the last poll: maybe still being written
-		return
-	case digest == w.refused:
-		return
-	}
-	w.polls++
-	cfg, err := w.parse(b, err)
-	if err == nil {
-		if removed := append(w.removed(cfg), w.closed(cfg)...); len(removed) > 0 && w.polls < removalPolls {
-			if w.polls == 2 {
-				w.log.Warn().Strs("removed_sources", removed).Int("after_polls", removalPolls).
-					Msg("sources file removes sources: applied once it has read the same on consecutive polls (or at once on SIGHUP)")
-			}
-			return
-		}
-	}
-	w.apply(ctx, cfg, digest, err, "poll")
-}
-
-func (w *sourcesWatcher) reload(ctx context.Context, trigger string) {
-	b, digest, err := w.read()
-	cfg, err := w.parse(b, err)
-	w.apply(ctx, cfg, digest, err, trigger)
-}
-
-func (w *sourcesWatcher) parse(b []byte, readErr error) (ingest.Config, error) {
-	if readErr != nil {
-		return ingest.Config{}, readErr
-	}
-	return ingest.Parse(b, os.Getenv)
-}
-
-// removed lists the sources of the running configuration that cfg does
-// not name, sorted.
-func (w *sourcesWatcher) removed(cfg ingest.Config) []string {
-	var out []string
-	for name := range w.running.Policies {
-		if _, kept := cfg.Policies[name]; !kept {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// closed lists the ingest sources of the running configuration that cfg
-// keeps only as trigger sources (their forward is gone), sorted: their
-// ingest door closes, as if they were removed, and a file cut short
-// before a source's forward looks exactly like that.
-func (w *sourcesWatcher) closed(cfg ingest.Config) []string {
-	var out []string
-	for name := range w.running.Sources {
-		if _, trigger := cfg.Triggers[name]; trigger {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// apply installs cfg, or refuses it when err (reading or parsing) is set
-// or it does not install.
-func (w *sourcesWatcher) apply(ctx context.Context, cfg ingest.Config, digest string, err error, trigger string) {
-	if err == nil {
-		err = w.install(ctx, cfg)
-	}
-	if err != nil {
-		w.refused = digest
-		w.met.SourcesReloaded(false)
-		w.log.Error().Err(err).Str("trigger", trigger).Int("running_sources", len(w.running.Policies)).
-			Msg("sources file not reloaded; keeping the running configuration")
-		return
-	}
-	defaults := w.env.WithDefaults().Default
-	for _, name := range w.removed(cfg) {
-		w.log.Warn().Str("source", name).Str("default_lease_policy", string(defaults.LeasePolicy)).
-			Msg("source removed from the sources file: its new claims take the default policy (a running lease keeps the policy it was won under, a record its attempt cap and backoff), its pending dispatches wait until it is configured again")
-	}
-	for _, name := range w.closed(cfg) {
-		w.log.Warn().Str("source", name).
-			Msg("source has no forward any more: it is a trigger source now, POST /ingest/{source} answers for it as for an unknown source, and its pending dispatches wait until forward is configured again")
-	}
-	w.running, w.refused, w.seen, w.polls = cfg, "", "", 0
-	w.met.SourcesReloaded(true)
-	observeBackfillSources(w.met, w.inbox)
-	w.met.Reconcile().Configure(reconcilerNames(cfg))
-	w.log.Info().Str("trigger", trigger).Int("ingest_sources", len(cfg.Sources)).Int("trigger_sources", len(cfg.Triggers)).
-		Int("sources", len(cfg.Policies)).
-		Msg("sources file reloaded")
-}
-
-// observeBackfillSources gives the metrics the sources with backfill the
-// inbox runs now (their series start at 0; see BackfillMetrics.Configure).
-func observeBackfillSources(met *metrics.Metrics, in *ingest.Inbox) {
-	intervals := map[string]time.Duration{}
-	for _, src := range backfill.Sources(in) {
-		intervals[src.Name] = src.Backfill.Interval
-	}
-	met.Backfill().Configure(intervals)
-}
-
-// install applies cfg to the inbox and the ledger, or changes neither.
-func (w *sourcesWatcher) install(ctx context.Context, cfg ingest.Config) error {
-	ps := w.env
-	ps.BySource = cfg.Policies
-	ps.Reconcilers = cfg.ReconcilerPolicies()
-	if err := ps.WithDefaults().Validate(); err != nil {
-		return err
-	}
-	if err := ingest.CheckBackfillKeyRetention(cfg, ps); err != nil {
-		return err
-	}
-	if err := w.inbox.Reload(ctx, cfg); err != nil {
-		return err
-	}
-	if err := w.ledger.SetPolicies(ps); err != nil {
-		// Validated above; should it fail anyway, the inbox goes back too.
-		if rerr := w.inbox.Reload(ctx, w.running); rerr != nil {
-			w.log.Error().Err(rerr).Msg("restoring the running ingest configuration")
-		}
-		return err
-	}
-	w.recon.SetReconcilers(cfg.Reconcilers)
-	return nil
-}
-
-// reconcilerNames are the reconcilers cfg configures, sorted.
-func reconcilerNames(cfg ingest.Config) []string {
-	return slices.Sorted(maps.Keys(cfg.Reconcilers))
 }
 
 // Close releases the database pool. After a shutdown it waits for that
