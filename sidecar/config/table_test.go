@@ -14,7 +14,7 @@ import (
 // The README's configuration table is generated; this keeps it true.
 func TestReadmeConfigTableIsCurrent(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../docs/manual.md")
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(readme), config.MarkdownTable()),
 		"README.md configuration table is stale: replace it with the output of `go run ./sidecar/cmd/claimd settings -markdown`")

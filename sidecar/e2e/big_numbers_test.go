@@ -139,11 +139,11 @@ func (a *orderAPI) waitVia(t *testing.T, via string, n int, deadline time.Durati
 // runs (testdata/big-numbers.json, "Exact Body") is the README's recipe,
 // character for character.
 func TestBigNumbersRecipeIsREADMEs(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "ingest.md"))
 	if err != nil {
 		t.Fatalf("reading README.md: %v", err)
 	}
-	const heading = "### Numbers beyond 2^53 in the forwarded body\n"
+	const heading = "## Numbers beyond 2^53 in the forwarded body\n"
 	_, section, ok := strings.Cut(string(readme), heading)
 	if !ok {
 		t.Fatalf("README.md has no section %q", strings.TrimSpace(heading))

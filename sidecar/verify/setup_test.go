@@ -138,7 +138,7 @@ func withoutOption(raw map[string]any, name string) (map[string]any, bool) {
 // checkReadmeSection compares README.md between begin and end with want,
 // rewriting it when IC_WRITE_PROVIDER_TABLE=1.
 func checkReadmeSection(t *testing.T, begin, end, want string) {
-	const path = "../../README.md"
+	const path = "../docs/ingest.md"
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(raw)
