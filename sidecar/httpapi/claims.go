@@ -23,19 +23,19 @@ import (
 
 // claimBody is the body of POST /v1/claims and one item of a batch.
 type claimBody struct {
-	Source        string         `json:"source" validate:"required,max=200"`
-	EventID       string         `json:"event_id" validate:"max=1024"`
-	KeyParts      []string       `json:"key_parts" validate:"omitempty,min=1,max=32,dive,max=1024"`
+	Source        string         `json:"source" validate:"required,max_source"`
+	EventID       string         `json:"event_id" validate:"max_event_id"`
+	KeyParts      []string       `json:"key_parts" validate:"omitempty,min=1,max_key_parts,dive,max_event_id"`
 	KeyFields     jsontext.Value `json:"key_fields"`
-	EventType     string         `json:"event_type" validate:"max=200"`
-	Action        string         `json:"action" validate:"max=200"`
+	EventType     string         `json:"event_type" validate:"max_event_type"`
+	Action        string         `json:"action" validate:"max_action"`
 	Payload       jsontext.Value `json:"payload"`
 	PayloadHash   string         `json:"payload_hash" validate:"omitempty,len=64,hexadecimal,lowercase"`
 	LeaseSeconds  *int           `json:"lease_seconds" validate:"omitempty,min=1"`
-	ObjectID      string         `json:"object_id" validate:"max=500"`
+	ObjectID      string         `json:"object_id" validate:"max_object_id"`
 	ObjectVersion *int64         `json:"object_version"`
-	ExecutionID   string         `json:"execution_id" validate:"max=200"`
-	RequestID     string         `json:"request_id" validate:"max=200"`
+	ExecutionID   string         `json:"execution_id" validate:"max_execution_id"`
+	RequestID     string         `json:"request_id" validate:"max_request_id"`
 	// LeasePolicy is the claim's own lease policy, "reclaim" or "review"
 	// (see claim.Request.LeasePolicy); absent takes the source's. A
 	// present value must be one of the two (not "", not another case).
@@ -43,11 +43,11 @@ type claimBody struct {
 	// WaitSeconds lets an in_progress claim wait for the holder (0 to
 	// claim.MaxWait seconds; see claim.Waiter). Not part of the request
 	// the ledger decides.
-	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max=25"`
+	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max_wait_seconds"`
 	// ExecutionMode is the claiming n8n execution's mode (getMode():
 	// webhook, trigger, retry, manual…; see claim.Request.ExecutionMode),
 	// absent when unknown.
-	ExecutionMode string `json:"execution_mode" validate:"max=64"`
+	ExecutionMode string `json:"execution_mode" validate:"max_execution_mode"`
 	// Shadow asks for shadow mode (observe only; claim.Request.Shadow):
 	// the answer is won, with shadow.would_be the decision. A claim of a
 	// source in shadow is one whatever this says.
@@ -520,7 +520,7 @@ func (s *Server) list(c *fiber.Ctx) error {
 
 type completeBody struct {
 	ClaimToken string `json:"claim_token" validate:"required"`
-	ResultRef  string `json:"result_ref" validate:"max=2000"`
+	ResultRef  string `json:"result_ref" validate:"max_result_ref"`
 }
 
 func (s *Server) complete(c *fiber.Ctx) error {
@@ -539,7 +539,7 @@ func (s *Server) complete(c *fiber.Ctx) error {
 
 type failBody struct {
 	ClaimToken string `json:"claim_token" validate:"required"`
-	Error      string `json:"error" validate:"required,max=4000"`
+	Error      string `json:"error" validate:"required,max_error"`
 	Retry      string `json:"retry" validate:"required,oneof=retryable permanent unknown"`
 }
 
@@ -578,8 +578,8 @@ func (s *Server) extend(c *fiber.Ctx) error {
 
 type resolveBody struct {
 	Outcome   string `json:"outcome" validate:"required,oneof=completed retry failed"`
-	ResultRef string `json:"result_ref" validate:"max=2000"`
-	Note      string `json:"note" validate:"required,max=4000"`
+	ResultRef string `json:"result_ref" validate:"max_result_ref"`
+	Note      string `json:"note" validate:"required,max_note"`
 }
 
 func (s *Server) resolve(c *fiber.Ctx) error {
@@ -598,7 +598,7 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 }
 
 type releaseBody struct {
-	Note string `json:"note" validate:"required,max=4000"`
+	Note string `json:"note" validate:"required,max_note"`
 }
 
 // release moves a stuck processing record to unknown (an operator's

@@ -8,18 +8,52 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/andybalholm/brotli"
 	"github.com/go-playground/validator/v10"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
+// maxKeyParts is the most parts a claim's key_parts may hold.
+const maxKeyParts = 32
+
+// limitTags are the validate tags of the request bodies' upper limits:
+// each stands for the rule max=N with N the constant that states the
+// limit (the claim package's for what the ledger keeps, this package's
+// for the rest), so that a request struct names a limit and never copies
+// its number. A string's limit counts characters, a slice's items, an
+// integer's value. openapi.yaml states the same numbers;
+// TestOpenAPIFieldLimits checks each against the tag of its field.
+var limitTags = map[string]int{
+	"max_source":         claim.MaxSourceLen,
+	"max_event_id":       claim.MaxEventIDLen,
+	"max_key_parts":      maxKeyParts,
+	"max_event_type":     claim.MaxEventTypeLen,
+	"max_action":         claim.MaxActionLen,
+	"max_object_id":      claim.MaxObjectIDLen,
+	"max_execution_id":   claim.MaxExecIDLen,
+	"max_request_id":     claim.MaxRequestIDLen,
+	"max_execution_mode": claim.MaxExecutionModeLen,
+	"max_result_ref":     claim.MaxResultRefLen,
+	"max_error":          claim.MaxErrorLen,
+	"max_note":           claim.MaxNoteLen,
+	"max_wait_seconds":   int(claim.MaxWait / time.Second),
+	"max_headers":        MaxTriggerHeaders,
+	"max_query":          MaxTriggerQueryBytes,
+}
+
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
+	for tag, n := range limitTags {
+		v.RegisterAlias(tag, "max="+strconv.Itoa(n))
+	}
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
@@ -150,8 +184,10 @@ func fieldPath(ns string) string {
 	return rest
 }
 
+// describe says what a failed rule requires; a limit tag is described as
+// the max rule it stands for.
 func describe(fe validator.FieldError) string {
-	switch fe.Tag() {
+	switch fe.ActualTag() {
 	case "required":
 		return "is required"
 	case "max":
@@ -176,7 +212,7 @@ func describe(fe validator.FieldError) string {
 	case "hexadecimal", "lowercase":
 		return "must be lowercase hexadecimal"
 	}
-	return "is invalid (" + fe.Tag() + ")"
+	return "is invalid (" + fe.ActualTag() + ")"
 }
 
 // jsonError turns a strict-decoding failure into a Malformed error naming

@@ -72,8 +72,8 @@ func toReconcileJSON(st *claim.ReconcileState) *reconcileJSON {
 type reconcileBody struct {
 	Token     string `json:"reconcile_token" validate:"required,uuid"`
 	Verdict   string `json:"verdict" validate:"required,oneof=done not_done still_unknown"`
-	ResultRef string `json:"result_ref" validate:"max=2000"`
-	Note      string `json:"note" validate:"max=4000"`
+	ResultRef string `json:"result_ref" validate:"max_result_ref"`
+	Note      string `json:"note" validate:"max_note"`
 }
 
 // reconcileAnswer is POST /v1/claims/{id}/reconcile: a reconciler's

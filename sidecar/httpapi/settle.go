@@ -26,14 +26,14 @@ import (
 type completeItem struct {
 	ClaimID    string `json:"claim_id" validate:"required"`
 	ClaimToken string `json:"claim_token" validate:"required"`
-	ResultRef  string `json:"result_ref" validate:"max=2000"`
+	ResultRef  string `json:"result_ref" validate:"max_result_ref"`
 }
 
 // failItem is one item of POST /v1/claims/fail/batch.
 type failItem struct {
 	ClaimID    string `json:"claim_id" validate:"required"`
 	ClaimToken string `json:"claim_token" validate:"required"`
-	Error      string `json:"error" validate:"required,max=4000"`
+	Error      string `json:"error" validate:"required,max_error"`
 	Retry      string `json:"retry" validate:"required,oneof=retryable permanent unknown"`
 }
 
@@ -166,9 +166,9 @@ func (s *Server) failBatch(c *fiber.Ctx) error {
 
 // failExecutionBody is the body of POST /v1/claims/fail/execution.
 type failExecutionBody struct {
-	ExecutionID string `json:"execution_id" validate:"required,max=200"`
-	Source      string `json:"source" validate:"max=200"`
-	Error       string `json:"error" validate:"required,max=4000"`
+	ExecutionID string `json:"execution_id" validate:"required,max_execution_id"`
+	Source      string `json:"source" validate:"max_source"`
+	Error       string `json:"error" validate:"required,max_error"`
 	Retry       string `json:"retry" validate:"required,oneof=retryable permanent unknown"`
 }
 

@@ -57,9 +57,9 @@ type triggerBody struct {
 	Method string `json:"method" validate:"required,oneof=GET HEAD POST PUT PATCH DELETE OPTIONS"`
 	// Headers are the raw header lines in arrival order, repeats kept
 	// (n8n's req.rawHeaders in pairs), each [name, value].
-	Headers [][]string `json:"headers" validate:"max=256"`
+	Headers [][]string `json:"headers" validate:"max_headers"`
 	// Query is the raw query string as received, without '?'.
-	Query string `json:"query" validate:"max=16384"`
+	Query string `json:"query" validate:"max_query"`
 	// Body is the standard, padded base64 of the raw body bytes; "" is an
 	// empty body.
 	Body string `json:"body"`
@@ -67,12 +67,12 @@ type triggerBody struct {
 	// same when it sends this call again after a lost answer: per event
 	// the ledger gets requestID(RequestID, index), so the retry gets its
 	// win (same claim token) back.
-	RequestID string `json:"request_id" validate:"max=200"`
+	RequestID string `json:"request_id" validate:"max_request_id"`
 	// Test: n8n's test URL: verify and key, claim nothing, write nothing.
 	Test bool `json:"test"`
 	// WaitSeconds lets an in_progress event wait for its holder, 0 to
 	// claim.MaxWait seconds, as POST /v1/claims' wait_seconds.
-	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max=25"`
+	WaitSeconds *int `json:"wait_seconds" validate:"omitempty,min=0,max_wait_seconds"`
 	// Shadow: the trigger node's shadow mode (observe only): every event
 	// is claimed as a shadow claim (claim.Request.Shadow), answered won
 	// (so every delivery starts an execution) with shadow.would_be what
