@@ -48,7 +48,7 @@ E2E_PREREQ := n8n build-node playwright
 endif
 
 .PHONY: help doctor run compose-env compose-test build build-go build-node test test-go test-node test-e2e lint \
-	bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
+	sqlc bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
 help:
@@ -123,18 +123,25 @@ test-e2e: n8n build-node playwright
 # The shell scripts of the registry-free images (sidecar/deploy/local-images).
 LOCAL_IMAGE_SCRIPTS := $(wildcard sidecar/deploy/local-images/*.sh sidecar/deploy/local-images/*/*.sh)
 
-## lint: gofmt, go vet, go mod tidy (no diff), shell checks, n8n node lint and scanner
+## lint: gofmt, go vet, go mod tidy (no diff), sqlc diff, shell checks, n8n node lint and scanner
 # (n8n's community package scanner runs on the packed tarball).
 lint: node-deps
 	@out=$$(gofmt -l sidecar schema); \
 	if [ -n "$$out" ]; then echo 'gofmt -l: these files need gofmt:' >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) vet $(GO_PACKAGES)
 	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
+	@sidecar/scripts/sqlc.sh check
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run $(LOCAL_IMAGE_SCRIPTS); do [ ! -f "$$f" ] || bash -n "$$f"; done
 	@if command -v shellcheck >/dev/null; then shellcheck sidecar/scripts/*.sh .ci/run n8n-node/scripts/*.sh sidecar/deploy/n8n-entrypoint.sh $(LOCAL_IMAGE_SCRIPTS); fi
 	@echo "npm --prefix n8n-node run lint"; $(with_node24) $(NPM) --prefix n8n-node run lint
 	@echo "npm --prefix n8n-node run typecheck"; $(with_node24) $(NPM) --prefix n8n-node run typecheck
 	@echo "n8n-node/scripts/scan-package.sh"; $(with_node24) n8n-node/scripts/scan-package.sh
+
+## sqlc: regenerate sidecar/db/dbsqlc from sidecar/db/queries/*.sql (builds sqlc into IC_CACHE_DIR once)
+# The generated code is committed; make lint fails when it is not what the
+# queries generate. See sidecar/db/sqlc.yaml and sidecar/scripts/sqlc.sh.
+sqlc:
+	@sidecar/scripts/sqlc.sh generate
 
 ## bench: figures only: payload hash MB/s, then claims/s next to pgbench (BENCH_ARGS)
 # claimbench first times the payload hash in-process (-hash-only: that
