@@ -47,7 +47,7 @@ else
 E2E_PREREQ := n8n build-node playwright
 endif
 
-.PHONY: help doctor run compose-env compose-test build build-go build-node test test-go test-node test-e2e lint \
+.PHONY: help doctor run try compose-env compose-test build build-go build-node test test-go test-node test-e2e lint \
 	sqlc bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
@@ -69,6 +69,14 @@ doctor:
 ## run: build bin/claimd and start it (project-local PostgreSQL when DATABASE_URL is unset)
 run:
 	@sidecar/scripts/run.sh
+
+## try: the node in a running n8n: claimd + n8n with the examples imported; prints the editor URL, login, a sample delivery
+# Installs Node 24 and n8n into IC_CACHE_DIR the first time (several
+# minutes); state in .run/try (rm -rf .run/try starts over); Ctrl-C stops
+# both. Ports: TRY_N8N_PORT (5688), TRY_CLAIMD_PORT (8088); see
+# sidecar/scripts/try.sh.
+try:
+	@sidecar/scripts/try.sh
 
 ## compose-env: write docker compose's required secrets missing from .env (random; never changes one)
 # The secrets are the ${NAME:?…} of docker-compose.yml; see

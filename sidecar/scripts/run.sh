@@ -9,18 +9,26 @@
 # 127.0.0.1:8080). Every other CLAIMD_* variable is passed through to the
 # binary; extra arguments go to `claimd serve`.
 #
-# claimd keeps this script's PID (exec), written to .run/claimd.pid for
-# signals, next to the address in .run/claimd.addr. Before it builds anything
-# the script refuses to start (exit 1, the PID file left as it is) when the
-# PID in .run/claimd.pid is a running claimd, or when something already
-# listens on the address, and says what runs there and how to stop it. A PID
-# file of a process that has exited, or of another program, is replaced.
+# claimd runs in the foreground (Ctrl-C stops it); its PID is written to
+# .run/claimd.pid for signals, next to the address in .run/claimd.addr, and
+# both files are removed when claimd exits. Before it builds anything the
+# script refuses to start (exit 1, the PID file left as it is) when the PID
+# in .run/claimd.pid is a running claimd, or when something already listens
+# on the address, and says what runs there and how to stop it. A PID file of
+# a process that has exited, or of another program (left by a claimd that
+# was killed with SIGKILL), is stale: it is removed and says so.
+#
+# The build prints a line every IC_PROGRESS_SECONDS (default 15) while it
+# runs: the first one downloads and compiles every Go module (1-4 min).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 
 say() { printf '%s\n' "$*" >&2; }
+
+# shellcheck disable=SC1091 # sidecar/scripts/progress.sh, from the checkout root
+. sidecar/scripts/progress.sh
 
 command -v go >/dev/null || {
 	say "run: Go is not installed (https://go.dev/dl/, or brew install go; go.mod names the"
@@ -79,6 +87,28 @@ listener() {
 
 answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
+# free_port_after PORT: the first port above PORT that nothing answers on
+# (for the "another address" hint; 9090 is Prometheus's).
+free_port_after() {
+	local p
+	for ((p = $1 + 1; p < $1 + 100; p++)); do
+		[ "$p" = 9090 ] && continue
+		answers 127.0.0.1 "$p" || break
+	done
+	printf '%s' "$p"
+}
+
+# build_hint: what to expect from go build. On a first build (the module
+# cache lacks pgx, a dependency of claimd) every module is downloaded and
+# compiled.
+build_hint() {
+	local dir
+	dir=$(go list -m -f '{{.Dir}}' github.com/jackc/pgx/v5 2>/dev/null) || dir=""
+	if [ -z "$dir" ] || [ ! -d "$dir" ]; then
+		printf 'first build: downloads and compiles the Go modules, 1-4 min'
+	fi
+}
+
 # already_running PID [ADDRESS]: the message, then exit 1.
 already_running() {
 	say "run: claimd is already running (pid $1)${2:+ on http://$2}; stop it: kill -TERM $1"
@@ -87,13 +117,17 @@ already_running() {
 	exit 1
 }
 
-if [ -s "$pid_file" ]; then
-	old=$(cat "$pid_file")
+if [ -e "$pid_file" ]; then
+	old=$(cat "$pid_file" 2>/dev/null || true)
 	# Not this script's own PID: a stale file may name a PID since reused.
 	if [[ $old =~ ^[0-9]+$ ]] && [ "$old" != $$ ] && kill -0 "$old" 2>/dev/null &&
 		args=$(args_of "$old") && is_claimd "$args"; then
 		already_running "$old" "$(cat "$addr_file" 2>/dev/null || true)"
 	fi
+	# Stale: claimd is gone (killed with SIGKILL, or the machine restarted)
+	# and the PID, if any, is not a claimd's.
+	say "run: removing the stale $pid_file${old:+ (pid $old is not a running claimd)}"
+	rm -f "$pid_file" "$addr_file"
 fi
 probe=${host#[}
 probe=${probe%]}
@@ -108,12 +142,13 @@ if answers "$probe" "$port"; then
 	fi
 	say "run: something is already listening on $host:$port${pid:+ (pid $pid${args:+: $args})}."
 	say "     Stop it${pid:+ (kill -TERM $pid)}, or start claimd on another address:"
-	say "       CLAIMD_ADDR=127.0.0.1:9090 make run"
+	say "       CLAIMD_ADDR=127.0.0.1:$(free_port_after "$port") make run"
 	exit 1
 fi
 
-say "run: building bin/claimd"
-go build -o bin/claimd ./sidecar/cmd/claimd
+progress_step run "building bin/claimd" \
+	"$(build_hint)" \
+	go build -o bin/claimd ./sidecar/cmd/claimd
 
 local_db=0
 if [ -z "${DATABASE_URL:-}" ]; then
@@ -148,7 +183,7 @@ export CLAIMD_ADDR=$addr
 cat >&2 <<EOF
 
   database    $db_shown
-  listening   http://$addr   (another address: CLAIMD_ADDR=127.0.0.1:9090 make run)
+  listening   http://$addr   (another address: CLAIMD_ADDR=127.0.0.1:$(free_port_after "$port") make run)
 EOF
 if [ -n "$key" ]; then
 	cat >&2 <<EOF
@@ -179,8 +214,34 @@ EOF
 fi
 say ""
 
-# exec keeps this PID for claimd: record it for signals.
+# claimd runs in the foreground, so Ctrl-C reaches it; the inner shell
+# writes its own PID, which exec hands to claimd, before it becomes claimd.
+# The files go when claimd has exited (unless they name another claimd by
+# then).
 mkdir -p .run
-echo $$ >"$pid_file"
 echo "$addr" >"$addr_file"
-exec bin/claimd serve "$@"
+# shellcheck disable=SC2317 # called from the trap
+remove_pid_file() {
+	local p
+	p=$(cat "$pid_file" 2>/dev/null || true)
+	if [ -n "$p" ] && [ "$p" = "${claimd_pid:-}" ]; then
+		rm -f "$pid_file" "$addr_file"
+	fi
+}
+claimd_pid=""
+trap remove_pid_file EXIT
+# Ctrl-C reaches claimd itself (it takes SIGINT, although started in the
+# background): it drains and exits, then so does this script. A SIGTERM to
+# this script is passed on.
+trap '' INT
+trap '[ -z "$claimd_pid" ] || kill -TERM "$claimd_pid" 2>/dev/null || true' TERM
+# shellcheck disable=SC2016 # $$ and $@ are the inner shell's
+bash -c 'echo $$ >"$1"; shift; exec bin/claimd serve "$@"' bash "$pid_file" "$@" &
+claimd_pid=$!
+while :; do
+	rc=0
+	wait "$claimd_pid" || rc=$?
+	# A trapped signal ends wait early (status > 128): wait again.
+	kill -0 "$claimd_pid" 2>/dev/null || break
+done
+exit "$rc"
