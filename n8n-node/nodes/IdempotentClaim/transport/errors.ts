@@ -1,7 +1,7 @@
 import type { INode, JsonObject } from 'n8n-workflow';
 import { NodeApiError, NodeOperationError } from 'n8n-workflow';
 
-import type { SidecarErrorBody } from './types';
+import type { ErrorCode, SidecarErrorBody } from './types';
 
 /** Context for turning a failure into a message the workflow author can act on. */
 export interface ErrorContext {
@@ -56,8 +56,14 @@ const N8N_DATABASE_MESSAGES = [
 /** The pg-pool message of an exhausted pool. */
 const POOL_EXHAUSTED = /timeout exceeded when trying to connect/i;
 
-/** HTTP status the sidecar answers for each error code of its contract. */
-const STATUS_BY_CODE: Record<string, number> = {
+/**
+ * HTTP status the sidecar answers for each error code of its contract:
+ * every code of openapi.yaml's ErrorCode (a code added there does not
+ * compile until it is here), with the status its x-status gives
+ * (test/wireContract.test.ts), and too_large, body_too_large's name before
+ * claimd 0.9.
+ */
+export const STATUS_BY_CODE: Readonly<Record<ErrorCode | 'too_large', number>> = {
 	malformed: 400,
 	invalid: 422,
 	unauthorized: 401,
@@ -67,7 +73,6 @@ const STATUS_BY_CODE: Record<string, number> = {
 	invalid_state: 409,
 	// An answer to a reconcile call that is no longer the one in flight.
 	reconcile_token_stale: 409,
-	// body_too_large since the edge hardening; too_large from earlier sidecars.
 	body_too_large: 413,
 	too_large: 413,
 	bad_request: 400,
@@ -76,7 +81,31 @@ const STATUS_BY_CODE: Record<string, number> = {
 	method_not_allowed: 405,
 	internal: 500,
 	unavailable: 503,
+	// Answered only by POST /ingest/{source}, a provider's door, never to a
+	// request of this node (INGEST_ONLY_CODES).
+	unsupported_encoding: 415,
+	not_stored: 422,
+	bad_gateway: 502,
+	gateway_timeout: 504,
 };
+
+/**
+ * The codes only POST /ingest/{source} answers: a status of another
+ * server (a proxy's 502 or 504) is never taken for one of them.
+ */
+const INGEST_ONLY_CODES: ReadonlySet<string> = new Set<ErrorCode>([
+	'unsupported_encoding',
+	'not_stored',
+	'bad_gateway',
+	'gateway_timeout',
+]);
+
+/** The status of a code of the contract; undefined for any other string. */
+function statusOfCode(code: string): number | undefined {
+	return Object.prototype.hasOwnProperty.call(STATUS_BY_CODE, code)
+		? STATUS_BY_CODE[code as keyof typeof STATUS_BY_CODE]
+		: undefined;
+}
 
 /** Node parameter names for the wire fields the sidecar may name in a validation error. */
 const FIELD_LABELS: Record<string, string> = {
@@ -227,7 +256,9 @@ function errorCodeFor(status: number | undefined, code: string | undefined): str
 	if (status === 409) return 'lease_lost';
 	// A proxy limits requests too; only the sidecar's own body says rate_limited.
 	if (status === 429) return undefined;
-	return Object.keys(STATUS_BY_CODE).find((key) => STATUS_BY_CODE[key] === status);
+	return Object.keys(STATUS_BY_CODE).find(
+		(key) => !INGEST_ONLY_CODES.has(key) && statusOfCode(key) === status,
+	);
 }
 
 function invalidField(field: string, detail: string | undefined) {
@@ -342,7 +373,7 @@ export function sidecarEntryError(
 	body: SidecarErrorBody,
 	ctx: ErrorContext = {},
 ): NodeApiError {
-	const status = body.code ? STATUS_BY_CODE[body.code] : undefined;
+	const status = body.code ? statusOfCode(body.code) : undefined;
 	return build(
 		node,
 		messagesFor(body.code, body, status),
@@ -523,7 +554,7 @@ export function mapSidecarError(node: INode, error: unknown, ctx: ErrorContext =
 	return build(
 		node,
 		parts,
-		found.status ?? (code ? STATUS_BY_CODE[code] : undefined),
+		found.status ?? (code ? statusOfCode(code) : undefined),
 		{ ...(found.body ?? {}), code: code ?? null } as JsonObject,
 		ctx.itemIndex,
 	);

@@ -1,6 +1,26 @@
 import type { IDataObject } from 'n8n-workflow';
 
-/** Error object of the sidecar's wire contract: `{"error": {code, message, field?}}`. */
+import type { components } from './openapi';
+
+/*
+ * The sidecar's wire contract is sidecar/httpapi/openapi.yaml; openapi.d.ts
+ * is generated from it (`npm run openapi`; test/wireContract.test.ts fails
+ * when it is not current). The types below take their enums from it, and
+ * test/wireContract.test.ts checks every field they name against it at
+ * compile time (`npm run typecheck`): a request field the sidecar does not
+ * take, or an answer field it does not send as typed here, fails.
+ */
+
+/** The schemas of openapi.yaml. */
+export type Schemas = components['schemas'];
+
+/** An error code of the sidecar (openapi.yaml's ErrorCode). */
+export type ErrorCode = Schemas['ErrorCode'];
+
+/**
+ * Error object of the sidecar's wire contract: `{"error": {code, message, field?}}`
+ * (openapi.yaml's ErrorDetail), each member as far as it was present and a string.
+ */
 export interface SidecarErrorBody {
 	code?: string;
 	message?: string;
@@ -8,15 +28,7 @@ export interface SidecarErrorBody {
 }
 
 /** Claim outcomes of POST /v1/claims and /v1/claims/batch. */
-export type ClaimOutcome =
-	| 'won'
-	| 'duplicate'
-	| 'in_progress'
-	| 'retry_later'
-	| 'conflict'
-	| 'stale'
-	| 'dead_lettered'
-	| 'unknown';
+export type ClaimOutcome = Schemas['Outcome'];
 
 /** One claim in the body of POST /v1/claims/batch; exactly one of event_id, key_parts, key_fields. */
 export interface ClaimRequest extends IDataObject {
@@ -29,7 +41,7 @@ export interface ClaimRequest extends IDataObject {
 	payload?: IDataObject;
 	lease_seconds?: number;
 	/** What the sidecar does when the lease ends without complete or fail; absent: the source's policy. */
-	lease_policy?: 'review' | 'reclaim';
+	lease_policy?: Schemas['LeasePolicy'];
 	/**
 	 * Name of a reconciler of claimd's sources file that settles the claim
 	 * when its outcome becomes unknown; absent: the source's reconciler.
@@ -95,7 +107,7 @@ export interface ClaimResult extends IDataObject {
  * change plus the key retention), "not_before" for an open one (the clock
  * starts when it settles).
  */
-export type KeyExpiry = 'fixed' | 'not_before';
+export type KeyExpiry = Schemas['KeyExpiry'];
 
 /** A claim record, as answered by complete / fail / extend / resolve / lookup. */
 export interface ClaimRecord extends IDataObject {
