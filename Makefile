@@ -47,7 +47,7 @@ else
 E2E_PREREQ := n8n build-node playwright
 endif
 
-.PHONY: help doctor run try compose-env compose-test build build-go build-node test test-go test-node test-e2e lint \
+.PHONY: help doctor run try compose-env compose-test build build-go build-node test test-short test-go test-node test-e2e lint \
 	sqlc bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
@@ -102,8 +102,14 @@ build-go:
 	$(GO) build -o bin/claimd ./sidecar/cmd/claimd
 
 ## build-node: the n8n node package only (n8n-node/dist)
+# n8n-node build draws a spinner (@clack/prompts): a frame every 80 ms. When
+# stdout is not a terminal (CI, a log file) it runs with CI=true (one line
+# a step) and NO_COLOR, and the cursor controls it still writes are removed.
 build-node: node-deps
-	@echo "npm --prefix n8n-node run build"; $(with_node24) $(NPM) --prefix n8n-node run build
+	@echo "npm --prefix n8n-node run build"; $(with_node24) \
+	if [ -t 1 ]; then $(NPM) --prefix n8n-node run build; \
+	else CI=true NO_COLOR=1 $(NPM) --prefix n8n-node run build 2>&1 | \
+		awk '{ gsub(/\033\[[0-9;?]*[A-Za-z]/, ""); print }'; fi
 
 ## test: every suite: Go (race detector, real PostgreSQL, end-to-end), then the node's tests
 # Both suites run; the target fails if either failed.
@@ -114,6 +120,20 @@ test: $(E2E_PREREQ) node-deps
 	echo "npm --prefix n8n-node test"; \
 	$(with_node24) $(NPM) --prefix n8n-node test || rc=1; \
 	if [ $$rc -ne 0 ]; then echo 'make test: FAILED (see above)' >&2; fi; \
+	exit $$rc
+
+## test-short: the fast tier: go test -short (no PostgreSQL, n8n, Redis or browser), then the node's unit tests
+# -short skips, each saying what it needs, the tests that need PostgreSQL,
+# n8n, Redis, Chromium, promtool or a build of claimd (package
+# sidecar/internal/short); the node's vitest suite needs none of them. Both
+# run; the target fails if either failed.
+test-short: node-deps
+	@rc=0; \
+	echo "go test -short $(GO_PACKAGES)"; \
+	$(GO) test -short $(GO_PACKAGES) || rc=1; \
+	echo "npm --prefix n8n-node test"; \
+	$(with_node24) $(NPM) --prefix n8n-node test || rc=1; \
+	if [ $$rc -ne 0 ]; then echo 'make test-short: FAILED (see above)' >&2; fi; \
 	exit $$rc
 
 ## test-go: the Go tests only (end-to-end included unless IC_E2E=0)
@@ -131,12 +151,13 @@ test-e2e: n8n build-node playwright
 # The shell scripts of the registry-free images (sidecar/deploy/local-images).
 LOCAL_IMAGE_SCRIPTS := $(wildcard sidecar/deploy/local-images/*.sh sidecar/deploy/local-images/*/*.sh)
 
-## lint: gofmt, go vet, go mod tidy (no diff), sqlc diff, shell checks, n8n node lint and scanner
+## lint: gofmt, go vet, golangci-lint, go mod tidy (no diff), sqlc diff, shell checks, n8n node lint and scanner
 # (n8n's community package scanner runs on the packed tarball).
 lint: node-deps
 	@out=$$(gofmt -l sidecar schema); \
 	if [ -n "$$out" ]; then echo 'gofmt -l: these files need gofmt:' >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) vet $(GO_PACKAGES)
+	@echo "sidecar/scripts/golangci-lint.sh (sidecar/.golangci.yml)"; sidecar/scripts/golangci-lint.sh $(GO_PACKAGES)
 	@$(GO) mod tidy -diff >/dev/null || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; $(GO) mod tidy -diff >&2; exit 1; }
 	@sidecar/scripts/sqlc.sh check
 	@for f in sidecar/scripts/*.sh n8n-node/scripts/*.sh .ci/run $(LOCAL_IMAGE_SCRIPTS); do [ ! -f "$$f" ] || bash -n "$$f"; done

@@ -16,7 +16,8 @@ import (
 )
 
 // doctorLine is one check of doctor.sh: the group it is printed under
-// ("make run" or "make test"), ok or missing, the tool and the rest.
+// ("make run", "make test", "make try", "make lint" or "ports"), ok or
+// missing, the tool and the rest.
 type doctorLine struct {
 	group, status, tool, detail string
 }
@@ -32,6 +33,12 @@ func parseDoctor(out string) []doctorLine {
 			group = "make run"
 		case strings.HasPrefix(l, "make test needs"):
 			group = "make test"
+		case strings.HasPrefix(l, "make try needs"):
+			group = "make try"
+		case strings.HasPrefix(l, "make lint needs"):
+			group = "make lint"
+		case l == "ports:":
+			group = "ports"
 		}
 		if m := doctorEntry.FindStringSubmatch(l); m != nil {
 			lines = append(lines, doctorLine{group: group, status: m[1], tool: m[2], detail: m[3]})
@@ -93,7 +100,7 @@ func TestDoctorNamesWhatIsMissing(t *testing.T) {
 	// bash for the scripts, the rest for devdb.sh bindir.
 	bin := toolDir(t, "bash", "dirname", "id", "readlink", "sort", "uname", "git", "make")
 	writeFile(t, filepath.Join(bin, "go"), "#!/bin/sh\necho 'go version go1.20.1 linux/amd64'\n", 0o755)
-	env := []string{"PATH=" + bin, "HOME=" + t.TempDir()}
+	env := []string{"PATH=" + bin, "HOME=" + t.TempDir(), "CHROMIUM_PATH=" + filepath.Join(t.TempDir(), "chromium")}
 
 	cmd := exec.Command(filepath.Join(root, "sidecar", "scripts", "doctor.sh"))
 	cmd.Env = env
@@ -123,6 +130,8 @@ func TestDoctorNamesWhatIsMissing(t *testing.T) {
 		{"make test", "c++", "apt-get install build-essential", "xcode-select --install"},
 		{"make test", "flock", "apt-get install util-linux", "brew install flock"},
 		{"make test", "promtool", "apt-get install prometheus", "brew install prometheus"},
+		{"make test", "chromium", "apt-get install chromium", "set CHROMIUM_PATH"},
+		{"make try", "setsid", "apt-get install util-linux", "Linux only"},
 	} {
 		l := findDoctorLine(t, lines, want.group, want.tool, out)
 		require.Equal(t, "missing", l.status, "%s\n%s", want.tool, out)
@@ -161,7 +170,10 @@ func TestDoctorNamesWhatIsMissing(t *testing.T) {
 	// The summary: one install command per platform for all of it.
 	apt := regexp.MustCompile(`(?m)^  Debian/Ubuntu: +(?:sudo )?apt-get install (.*)$`).FindStringSubmatch(out)
 	require.NotNil(t, apt, out)
-	require.Subset(t, strings.Fields(apt[1]), []string{"curl", "python3", "nodejs", "npm", "build-essential", "util-linux"})
+	require.Subset(t, strings.Fields(apt[1]), []string{"curl", "python3", "nodejs", "npm", "build-essential", "util-linux", "chromium"})
+	require.NotContains(t, out, "everything is installed")
+	// The prometheus package starts a server on :9090: the note says so.
+	require.Regexp(t, `(?m)^  Debian/Ubuntu: +the prometheus package also starts a Prometheus server on :9090`, out)
 	brew := regexp.MustCompile(`(?m)^  macOS: +brew install (.*)$`).FindStringSubmatch(out)
 	require.NotNil(t, brew, out)
 	require.Subset(t, strings.Fields(brew[1]), []string{"go", "curl", "python", "node", "flock"})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,8 +97,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// runningClaimd is run.sh started in the background: after the exec, the
-// same PID is claimd's.
+// runningClaimd is run.sh started in the background; claimd is its child
+// (its PID in .run/claimd.pid).
 type runningClaimd struct {
 	t    *testing.T
 	cmd  *exec.Cmd
@@ -139,7 +140,8 @@ func (c *runCheckout) start(addr string) *runningClaimd {
 	}
 }
 
-// stop sends SIGTERM to the PID it started and waits for it to exit.
+// stop sends SIGTERM to the PID it started (run.sh, which passes it on to
+// claimd) and waits for it to exit.
 func (r *runningClaimd) stop() {
 	select {
 	case <-r.done:
@@ -165,22 +167,45 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// anotherAddress is the banner's and the refusal's hint: a free port, never
+// Prometheus's 9090.
+var anotherAddress = regexp.MustCompile(`CLAIMD_ADDR=127\.0\.0\.1:(\d+) make run`)
+
+func requireAnotherAddress(t *testing.T, out string) {
+	t.Helper()
+	m := anotherAddress.FindStringSubmatch(out)
+	require.NotNil(t, m, "the output says how to use another address:\n%s", out)
+	require.NotEqual(t, "9090", m[1], "9090 is Prometheus's port (Debian's prometheus package starts one)")
+}
+
+// claimdPID is the PID in the PID file, checked to be a running claimd.
+func (c *runCheckout) claimdPID() int {
+	c.t.Helper()
+	pid, err := strconv.Atoi(c.readPIDFile())
+	require.NoError(c.t, err)
+	args, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	require.NoError(c.t, err, "the PID file names a running process")
+	require.Contains(c.t, string(args), "claimd\x00serve", "the PID file names claimd itself")
+	return pid
+}
+
 // TestRunRefusesASecondStart: a second make run while claimd runs exits 1,
 // says which PID runs where and how to stop it, and leaves .run/claimd.pid
-// naming the running claimd; a PID file of an exited or unrelated process is
-// replaced; a foreign listener on the address is named and the file is left.
+// naming the running claimd; the file goes when claimd exits; a PID file of
+// an exited or unrelated process is stale: removed, said so, and the start
+// goes ahead; a foreign listener on the address is named.
 func TestRunRefusesASecondStart(t *testing.T) {
 	t.Parallel()
 	c := newRunCheckout(t)
 
 	addr := freeAddr(t)
 	first := c.start(addr)
-	pid := first.cmd.Process.Pid
-	require.Equal(t, strconv.Itoa(pid), c.readPIDFile(), "run.sh writes its PID, which claimd keeps")
+	pid := c.claimdPID()
 	banner := first.out.String()
 	require.Contains(t, banner, "listening   http://"+addr)
-	require.Contains(t, banner, "CLAIMD_ADDR=127.0.0.1:9090 make run", "the banner says how to use another address")
+	requireAnotherAddress(t, banner)
 	require.NotContains(t, banner, "make db-stop", "no project-local cluster: DATABASE_URL is set")
+	require.Regexp(t, `run: building bin/claimd: done \(\d+ (s|min)`, banner, "the build says when it is done")
 
 	// The same address, then another one: the running claimd is reported
 	// either way, before anything is built.
@@ -192,10 +217,14 @@ func TestRunRefusesASecondStart(t *testing.T) {
 		require.Equal(t, strconv.Itoa(pid), c.readPIDFile(), "the PID file still names the running claimd")
 	}
 
-	// The PID file of the first claimd, once it exited, is stale. A foreign
-	// listener on the address is reported, and the file stays as it is.
+	// SIGTERM to the script reaches claimd, which drains and exits 0; the
+	// PID and address files go with it.
 	first.stop()
 	require.NoError(t, first.err, "claimd exits 0 on SIGTERM:\n%s", first.out)
+	require.NoFileExists(t, c.pidFile(), "the PID file goes when claimd exits")
+	require.NoFileExists(t, filepath.Join(c.root, ".run", "claimd.addr"))
+
+	// A foreign listener on the address is reported.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	busy := l.Addr().String()
@@ -203,20 +232,28 @@ func TestRunRefusesASecondStart(t *testing.T) {
 	require.NoError(t, l.Close())
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "something is already listening on "+busy)
-	require.Contains(t, out, "CLAIMD_ADDR=127.0.0.1:9090 make run")
+	requireAnotherAddress(t, out)
 	if _, lsofErr := exec.LookPath("lsof"); lsofErr == nil {
 		require.Contains(t, out, fmt.Sprintf("(pid %d", os.Getpid()), "lsof names the listener: this test")
 	}
-	require.Equal(t, strconv.Itoa(pid), c.readPIDFile(), "the PID file is left alone")
 
-	// Stale (the exited claimd), then unrelated (this test's own PID): the
-	// start goes ahead and the file names the new claimd.
+	// Stale (the exited claimd, as a SIGKILL leaves it), then unrelated
+	// (this test's own PID): removed, said so; the start goes ahead and the
+	// file names the new claimd.
 	for _, old := range []int{pid, os.Getpid()} {
 		c.writePIDFile(old)
 		addr := freeAddr(t)
 		next := c.start(addr)
-		require.Equal(t, strconv.Itoa(next.cmd.Process.Pid), c.readPIDFile(), "a PID file naming %d is replaced", old)
+		require.Contains(t, next.out.String(), fmt.Sprintf("run: removing the stale .run/claimd.pid (pid %d is not a running claimd)", old))
+		require.NotEqual(t, old, c.claimdPID(), "the PID file names the new claimd")
 		next.stop()
 		require.NoError(t, next.err, "%s", next.out)
+		require.NoFileExists(t, c.pidFile())
 	}
+
+	// claimd killed with SIGKILL: the script still removes the file.
+	next := c.start(freeAddr(t))
+	require.NoError(t, syscall.Kill(c.claimdPID(), syscall.SIGKILL))
+	<-next.done
+	require.NoFileExists(t, c.pidFile(), "the script removes the PID file of a claimd that was killed")
 }

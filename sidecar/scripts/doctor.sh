@@ -23,7 +23,17 @@
 #               PostgreSQL's server programs again: for the
 #               project-local cluster unless TEST_DATABASE_URL is set, and
 #               pg_basebackup and postgres for the failover tests unless
-#               IC_PG_CLUSTER=0
+#               IC_PG_CLUSTER=0, and Chromium for the browser tests
+#               (CHROMIUM_PATH, default /usr/bin/chromium; not with IC_E2E=0
+#               or IC_BROWSER=0)
+#   make try    setsid (util-linux), as well as make run's and make test's
+#               node, npm, cc and c++ (the n8n install)
+#
+# Warnings (not counted as missing): shellcheck (make lint skips the shell
+# checks without it), a port make run or make try listens on
+# that something else holds (which program, when ss can tell), Debian's
+# Prometheus server on :9090 (the prometheus package, installed for
+# promtool, starts one), and whether the n8n install is cached yet.
 #
 # Written for bash 3.2 as well (macOS's /bin/bash).
 set -uo pipefail
@@ -47,6 +57,16 @@ add_word() { # add_word LIST WORD: prints LIST with WORD appended unless in it
 
 # ok TOOL DETAIL
 ok() { printf '  %-8s %-14s %s\n' ok "$1" "$2"; }
+
+warnings=0
+# warn WHAT DETAIL: a problem that installing nothing fixes.
+warn() {
+	warnings=$((warnings + 1))
+	printf '  %-8s %-14s %s\n' warning "$1" "$2"
+}
+
+# note WHAT DETAIL: for information.
+info() { printf '  %-8s %-14s %s\n' info "$1" "$2"; }
 
 # miss TOOL DETAIL APT BREW [NOTE]: APT and BREW are package names ("" when
 # that platform has none: NOTE, which names its platform, says what to do
@@ -243,6 +263,74 @@ check_platform() {
 	esac
 }
 
+check_chromium() {
+	local c=${CHROMIUM_PATH:-/usr/bin/chromium}
+	if [ "${IC_E2E:-}" = 0 ] || [ "${IC_BROWSER:-}" = 0 ]; then
+		ok chromium "not needed: IC_E2E=0 or IC_BROWSER=0 (no browser tests)"
+	elif [ -x "$c" ]; then
+		ok chromium "$(first_line "$c" --version) ($c)"
+	else
+		miss chromium "$c not found (the browser tests; or set CHROMIUM_PATH, or IC_BROWSER=0)" chromium "" \
+			"macOS: install Chromium and set CHROMIUM_PATH to its binary"
+	fi
+}
+
+# holder PORT: "pid N: COMMAND" of the process listening on PORT, when ss
+# can tell (it sees this user's processes only, unless run as root).
+holder() {
+	local out pid args
+	command -v ss >/dev/null 2>&1 || return 1
+	out=$(ss -Hltnp "sport = :$1" 2>/dev/null) || return 1
+	case $out in *pid=*) ;; *) return 1 ;; esac
+	pid=${out#*pid=}
+	pid=${pid%%[!0-9]*}
+	args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || args=$(ps -o args= -p "$pid" 2>/dev/null) || args=""
+	args=${args% }
+	printf 'pid %s: %s' "$pid" "${args:-?}"
+}
+
+# check_port WHO PORT HINT: warns when something listens on 127.0.0.1:PORT.
+check_port() {
+	local by
+	if answers 127.0.0.1 "$2"; then
+		by=$(holder "$2") || by="a program ss cannot name"
+		warn "port $2" "taken ($by): $1 cannot listen there; $3"
+	else
+		ok "port $2" "free ($1)"
+	fi
+}
+
+check_ports() {
+	local addr=${CLAIMD_ADDR:-127.0.0.1:8080} n8n=${TRY_N8N_PORT:-5688} claimd=${TRY_CLAIMD_PORT:-8088} own=""
+	[ -s "$ROOT/.run/claimd.pid" ] && own=$(cat "$ROOT/.run/claimd.pid")
+	if [ -n "$own" ] && holder "${addr##*:}" 2>/dev/null | grep -q "^pid $own:"; then
+		ok "port ${addr##*:}" "make run's claimd runs there (pid $own)"
+	else
+		check_port "make run's claimd" "${addr##*:}" "stop it, or set CLAIMD_ADDR=127.0.0.1:PORT"
+	fi
+	check_port "make try's claimd" "$claimd" "stop it, or set TRY_CLAIMD_PORT"
+	check_port "make try's n8n" "$n8n" "stop it, or set TRY_N8N_PORT"
+	check_port "make try's n8n task broker" "$((n8n + 1))" "stop it, or set TRY_N8N_PORT"
+	# Debian's prometheus package (promtool's) starts a Prometheus server.
+	local by=""
+	answers 127.0.0.1 9090 && by=$(holder 9090) || by=""
+	case $by in
+	*prometheus*)
+		info "port 9090" "a Prometheus server listens ($by): Debian's prometheus package starts one; only promtool is needed (${sudo}systemctl disable --now prometheus)"
+		;;
+	esac
+}
+
+check_n8n_cache() {
+	local cache=${IC_CACHE_DIR:-$HOME/.cache/idempotent-claim}
+	[ "${IC_E2E:-}" != 0 ] || return 0
+	if [ -f "$cache/n8n-2.41.1/.install-complete" ]; then
+		ok n8n "2.41.1 with Node 24, installed in $cache"
+	else
+		info n8n "not installed yet in $cache: make test and make try install it (make n8n: several minutes, ~3 GB)"
+	fi
+}
+
 echo "make run needs:"
 check_go
 check_make
@@ -257,12 +345,35 @@ check_build_tools
 check_redis
 check_tool flock util-linux flock
 check_tool git git git
-check_tool promtool prometheus prometheus
+# Debian's prometheus package holds promtool, and starts a Prometheus
+# server on :9090 (check_ports says so when it runs).
+check_tool promtool prometheus prometheus \
+	"Debian/Ubuntu: the prometheus package also starts a Prometheus server on :9090; only promtool is needed: ${sudo}systemctl disable --now prometheus"
 check_pg_test
+check_chromium
 check_platform
+check_n8n_cache
+
+echo "make try needs make run's and make test's node, npm, cc and c++, and:"
+check_tool setsid util-linux "" "macOS: make try runs on Linux only (the n8n install is Linux's)"
+
+echo "make lint needs:"
+if command -v shellcheck >/dev/null 2>&1; then
+	ok shellcheck "$(shellcheck --version 2>/dev/null | sed -n 's/^version: */ShellCheck /p')"
+else
+	# Not counted as missing: make lint runs without it (and CI has none).
+	warn shellcheck "not found: make lint skips its shell checks (Debian/Ubuntu: ${sudo}apt-get install shellcheck; macOS: brew install shellcheck)"
+fi
+
+echo "ports:"
+check_ports
 
 if [ "$missing" = 0 ]; then
-	echo "everything is installed"
+	if [ "$warnings" = 0 ]; then
+		echo "everything is installed"
+	else
+		echo "everything is installed; $warnings warning(s) above"
+	fi
 	exit 0
 fi
 echo

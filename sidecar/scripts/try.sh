@@ -224,8 +224,10 @@ if [ "$NO_BUILD" != 1 ]; then
 	else
 		hint=""
 		[ -d n8n-node/node_modules ] || hint="first time: npm ci, then tsc; 1-3 min"
+		# Through a pipe: build-node then writes lines, not a spinner.
+		# shellcheck disable=SC2016 # $1 is the inner shell's
 		progress_step try "building the node package (make build-node)" "$hint" \
-			make --no-print-directory -s build-node
+			bash -c 'set -o pipefail; "$1" --no-print-directory -s build-node 2>&1 | cat >&2' bash "${MAKE:-make}"
 	fi
 fi
 [ -x "$CLAIMD_BIN" ] || die "no claimd binary at $CLAIMD_BIN (make build-go builds bin/claimd)"
