@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ha"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgfault"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
@@ -30,7 +31,7 @@ func TestReadyzSaysTheDatabaseDoesNotAnswer(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", body)
 		var r struct{ Status, Reason string }
 		require.NoError(t, json.Unmarshal(body, &r))
-		require.Equal(t, databaseNotAnswering, r.Reason, "stalled at %s", stmt)
+		require.Equal(t, ha.DatabaseNotAnswering, r.Reason, "stalled at %s", stmt)
 	}
 }
 

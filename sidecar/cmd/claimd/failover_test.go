@@ -235,7 +235,7 @@ func TestStartOnAStandbyWaitsForItsPromotion(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "ingest before the schema exists")
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	select {
-	case <-multi.m.starter.done:
+	case <-multi.m.starter.Done():
 		t.Fatal("claimd started on a standby")
 	default:
 	}

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -36,6 +35,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ha"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
@@ -207,13 +207,13 @@ type Main struct {
 
 	pool    *pgxpool.Pool
 	server  *httpapi.Server
-	fence   *fence
-	gate    *startupGate
-	repl    *replicationMonitor
-	starter *starter
+	fence   *ha.Fence
+	gate    *ha.Gate
+	repl    *ha.ReplicationMonitor
+	starter *ha.Starter
 	// backfillTick queues the backfill scans that are due (maintain).
 	backfillTick func(context.Context)
-	// replicationMaxAge overrides replicationMaxAge (tests).
+	// replicationMaxAge overrides ha.ReplicationMaxAge (tests).
 	replicationMaxAge time.Duration
 	// Ready is closed once the listener is up.
 	Ready chan struct{}
@@ -234,27 +234,26 @@ func NewMain(cfg config.Config, log zerolog.Logger) *Main {
 // Run serves until ctx ends, then drains in-flight requests for at most
 // ShutdownTimeout. It migrates and starts the dispatcher before it
 // listens when the database takes writes at once; otherwise it listens
-// at once and starts once a writable primary answers (see startup.go).
+// at once and starts once a writable primary answers (ha.Starter).
 // It returns an error only for what no wait can fix (a malformed
 // DATABASE_URL, an address it cannot listen on).
 func (m *Main) Run(ctx context.Context) error {
-	m.fence = newFence(m.Log)
-	m.gate = &startupGate{}
+	m.fence = ha.NewFence(m.Log)
+	m.gate = &ha.Gate{}
 	hooks := &poolHooks{fence: m.fence, gate: m.gate}
 	if m.Config.RequireSyncReplication {
-		hooks.sync = &syncGuard{}
+		hooks.sync = &ha.SyncGuard{}
 	}
 	pool, err := openPool(ctx, m.Config, hooks)
 	if err != nil {
 		return err
 	}
 	m.pool = pool
-	m.repl = newReplicationMonitor(pool, m.Log, cmp.Or(m.replicationMaxAge, replicationMaxAge))
-	invalidate := m.repl.invalidate
-	m.fence.onFailover.Store(&invalidate)
+	m.repl = ha.NewReplicationMonitor(pool, m.Log, m.replicationMaxAge)
+	m.fence.OnFailover(m.repl.Invalidate)
 	var ledger *claim.Ledger
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
-	met.ObserveReplication(m.repl.metric)
+	met.ObserveReplication(m.repl.Metric)
 	met.ObserveStaleServerRefusals(m.fence.Refusals)
 	ledger, err = claim.New(pool, claim.Config{Policies: m.Config.Policies, Observer: met, Group: &m.Config.Group})
 	if err != nil {
@@ -297,11 +296,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// such claims are answered at once.
 	waiter := claim.NewWaiter(ledger, claim.WaiterConfig{ConnConfig: pool.Config().ConnConfig,
 		StepTimeout: m.Config.RequestTimeout, Logger: m.Log})
-	m.starter = newStarter(m, inbox, waiter)
-	first := m.starter.attempt(ctx)
-	if first == nil {
-		close(m.starter.done)
-	}
+	m.starter = ha.NewStarter(ha.StarterOptions{Pool: pool, Gate: m.gate, Replication: m.repl, Log: m.Log,
+		Migrate: m.Config.Migrate, ReadSession: func(ctx context.Context) (httpapi.DatabaseFacts, error) { return readSession(ctx, pool) },
+		LogSession: m.logSession, StartDispatcher: inbox.Start})
+	first := m.starter.Start(ctx)
 	keys := auth.New(pool, m.Config.APIKeys, auth.Options{CacheTTL: m.Config.KeyCacheTTL,
 		NegativeTTL: m.Config.KeyNegativeTTL, FailureLimit: m.Config.AuthFailureLimit,
 		FailureWindow: m.Config.AuthFailureWindow, Observer: met})
@@ -324,7 +322,7 @@ func (m *Main) Run(ctx context.Context) error {
 	app := m.server.App()
 	ln, err := listen(m.Config.Addr)
 	if err != nil {
-		if m.starter.dispatching {
+		if m.starter.Dispatching() {
 			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
@@ -335,7 +333,7 @@ func (m *Main) Run(ctx context.Context) error {
 		mln, err := listen(m.Config.MetricsAddr)
 		if err != nil {
 			ln.Close()
-			if m.starter.dispatching {
+			if m.starter.Dispatching() {
 				m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
 			}
 			return fmt.Errorf("listen on %s (CLAIMD_METRICS_ADDR): %w", m.Config.MetricsAddr, err)
@@ -373,13 +371,12 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() {
 		defer close(startDone)
 		if first != nil {
-			if err := m.starter.wait(bg, first); err != nil {
-				if connectRefused(err) != nil {
+			if err := m.starter.Wait(bg, first); err != nil {
+				if ha.ConnectRefused(err) != nil {
 					refused <- err
 				}
 				return
 			}
-			close(m.starter.done)
 			m.warnWithoutKeys(bg)
 		}
 		waiterDone, maintDone, watchDone, reconDone = make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -409,12 +406,12 @@ func (m *Main) Run(ctx context.Context) error {
 	select {
 	case err := <-serveErr:
 		stopBackground()
-		if m.starter.dispatching {
+		if m.starter.Dispatching() {
 			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return err
 	case err := <-refused:
-		m.Log.Error().Str("reason", err.Error()).Msg(msgRefusedExit)
+		m.Log.Error().Str("reason", err.Error()).Msg(ha.MsgRefusedExit)
 		stopErr = err
 	case <-ctx.Done():
 	}
@@ -433,7 +430,7 @@ func (m *Main) Run(ctx context.Context) error {
 	dispatchDone := make(chan struct{})
 	go func() {
 		defer close(dispatchDone)
-		if m.starter.dispatching {
+		if m.starter.Dispatching() {
 			m.stopDispatcher(inbox, m.deadline)
 		}
 	}()
@@ -484,7 +481,7 @@ func (m *Main) stopDispatcher(inbox *ingest.Inbox, deadline time.Time) {
 
 // ready is /readyz: "ready" means "can write". One read of a session's
 // settings (which is also the ping, see readSession), the migration
-// version and (cached, see replicationMonitor) what the primary's commits
+// version and (cached, see ha.ReplicationMonitor) what the primary's commits
 // wait for. A setting claimd cannot work with makes it not ready, with a
 // reason naming it; unless the server is a standby (its promotion makes
 // the same sessions writable) the pool's sessions are then renewed, since
@@ -492,10 +489,10 @@ func (m *Main) stopDispatcher(inbox *ingest.Inbox, deadline time.Time) {
 // DATABASE … SET reaches new sessions only. A database that is writable
 // with its schema current also makes a waiting start-up try again at once.
 func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
-	ctx = internal(ctx)
+	ctx = ha.Internal(ctx)
 	facts, err := readSession(ctx, m.pool)
 	if err != nil {
-		return httpapi.DatabaseFacts{}, errors.New(m.unreachable(ctx, err))
+		return httpapi.DatabaseFacts{}, errors.New(ha.Unreachable(ctx, err))
 	}
 	if ps := sessionProblems(facts); len(ps) > 0 {
 		if !facts.InRecovery {
@@ -503,27 +500,27 @@ func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
 		}
 		return facts, errors.New(strings.Join(ps, "; "))
 	}
-	pending, err := schemaPending(ctx, m.pool)
+	pending, err := ha.SchemaPending(ctx, m.pool)
 	if err != nil {
-		if notAnswering(ctx, err) {
-			return facts, errors.New(databaseNotAnswering)
+		if ha.NotAnswering(ctx, err) {
+			return facts, errors.New(ha.DatabaseNotAnswering)
 		}
 		return facts, errors.New("cannot read the migration version")
 	}
 	if pending {
 		if m.Config.Migrate {
-			m.starter.poke()
+			m.starter.Poke()
 			return facts, errors.New("migrations pending: applying them")
 		}
 		return facts, errors.New("migrations pending (CLAIMD_MIGRATE is off: apply them with claimd migrate)")
 	}
-	m.gate.open.Store(true)
-	if !m.starter.started() {
-		m.starter.poke()
+	m.gate.Open()
+	if !m.starter.Started() {
+		m.starter.Poke()
 	}
-	rep, rerr := m.repl.get(ctx)
+	rep, rerr := m.repl.Get(ctx)
 	if rerr == nil && !rep.InRecovery {
-		facts.Replication = rep.facts()
+		facts.Replication = rep.Facts()
 	}
 	if rerr == nil && rep.Synchronous != nil {
 		switch {
@@ -536,42 +533,11 @@ func (m *Main) ready(ctx context.Context) (httpapi.DatabaseFacts, error) {
 		}
 	}
 	if m.Config.RequireSyncReplication {
-		if p := requireSyncProblem(rep, rerr); p != "" {
+		if p := ha.RequireSyncProblem(rep, rerr); p != "" {
 			return facts, errors.New(p)
 		}
 	}
 	return facts, nil
-}
-
-// unreachable is the not-ready reason for a database that could not be
-// read: a server the fence refused (named, with its timeline), no
-// writable primary among the hosts (target_session_attrs=read-write), or
-// unreachable.
-func (m *Main) unreachable(ctx context.Context, err error) string {
-	if e := refusal(err); e != nil {
-		return e.Error()
-	}
-	if notAnswering(ctx, err) {
-		return databaseNotAnswering
-	}
-	if errors.Is(err, pgconn.ErrReadOnlyConnection) {
-		return "no writable primary: the database hosts that answer are standbys or read-only (target_session_attrs=read-write)"
-	}
-	return "database unreachable"
-}
-
-// databaseNotAnswering is the not-ready reason for a database that took
-// the connection (or had one open) but did not answer within /readyz's
-// time budget: frozen, overloaded, or a network that drops packets.
-const databaseNotAnswering = "database not answering: it took the connection but sent no reply in time (frozen, overloaded, or packets dropped)"
-
-// notAnswering reports whether err is the readiness check running out of
-// time (its context's deadline, or a network timeout) rather than a
-// refusal.
-func notAnswering(ctx context.Context, err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
-		errors.As(err, &ne) && ne.Timeout()
 }
 
 // maintain runs the lease sweep, the retention purge and the stats rollup

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ha"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 )
 
@@ -19,15 +20,15 @@ import (
 // River's statements and the dispatcher's run on these sessions too.
 //
 // hooks (nil for the one-shot commands) adds the serving process's checks:
-// the fence, on every new connection (fence.go), the start-up gate and,
+// the fence, on every new connection (ha.Fence), the start-up gate and,
 // with CLAIMD_REQUIRE_SYNC_REPLICATION, the synchronous-commit check, on
-// every acquisition (startup.go, replication.go).
+// every acquisition (ha.Gate, ha.SyncGuard).
 //
 // A one-shot command needs the database at once: its pool connects
-// before openPool returns, and a failure reads as connectProblem words it
+// before openPool returns, and a failure reads as ha.ConnectProblem words it
 // (the server's reason and the setting to check). The serving process's
-// pool tries one connection (startupGate.probe): openPool fails only
-// when the server refuses the session for good (connectRefused: no such
+// pool tries one connection (ha.Gate.Probe): openPool fails only
+// when the server refuses the session for good (ha.ConnectRefused: no such
 // database or role, a wrong password, no CONNECT privilege); any other
 // failure is left to the start-up wait, so claimd listens during a
 // failover.
@@ -38,10 +39,10 @@ func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpoo
 	}
 	if hooks != nil {
 		if hooks.fence != nil {
-			if err := hooks.fence.survey(ctx, &pc.ConnConfig.Config); err != nil {
+			if err := hooks.fence.Survey(ctx, &pc.ConnConfig.Config); err != nil {
 				return nil, err
 			}
-			pc.ConnConfig.ValidateConnect = hooks.fence.validate(pc.ConnConfig.ValidateConnect)
+			pc.ConnConfig.ValidateConnect = hooks.fence.Validate(pc.ConnConfig.ValidateConnect)
 		}
 		pc.PrepareConn = hooks.prepare
 
@@ -52,9 +53,9 @@ func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpoo
 	}
 	switch {
 	case hooks == nil:
-		err = connectProblem(pool.Ping(ctx))
+		err = ha.ConnectProblem(pool.Ping(ctx))
 	case hooks.gate != nil:
-		err = hooks.gate.probe(ctx, pool)
+		err = hooks.gate.Probe(ctx, pool)
 	}
 	if err != nil {
 		pool.Close()
@@ -65,21 +66,21 @@ func openPool(ctx context.Context, cfg config.Config, hooks *poolHooks) (*pgxpoo
 
 // poolHooks are the checks of a serving process's pool.
 type poolHooks struct {
-	fence *fence
-	gate  *startupGate
-	sync  *syncGuard // nil unless CLAIMD_REQUIRE_SYNC_REPLICATION
+	fence *ha.Fence
+	gate  *ha.Gate
+	sync  *ha.SyncGuard // nil unless CLAIMD_REQUIRE_SYNC_REPLICATION
 }
 
 // prepare is the pool's PrepareConn: the start-up gate, then the
 // synchronous-commit check.
 func (h *poolHooks) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	if h.gate != nil {
-		if ok, err := h.gate.prepare(ctx, conn); !ok || err != nil {
+		if ok, err := h.gate.Prepare(ctx, conn); !ok || err != nil {
 			return ok, err
 		}
 	}
 	if h.sync != nil {
-		return h.sync.prepare(ctx, conn)
+		return h.sync.Prepare(ctx, conn)
 	}
 	return true, nil
 }
@@ -128,7 +129,7 @@ func readSession(ctx context.Context, pool *pgxpool.Pool) (httpapi.DatabaseFacts
 // below minSessionTimeout. synchronous_commit and synchronous_standby_names
 // are reported (Durability), never refused here: only
 // CLAIMD_REQUIRE_SYNC_REPLICATION makes their outcome a reason (see
-// replication.go).
+// ha.RequireSyncProblem).
 func sessionProblems(f httpapi.DatabaseFacts) []string {
 	var ps []string
 	switch {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/ha"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
@@ -167,7 +168,7 @@ func TestReplicationReportFollowsFailover(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, status, body)
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitLog(t, d.logs, msgFailedOver) // the event: claimd wrote to the promoted primary on timeline 2
+	waitLog(t, d.logs, ha.MsgFailedOver) // the event: claimd wrote to the promoted primary on timeline 2
 
 	ready = c.must(http.StatusOK, "GET", "/readyz", "")
 	rep = ready["database"].(map[string]any)["replication"].(map[string]any)

@@ -1,4 +1,4 @@
-package main
+package ha
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 )
 
-// A returning old primary does not take writes (issue 15, part 5).
+// A returning old primary does not take writes: the fence.
 //
 // A PostgreSQL cluster that failed over has two servers that take writes
 // once its old primary is started again unchanged: the promoted standby,
@@ -38,7 +38,7 @@ import (
 // target_session_attrs is checked too: a server of another system, or of
 // the same system on an older timeline, is refused, and pgconn tries the
 // next host of the URL. When no host is left, the connection fails (a
-// *pgconn.ConnectError wrapping a staleServerError), which requests answer
+// *pgconn.ConnectError wrapping a StaleServerError), which requests answer
 // 503 with Retry-After and /readyz names. A newer timeline (a failover
 // claimd follows) is accepted and remembered.
 //
@@ -54,18 +54,16 @@ import (
 // service that hides the functions), fencing is off for that server, said
 // once in the log.
 
-// fenceSQL reads a server's identity in one round trip.
-const fenceSQL = `SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system())::text,
-	CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`
-
-// serverIdentity is what the fence knows of a server.
-type serverIdentity struct {
+// ServerIdentity is what the fence knows of a server.
+type ServerIdentity struct {
 	System   string // pg_control_system().system_identifier
 	Timeline uint32
 }
 
-// fence is the per-process record of the server claimd writes to.
-type fence struct {
+// Fence is the per-process record of the server claimd writes to (see
+// above). Install it with Survey, before the pool opens, and Validate, as
+// the pool's ValidateConnect. Safe for concurrent use.
+type Fence struct {
 	log zerolog.Logger
 	// refusals counts refused connections (a metric).
 	refusals atomic.Int64
@@ -74,35 +72,40 @@ type fence struct {
 	onFailover atomic.Pointer[func()]
 
 	mu      sync.Mutex
-	current serverIdentity // zero until the first primary
+	current ServerIdentity // zero until the first primary
 	// logged: the refusals already logged, by address and identity, so
 	// each stale server is logged once (not once per connection attempt).
 	logged map[string]bool
-	// lastRefusal is the latest refusal, for /readyz.
-	lastRefusal *staleServerError
 	// unreadable: addresses whose identity could not be read (logged once).
 	unreadable map[string]bool
 }
 
-func newFence(log zerolog.Logger) *fence {
-	return &fence{log: log, logged: map[string]bool{}, unreadable: map[string]bool{}}
+// NewFence returns a Fence that knows no server yet; it logs to log (the
+// first primary, a failover, each refused server once).
+func NewFence(log zerolog.Logger) *Fence {
+	return &Fence{log: log, logged: map[string]bool{}, unreadable: map[string]bool{}}
 }
 
-// staleServerError is a refused server. It wraps an Unavailable
+// OnFailover sets fn to be called each time the fence admits a primary on
+// a newer timeline of its system (a failover claimd follows), outside the
+// fence's lock, from the connection set-up that saw it.
+func (f *Fence) OnFailover(fn func()) { f.onFailover.Store(&fn) }
+
+// StaleServerError is a refused server. It wraps an Unavailable
 // *apperr.Error, so a request whose connection could not be opened
 // because of it answers 503 with Retry-After and a message in the
 // sidecar's words (db.Error keeps an *apperr.Error of the chain);
 // the address and timelines are for the log and /readyz only.
-type staleServerError struct {
+type StaleServerError struct {
 	Addr           string
-	Seen           serverIdentity // the refused server
-	Current        serverIdentity // the one claimd writes to
-	OtherSystem    bool
+	Seen           ServerIdentity // the refused server
+	Current        ServerIdentity // the one claimd writes to
+	OtherSystem    bool           // Seen is of another system than Current
 	At             time.Time
 	unavailableErr *apperr.Error
 }
 
-func (e *staleServerError) Error() string {
+func (e *StaleServerError) Error() string {
 	if e.OtherSystem {
 		return fmt.Sprintf("refused the database server at %s: it is another PostgreSQL system (system identifier %s) than the one "+
 			"claimd already wrote to (%s); restart claimd to accept it", e.Addr, e.Seen.System, e.Current.System)
@@ -112,15 +115,17 @@ func (e *staleServerError) Error() string {
 		e.Addr, e.Seen.Timeline, e.Current.Timeline)
 }
 
-func (e *staleServerError) Unwrap() error { return e.unavailableErr }
+func (e *StaleServerError) Unwrap() error { return e.unavailableErr }
 
 // SafeToRetry tells pgconn's classification that nothing was sent for the
 // request: the connection was refused before use.
-func (e *staleServerError) SafeToRetry() bool { return true }
+func (e *StaleServerError) SafeToRetry() bool { return true }
 
-// validate is the pgconn ValidateConnect hook (after next, the URL's own
-// target_session_attrs check, when set).
-func (f *fence) validate(next pgconn.ValidateConnectFunc) pgconn.ValidateConnectFunc {
+// Validate returns the pgconn ValidateConnect hook of the fence: next
+// (the URL's own target_session_attrs check, when set), then the server's
+// identity, read with one query on each new connection. It answers a
+// *StaleServerError for a server refused, so pgconn tries the next host.
+func (f *Fence) Validate(next pgconn.ValidateConnectFunc) pgconn.ValidateConnectFunc {
 	return func(ctx context.Context, pc *pgconn.PgConn) error {
 		if next != nil {
 			if err := next(ctx, pc); err != nil {
@@ -131,7 +136,7 @@ func (f *fence) validate(next pgconn.ValidateConnectFunc) pgconn.ValidateConnect
 	}
 }
 
-func (f *fence) check(ctx context.Context, pc *pgconn.PgConn) error {
+func (f *Fence) check(ctx context.Context, pc *pgconn.PgConn) error {
 	addr := pc.Conn().RemoteAddr().String()
 	res, err := pc.Exec(ctx, fenceSQL).ReadAll()
 	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 3) {
@@ -161,15 +166,15 @@ func (f *fence) check(ctx context.Context, pc *pgconn.PgConn) error {
 	if perr != nil {
 		return fmt.Errorf("reading the timeline of %s: %w", addr, perr)
 	}
-	seen := serverIdentity{System: string(row[1]), Timeline: uint32(tl)}
+	seen := ServerIdentity{System: string(row[1]), Timeline: uint32(tl)}
 	return f.admit(addr, seen)
 }
 
-// msgFailedOver is the log message of a failover the fence saw.
-const msgFailedOver = "database failed over: writing to the promoted primary on its new timeline; older timelines are refused from now on"
+// MsgFailedOver is the log message of a failover the fence saw.
+const MsgFailedOver = "database failed over: writing to the promoted primary on its new timeline; older timelines are refused from now on"
 
 // admit accepts seen (and remembers it when newer) or refuses it.
-func (f *fence) admit(addr string, seen serverIdentity) error {
+func (f *Fence) admit(addr string, seen ServerIdentity) error {
 	err := f.admitLocked(addr, seen)
 	if err == errFailedOver {
 		if fn := f.onFailover.Load(); fn != nil {
@@ -183,7 +188,7 @@ func (f *fence) admit(addr string, seen serverIdentity) error {
 // errFailedOver is admitLocked's answer for a newer timeline: admitted.
 var errFailedOver = errors.New("failed over")
 
-func (f *fence) admitLocked(addr string, seen serverIdentity) error {
+func (f *Fence) admitLocked(addr string, seen ServerIdentity) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.current
@@ -198,15 +203,14 @@ func (f *fence) admitLocked(addr string, seen serverIdentity) error {
 	case seen.System == cur.System && seen.Timeline > cur.Timeline:
 		f.current = seen
 		f.log.Warn().Str("server", addr).Uint32("timeline", seen.Timeline).Uint32("previous_timeline", cur.Timeline).
-			Msg(msgFailedOver)
+			Msg(MsgFailedOver)
 		return errFailedOver
 	}
-	e := &staleServerError{Addr: addr, Seen: seen, Current: cur, OtherSystem: seen.System != cur.System, At: time.Now(),
+	e := &StaleServerError{Addr: addr, Seen: seen, Current: cur, OtherSystem: seen.System != cur.System, At: time.Now(),
 		unavailableErr: &apperr.Error{Code: apperr.Unavailable,
 			Message: "the database server reached is a former primary (an older timeline) or another database system, not the one " +
 				"claimd writes to; it is refused (see the sidecar log and /readyz); retry"}}
 	f.refusals.Add(1)
-	f.lastRefusal = e
 	key := fmt.Sprintf("%s/%s/%d/%d", addr, seen.System, seen.Timeline, cur.Timeline)
 	if !f.logged[key] {
 		f.logged[key] = true
@@ -218,19 +222,21 @@ func (f *fence) admitLocked(addr string, seen serverIdentity) error {
 	return e
 }
 
-// refusal returns the staleServerError in err's chain, or nil.
-func refusal(err error) *staleServerError {
-	var e *staleServerError
+// Refusal returns the *StaleServerError in err's chain (a connection
+// the fence refused), or nil.
+func Refusal(err error) *StaleServerError {
+	var e *StaleServerError
 	if errors.As(err, &e) {
 		return e
 	}
 	return nil
 }
 
-// Refusals is how many connections the fence refused.
-func (f *fence) Refusals() int64 { return f.refusals.Load() }
+// Refusals is how many connections the fence refused (the metric
+// claimd_db_stale_server_refusals_total).
+func (f *Fence) Refusals() int64 { return f.refusals.Load() }
 
-// Every host of a host list is probed at start (survey).
+// Every host of a host list is probed at start (Survey).
 //
 // The fence learns the current timeline from the servers claimd writes to,
 // so a claimd started after an old primary came back, on a host list that
@@ -252,7 +258,7 @@ func (f *fence) Refusals() int64 { return f.refusals.Load() }
 //     newest one, or waits (not ready, 503) while none answers.
 //
 // Hosts that do not answer, or refuse the session, are skipped (the
-// start-up wait and connectRefused deal with them). Hosts are named as the
+// start-up wait and ConnectRefused deal with them). Hosts are named as the
 // URL names them (host:port); the password never appears. What the survey
 // cannot see: hosts down at start (an old primary that answers while no
 // host of the newer timeline does is still taken for the current one),
@@ -262,32 +268,18 @@ func (f *fence) Refusals() int64 { return f.refusals.Load() }
 // Cost: one connection and one query per host, in parallel, at start only;
 // nothing for a URL with one host.
 
-// surveySQL reads a server's identity for the survey: fenceSQL's three
-// columns, then, on a standby, the newest timeline it is known to follow
-// (decimal; 0 when none can be read): the timeline its WAL receiver
-// streams (pg_stat_wal_receiver, visible with pg_read_all_stats or
-// pg_monitor), or that of its control file's last restartpoint or minimum
-// recovery point (pg_control_checkpoint, pg_control_recovery), whichever
-// is newest. A standby that follows a newer timeline than a primary of the
-// list shows that primary is an old one, also while the promoted server
-// itself does not answer.
-const surveySQL = `SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system())::text,
-	CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END,
-	CASE WHEN pg_is_in_recovery() THEN greatest(coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0),
-		(SELECT timeline_id FROM pg_control_checkpoint()),
-		(SELECT min_recovery_end_timeline FROM pg_control_recovery()))::text ELSE '0' END`
-
 // surveyed is one host's answer to the survey.
 type surveyed struct {
 	addr     string
 	standby  bool
-	identity serverIdentity
+	identity ServerIdentity
 	err      error
 }
 
-// survey probes every host of cc (see above). It returns an error only
-// for servers of different systems in one list.
-func (f *fence) survey(ctx context.Context, cc *pgconn.Config) error {
+// Survey probes every host of cc, the pool's connection settings, before
+// the pool opens (see above). It returns an *OtherSystemsError for servers
+// of different systems in one list, else nil.
+func (f *Fence) Survey(ctx context.Context, cc *pgconn.Config) error {
 	type target struct {
 		addr string
 		cfg  *pgconn.Config
@@ -365,10 +357,11 @@ func probeIdentity(ctx context.Context, addr string, cfg *pgconn.Config) surveye
 	return s
 }
 
-// otherSystemsError is a host list naming servers of different systems.
-type otherSystemsError struct{ hosts []surveyed }
+// OtherSystemsError is a host list naming servers of different systems
+// (Survey).
+type OtherSystemsError struct{ hosts []surveyed }
 
-func (e *otherSystemsError) Error() string {
+func (e *OtherSystemsError) Error() string {
 	var parts []string
 	for _, h := range e.hosts {
 		parts = append(parts, fmt.Sprintf("%s (system identifier %s)", h.addr, h.identity.System))
@@ -379,7 +372,7 @@ func (e *otherSystemsError) Error() string {
 }
 
 // seed applies the survey's answers (see survey).
-func (f *fence) seed(answers []surveyed) error {
+func (f *Fence) seed(answers []surveyed) error {
 	var ok []surveyed
 	for _, a := range answers {
 		if a.err == nil {
@@ -391,7 +384,7 @@ func (f *fence) seed(answers []surveyed) error {
 		systems[a.identity.System] = true
 	}
 	if len(systems) > 1 {
-		return &otherSystemsError{hosts: ok}
+		return &OtherSystemsError{hosts: ok}
 	}
 	var newest surveyed // a standby's timeline counts too (surveySQL)
 	for _, a := range ok {

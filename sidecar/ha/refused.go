@@ -1,4 +1,4 @@
-package main
+package ha
 
 import (
 	"cmp"
@@ -52,9 +52,10 @@ const (
 	checkConnectPriv     = "check the user and database names in DATABASE_URL, or grant the role CONNECT on the database"
 )
 
-// connectRefusedError is the server's refusal of claimd's session (see
-// above): its answers, distinct, in the order of the hosts.
-type connectRefusedError struct {
+// RefusedError is the server's refusal of claimd's session (see
+// above): its answers, distinct, in the order of the hosts. It wraps the
+// failed connection attempt.
+type RefusedError struct {
 	answers []*pgconn.PgError
 	err     error
 }
@@ -62,7 +63,7 @@ type connectRefusedError struct {
 // Error is each answer with its SQLSTATE, then what to check: database
 // "nosuch" does not exist (SQLSTATE 3D000): check the database name in
 // DATABASE_URL. The server's message names no password.
-func (e *connectRefusedError) Error() string {
+func (e *RefusedError) Error() string {
 	var said, checks []string
 	for _, a := range e.answers {
 		said = append(said, fmt.Sprintf("%s (SQLSTATE %s)", a.Message, a.Code))
@@ -73,7 +74,7 @@ func (e *connectRefusedError) Error() string {
 	return strings.Join(said, "; ") + ": " + strings.Join(checks, "; ")
 }
 
-func (e *connectRefusedError) Unwrap() error { return e.err }
+func (e *RefusedError) Unwrap() error { return e.err }
 
 func checkFor(code string) string {
 	switch code {
@@ -88,15 +89,16 @@ func checkFor(code string) string {
 	}
 }
 
-// connectRefused returns the refusal err is, or nil when err is not a
-// failed connection attempt, or one a wait may fix.
-func connectRefused(err error) *connectRefusedError {
+// ConnectRefused returns the refusal err is (a *pgconn.ConnectError in
+// its chain whose every step the server refused for good), or nil when
+// err is not a failed connection attempt, or one a wait may fix.
+func ConnectRefused(err error) *RefusedError {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
 		return nil
 	}
 	if answers := refusals(ce.Unwrap()); answers != nil {
-		return &connectRefusedError{answers: answers, err: err}
+		return &RefusedError{answers: answers, err: err}
 	}
 	return nil
 }
@@ -169,7 +171,7 @@ func passing(e error) bool {
 		return true
 	}
 	switch e.(type) {
-	case *pgconn.NotPreferredError, *staleServerError:
+	case *pgconn.NotPreferredError, *StaleServerError:
 		return true
 	}
 	return false
@@ -187,10 +189,12 @@ type connectFailure struct {
 func (e *connectFailure) Error() string { return e.msg }
 func (e *connectFailure) Unwrap() error { return e.err }
 
-// connectProblem words err, from connecting to DATABASE_URL, for a
-// one-shot command; err as it is when it is not a failed connection.
-func connectProblem(err error) error {
-	if r := connectRefused(err); r != nil {
+// ConnectProblem words err, from connecting to DATABASE_URL, for a
+// one-shot command (migrate, purge, keys): the *RefusedError, or each
+// host's failure without pgx's preamble (the error wraps err); err as it
+// is when it is not a failed connection.
+func ConnectProblem(err error) error {
+	if r := ConnectRefused(err); r != nil {
 		return r
 	}
 	var ce *pgconn.ConnectError
@@ -199,4 +203,35 @@ func connectProblem(err error) error {
 	}
 	hosts := strings.ReplaceAll(ce.Unwrap().Error(), "\n", "; ")
 	return &connectFailure{msg: "cannot connect to the database of DATABASE_URL: " + hosts, err: err}
+}
+
+// Unreachable is the not-ready reason for a database that could not be
+// read (err, under ctx): a server the fence refused (named, with its
+// timeline), not answering in time (DatabaseNotAnswering), no writable
+// primary among the hosts (target_session_attrs=read-write), or
+// unreachable.
+func Unreachable(ctx context.Context, err error) string {
+	if e := Refusal(err); e != nil {
+		return e.Error()
+	}
+	if NotAnswering(ctx, err) {
+		return DatabaseNotAnswering
+	}
+	if errors.Is(err, pgconn.ErrReadOnlyConnection) {
+		return "no writable primary: the database hosts that answer are standbys or read-only (target_session_attrs=read-write)"
+	}
+	return "database unreachable"
+}
+
+// DatabaseNotAnswering is the not-ready reason for a database that took
+// the connection (or had one open) but did not answer within /readyz's
+// time budget: frozen, overloaded, or a network that drops packets.
+const DatabaseNotAnswering = "database not answering: it took the connection but sent no reply in time (frozen, overloaded, or packets dropped)"
+
+// NotAnswering reports whether err is a check running out of time (its
+// context's deadline, or a network timeout) rather than a refusal.
+func NotAnswering(ctx context.Context, err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }

@@ -1,4 +1,4 @@
-package main
+package ha
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
 
-// Say when an acknowledged claim can be lost (issue 15, part 4).
+// Say when an acknowledged claim can be lost: the replication report.
 //
 // A claim acknowledged `won` survives a failover only if its commit waited
 // for the standby that is promoted: the primary names it in
@@ -26,11 +26,11 @@ import (
 // one misses the commits of the last moments (measured: 1,715 and 3,170
 // acknowledged claims with a standby 1–2 s behind), and each of them is
 // won again on its redelivery: a second effect. claimd reads, at start and
-// on readiness checks (at most every replicationMaxAge), what its commits
+// on readiness checks (at most every ReplicationMaxAge), what its commits
 // wait for; logs it (a warning for asynchronous standbys); shows it in
 // /readyz (durability) and as metrics; and, with
 // CLAIMD_REQUIRE_SYNC_REPLICATION, is not ready and acknowledges no write
-// unless commits are synchronously replicated (syncGuard, below).
+// unless commits are synchronously replicated (SyncGuard, below).
 //
 // claimd does not set synchronous_commit on its sessions: the operator's
 // choice stands (a deployment may run a standby for reads only and accept
@@ -39,39 +39,39 @@ import (
 // synchronous_commit = local or off voids synchronous replication whatever
 // the server's setting.
 
-// replicationSQL reads, on one of claimd's sessions, what its commits wait
-// for. pg_stat_replication lists every walsender; without pg_monitor (or
-// pg_read_all_stats, or superuser) its rows show only the process id, and
-// sync_state reads NULL ("" here). Base backups in progress are not
-// standbys.
-const replicationSQL = `SELECT current_setting('synchronous_commit'), current_setting('synchronous_standby_names'),
-	pg_is_in_recovery(),
-	coalesce((SELECT array_agg(coalesce(sync_state, '')) FROM pg_stat_replication
-		WHERE state IS DISTINCT FROM 'backup'), '{}')`
+// ReplicationMaxAge is how long a replication reading is reused (the
+// default of NewReplicationMonitor).
+const ReplicationMaxAge = 5 * time.Second
 
-// replicationMaxAge is how long a replication check is reused.
-const replicationMaxAge = 5 * time.Second
-
-// replication is one reading of what the primary's commits wait for.
-type replication struct {
-	// Synchronous: nil when it cannot be told (see Note).
-	Synchronous             *bool
+// Replication is one reading of what the primary's commits wait for.
+type Replication struct {
+	// Synchronous: whether commits wait for a connected synchronous
+	// standby; nil when it cannot be told (see Note), or on a standby.
+	Synchronous *bool
+	// SynchronousCommit and SynchronousStandbyNames are the settings as
+	// claimd's sessions see them.
 	SynchronousCommit       string
 	SynchronousStandbyNames string
-	InRecovery              bool
-	Standbys                int
-	ByState                 map[string]int // sync_state → count; "unknown" when unreadable
-	Note                    string
+	// InRecovery: read on a standby, which says nothing of a primary.
+	InRecovery bool
+	// Standbys is how many standbys stream from the primary (base backups
+	// in progress left out).
+	Standbys int
+	ByState  map[string]int // sync_state → count; "unknown" when unreadable
+	// Note says what the reading means, for an operator.
+	Note string
 }
 
 // waitingCommitLevels are the synchronous_commit values whose commits
 // wait for the synchronous standbys (when synchronous_standby_names is set).
 var waitingCommitLevels = []string{"on", "remote_write", "remote_apply"}
 
-// evaluateReplication makes a replication reading from what replicationSQL
-// returned.
-func evaluateReplication(commit, names string, inRecovery bool, states []string) replication {
-	r := replication{SynchronousCommit: commit, SynchronousStandbyNames: names, InRecovery: inRecovery,
+// EvaluateReplication makes a reading from what replicationSQL returns:
+// the session's synchronous_commit, synchronous_standby_names, whether the
+// server is in recovery, and each standby's sync_state ("" when it cannot
+// be read).
+func EvaluateReplication(commit, names string, inRecovery bool, states []string) Replication {
+	r := Replication{SynchronousCommit: commit, SynchronousStandbyNames: names, InRecovery: inRecovery,
 		ByState: map[string]int{}}
 	if inRecovery {
 		r.Note = "the database is a standby: what a primary's commits wait for is read once claimd reaches a primary"
@@ -119,7 +119,7 @@ func evaluateReplication(commit, names string, inRecovery bool, states []string)
 
 // warn reports whether r deserves a warning: it cannot be told, or
 // standbys are there (or named) but commits do not wait for them.
-func (r replication) warn() bool {
+func (r Replication) warn() bool {
 	switch {
 	case r.InRecovery:
 		return false
@@ -132,7 +132,7 @@ func (r replication) warn() bool {
 }
 
 // summary identifies a reading for logging changes only.
-func (r replication) summary() string {
+func (r Replication) summary() string {
 	s := "unknown"
 	if r.Synchronous != nil {
 		s = fmt.Sprint(*r.Synchronous)
@@ -140,13 +140,14 @@ func (r replication) summary() string {
 	return fmt.Sprintf("%s|%d|%v|%s|%s|%v", s, r.Standbys, r.ByState, r.SynchronousCommit, r.SynchronousStandbyNames, r.InRecovery)
 }
 
-// replicationMonitor reads and caches the replication state. A reading
+// ReplicationMonitor reads and caches the replication state. A reading
 // describes the primary it was read on: when claimd sees a failover (the
 // fence admits a primary on a newer timeline, or another connection of a
-// server) the cache is dropped (invalidate), so that /readyz and the
-// metrics read the new primary at their next call instead of describing
-// the old one's standbys for up to maxAge.
-type replicationMonitor struct {
+// server) the cache is dropped (Invalidate, given to Fence.OnFailover), so
+// that /readyz and the metrics read the new primary at their next call
+// instead of describing the old one's standbys for up to maxAge. Safe for
+// concurrent use.
+type ReplicationMonitor struct {
 	pool   *pgxpool.Pool
 	log    zerolog.Logger
 	maxAge time.Duration
@@ -158,20 +159,27 @@ type replicationMonitor struct {
 
 	mu      sync.Mutex
 	atGen   uint64
-	last    replication
+	last    Replication
 	lastErr error
 	at      time.Time
 	logged  string // summary of the last logged reading
 }
 
-func newReplicationMonitor(pool *pgxpool.Pool, log zerolog.Logger, maxAge time.Duration) *replicationMonitor {
-	return &replicationMonitor{pool: pool, log: log, maxAge: maxAge}
+// NewReplicationMonitor returns a monitor reading on pool's sessions,
+// reusing a reading for maxAge (ReplicationMaxAge when 0), logging each
+// reading that differs from the last one logged to log.
+func NewReplicationMonitor(pool *pgxpool.Pool, log zerolog.Logger, maxAge time.Duration) *ReplicationMonitor {
+	if maxAge == 0 {
+		maxAge = ReplicationMaxAge
+	}
+	return &ReplicationMonitor{pool: pool, log: log, maxAge: maxAge}
 }
 
-// get returns a reading at most replicationMaxAge old, reading again when
-// the last one is older, and logs a reading that differs from the last
-// one logged.
-func (m *replicationMonitor) get(ctx context.Context) (replication, error) {
+// Get returns a reading at most maxAge old, reading again (one query, as
+// claimd's own work: Internal) when the last one is older or a failover
+// was seen since, and logs a reading that differs from the last one
+// logged. The error is the query's.
+func (m *ReplicationMonitor) Get(ctx context.Context) (Replication, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	gen := m.gen.Load()
@@ -181,7 +189,7 @@ func (m *replicationMonitor) get(ctx context.Context) (replication, error) {
 	var commit, names string
 	var inRecovery bool
 	var states []string
-	err := m.pool.QueryRow(internal(ctx), replicationSQL).Scan(&commit, &names, &inRecovery, &states)
+	err := m.pool.QueryRow(Internal(ctx), replicationSQL).Scan(&commit, &names, &inRecovery, &states)
 	// A failover seen while the query ran may have left it on the old
 	// server: answer it, but do not keep it.
 	m.at, m.atGen = time.Now(), gen
@@ -189,10 +197,10 @@ func (m *replicationMonitor) get(ctx context.Context) (replication, error) {
 		m.at = time.Time{}
 	}
 	if err != nil {
-		m.last, m.lastErr = replication{}, err
+		m.last, m.lastErr = Replication{}, err
 		return m.last, err
 	}
-	m.last, m.lastErr = evaluateReplication(commit, names, inRecovery, states), nil
+	m.last, m.lastErr = EvaluateReplication(commit, names, inRecovery, states), nil
 	if s := m.last.summary(); s != m.logged && !m.last.InRecovery {
 		m.logged = s
 		m.logReading(m.last)
@@ -200,10 +208,10 @@ func (m *replicationMonitor) get(ctx context.Context) (replication, error) {
 	return m.last, nil
 }
 
-// invalidate drops the cached reading: the next get reads again.
-func (m *replicationMonitor) invalidate() { m.gen.Add(1) }
+// Invalidate drops the cached reading: the next Get reads again.
+func (m *ReplicationMonitor) Invalidate() { m.gen.Add(1) }
 
-func (m *replicationMonitor) logReading(r replication) {
+func (m *ReplicationMonitor) logReading(r Replication) {
 	ev := m.log.Info()
 	msg := "database replication: commits wait for a synchronous standby; an acknowledged claim survives a failover to it"
 	switch {
@@ -223,9 +231,10 @@ func (m *replicationMonitor) logReading(r replication) {
 		Int("standbys", r.Standbys).Dict("standbys_by_sync_state", byState).Str("note", r.Note).Msg(msg)
 }
 
-// metric is the metrics.ReplicationFunc of the monitor.
-func (m *replicationMonitor) metric(ctx context.Context) (metrics.Replication, bool) {
-	r, err := m.get(ctx)
+// Metric is the metrics.ReplicationFunc of the monitor: false when no
+// primary's reading is at hand.
+func (m *ReplicationMonitor) Metric(ctx context.Context) (metrics.Replication, bool) {
+	r, err := m.Get(ctx)
 	if err != nil || r.InRecovery {
 		return metrics.Replication{}, false
 	}
@@ -236,16 +245,17 @@ func (m *replicationMonitor) metric(ctx context.Context) (metrics.Replication, b
 	return out, true
 }
 
-// facts is r as /readyz shows it.
-func (r replication) facts() *httpapi.ReplicationFacts {
+// Facts is r as /readyz shows it.
+func (r Replication) Facts() *httpapi.ReplicationFacts {
 	return &httpapi.ReplicationFacts{Synchronous: r.Synchronous, Standbys: r.Standbys,
 		SyncStandbys: r.ByState["sync"] + r.ByState["quorum"], SynchronousCommit: r.SynchronousCommit,
 		SynchronousStandbyNames: r.SynchronousStandbyNames, Note: r.Note}
 }
 
-// requireSyncProblem is the not-ready reason under
-// CLAIMD_REQUIRE_SYNC_REPLICATION, "" when r satisfies it.
-func requireSyncProblem(r replication, err error) string {
+// RequireSyncProblem is the not-ready reason under
+// CLAIMD_REQUIRE_SYNC_REPLICATION for r, or for err (Get could not read),
+// "" when r satisfies it.
+func RequireSyncProblem(r Replication, err error) string {
 	const prefix = "CLAIMD_REQUIRE_SYNC_REPLICATION is on and commits are not known to be synchronously replicated: "
 	switch {
 	case err != nil:
@@ -265,7 +275,7 @@ func requireSyncProblem(r replication, err error) string {
 // calls claimd directly) would still get `won` for a claim an asynchronous
 // standby may not have. So with the setting on, every connection handed
 // out by the pool to a request, the dispatcher or the maintenance loop is
-// checked first (syncGuard.prepare, the pool's PrepareConn) in one query:
+// checked first (SyncGuard.Prepare, the pool's PrepareConn) in one query:
 // the session's synchronous_commit waits for standbys (on, remote_write or
 // remote_apply), synchronous_standby_names is set, and a standby is
 // connected in sync or quorum state (pg_stat_get_wal_senders, the function
@@ -281,7 +291,7 @@ func requireSyncProblem(r replication, err error) string {
 // ledger's writes (claims, settles, resolve, release, ingest and trigger
 // stores) name the setting and the reason (db.SyncRequiredKey), other
 // writes (the console's session bookkeeping) say the database is
-// read-only now. /readyz says why (requireSyncProblem).
+// read-only now. /readyz says why (RequireSyncProblem).
 //
 // Why checking before the work is enough: once synchronous_standby_names
 // is set and synchronous_commit waits, PostgreSQL does not acknowledge a
@@ -309,29 +319,22 @@ func requireSyncProblem(r replication, err error) string {
 // Cost: one query per pool acquisition (reads too), about one loopback
 // round trip; nothing when the setting is off.
 
-// syncCommitSQL checks that a commit of this session waits for a
-// connected synchronous standby; when not, it makes the session's
-// transactions read-only.
-const syncCommitSQL = `SELECT ok, CASE WHEN ok THEN '' ELSE set_config('default_transaction_read_only', 'on', false) END
-	FROM (SELECT current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
-		AND current_setting('synchronous_standby_names') <> ''
-		AND EXISTS (SELECT 1 FROM pg_stat_get_wal_senders() WHERE sync_state IN ('sync', 'quorum')) AS ok) c`
-
 // readOnlyKey marks, in a connection's CustomData, a session that
 // syncCommitSQL made read-only; the ledger's writes refused there answer
 // with the setting's name and the reason (db.SyncRequiredKey).
 const readOnlyKey = db.SyncRequiredKey
 
-// syncGuard is the pool check of CLAIMD_REQUIRE_SYNC_REPLICATION.
-type syncGuard struct {
-	// refused counts acquisitions handed out read-only.
-	refused atomic.Int64
-}
+// SyncGuard is the pool check of CLAIMD_REQUIRE_SYNC_REPLICATION; its
+// zero value is ready for use.
+type SyncGuard struct{}
 
-// prepare checks conn before it is handed out (see above).
-func (g *syncGuard) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
+// Prepare is a pgxpool PrepareConn hook: it checks conn before it is
+// handed out (see above) and makes its session read-only when commits are
+// not synchronously replicated; claimd's own work (Internal) is let
+// through unchecked. An error is the check's query failing.
+func (g *SyncGuard) Prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	data := conn.PgConn().CustomData()
-	if isInternal(ctx) {
+	if IsInternal(ctx) {
 		return g.restore(ctx, conn, data)
 	}
 	var ok bool
@@ -341,19 +344,18 @@ func (g *syncGuard) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	}
 	if !ok {
 		data[readOnlyKey] = true
-		g.refused.Add(1)
 		return true, nil
 	}
 	return g.restore(ctx, conn, data)
 }
 
 // restore puts back the session's own default_transaction_read_only when
-// prepare had made it read-only.
-func (g *syncGuard) restore(ctx context.Context, conn *pgx.Conn, data map[string]any) (bool, error) {
+// Prepare had made it read-only.
+func (g *SyncGuard) restore(ctx context.Context, conn *pgx.Conn, data map[string]any) (bool, error) {
 	if data[readOnlyKey] != true {
 		return true, nil
 	}
-	if _, err := conn.Exec(ctx, "RESET default_transaction_read_only"); err != nil {
+	if _, err := conn.Exec(ctx, restoreReadOnlySQL); err != nil {
 		return false, err
 	}
 	delete(data, readOnlyKey)
