@@ -24,7 +24,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
-// Issue 15: a database failover without a second effect. These tests run
+// A database failover without a second effect. These tests run
 // PostgreSQL clusters of their own (pgtest.NewPrimary: a primary and a
 // streaming standby on loopback, stopped and deleted when the test ends),
 // and claimd in this process on them.
@@ -460,7 +460,7 @@ type failoverRun struct {
 	unexpected                   []string
 }
 
-// The failover of the issue's "Must be shown": a primary and a standby,
+// A failover under load: a primary and a standby,
 // claimd on the host list with target_session_attrs=read-write, clients
 // claiming fresh keys (request_id set) and completing them; the primary
 // is stopped with pg_ctl stop -m immediate mid-load and the standby
@@ -607,9 +607,9 @@ func runFailover(t *testing.T, mode pgtest.Replication) failoverRun {
 		}()
 	}
 	// The asynchronous run puts the standby a second behind at the crash
-	// (as the issue measured, 1–2 s of lag): it is stopped a second
-	// before the primary and started again after it, so the commits of
-	// that second, acknowledged, never reach it.
+	// (the 1–2 s of lag measured with an asynchronous standby): it is
+	// stopped a second before the primary and started again after it, so
+	// the commits of that second, acknowledged, never reach it.
 	lagged := mode == pgtest.Async
 	if lagged {
 		time.Sleep(before - time.Second)
