@@ -246,7 +246,7 @@ func (f *Fence) Refusals() int64 { return f.refusals.Load() }
 // startProbeTimeout; target_session_attrs is not applied) and reads each
 // one's system identifier and, on a primary, its timeline:
 //
-//   - Servers of different PostgreSQL systems in one list: Run returns an
+//   - Servers of different PostgreSQL systems in one list: Survey returns an
 //     error naming each host and its system identifier (claimd exits 1). A
 //     host list is for one cluster, a primary and its standbys.
 //   - A primary on an older timeline of the system than another host
@@ -371,7 +371,7 @@ func (e *OtherSystemsError) Error() string {
 		"whichever answered first"
 }
 
-// seed applies the survey's answers (see survey).
+// seed applies the survey's answers (see Survey).
 func (f *Fence) seed(answers []surveyed) error {
 	var ok []surveyed
 	for _, a := range answers {

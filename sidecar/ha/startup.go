@@ -84,10 +84,11 @@ func IsInternal(ctx context.Context) bool { v, _ := ctx.Value(internalKey{}).(bo
 type Gate struct {
 	open   atomic.Bool
 	reason atomic.Pointer[string]
-	// probed is the failure of the first connection (probe), which the
-	// first attempt reports instead of connecting again (a host that
-	// drops packets would hold claimd for startProbeTimeout twice before
-	// it listens). Set and taken in Run's goroutine, before the wait.
+	// probed is the failure of the first connection (Probe), which the
+	// Starter's first attempt reports instead of connecting again (a host
+	// that drops packets would hold claimd for startProbeTimeout twice
+	// before it listens). Set by Probe and taken by Start, on one
+	// goroutine, before the wait.
 	probed error
 }
 
