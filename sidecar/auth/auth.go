@@ -36,6 +36,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Principal is who a request acts as.
@@ -430,19 +431,17 @@ func (k *Keys) lookup(ctx context.Context, h hashed) (Principal, bool, error) {
 			return nil, errBusy
 		}
 		k.obs.KeyLookedUp()
-		var tenant, id, prefix string
-		var stored []byte
-		err := k.pool.QueryRow(qctx, `SELECT tenant, key_hash, id::text, key_prefix FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h[:]).Scan(&tenant, &stored, &id, &prefix)
+		row, err := queries.KeyByHash(qctx, k.pool, h[:])
 		if errors.Is(err, pgx.ErrNoRows) {
 			return lookedUp{}, nil
 		}
 		if err != nil {
 			return nil, lookupError(err)
 		}
-		if subtle.ConstantTimeCompare(stored, h[:]) != 1 {
+		if subtle.ConstantTimeCompare(row.KeyHash, h[:]) != 1 {
 			return lookedUp{}, nil
 		}
-		return lookedUp{p: Principal{Tenant: tenant, KeyID: id, KeyPrefix: prefix, KeyHash: h}, found: true}, nil
+		return lookedUp{p: Principal{Tenant: row.Tenant, KeyID: row.ID, KeyPrefix: row.KeyPrefix, KeyHash: h}, found: true}, nil
 	})
 	if k.joined != nil {
 		k.joined()
@@ -501,11 +500,11 @@ func Create(ctx context.Context, pool *pgxpool.Pool, tenant, name string) (key s
 	key = keyPrefix + base64.RawURLEncoding.EncodeToString(b)
 	h := sha256.Sum256([]byte(key))
 	info = KeyInfo{Tenant: tenant, Name: name, Prefix: key[:10]}
-	err = pool.QueryRow(ctx, `INSERT INTO api_keys (tenant, name, key_hash, key_prefix) VALUES ($1, $2, $3, $4)
-		RETURNING id::text, created_at`, tenant, name, h[:], info.Prefix).Scan(&info.ID, &info.CreatedAt)
+	row, err := queries.CreateKey(ctx, pool, dbsqlc.CreateKeyParams{Tenant: tenant, Name: name, KeyHash: h[:], KeyPrefix: info.Prefix})
 	if err != nil {
 		return "", KeyInfo{}, err
 	}
+	info.ID, info.CreatedAt = row.ID, row.CreatedAt
 	return key, info, nil
 }
 
@@ -515,24 +514,18 @@ func Create(ctx context.Context, pool *pgxpool.Pool, tenant, name string) (key s
 func Revoke(ctx context.Context, pool *pgxpool.Pool, idOrPrefix string) (KeyInfo, error) {
 	var info KeyInfo
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE api_keys SET revoked_at = now()
-			WHERE revoked_at IS NULL AND (id::text = $1 OR key_prefix = $1)
-			RETURNING id::text, tenant, name, key_prefix, created_at, revoked_at`, idOrPrefix)
+		rows, err := queries.RevokeKeys(ctx, tx, idOrPrefix)
 		if err != nil {
 			return err
 		}
-		infos, err := pgx.CollectRows(rows, scanInfo)
-		if err != nil {
-			return err
-		}
-		switch len(infos) {
+		switch len(rows) {
 		case 0:
 			return fmt.Errorf("no active key with id or prefix %q (the whole ID or PREFIX column of `claimd keys list`)", idOrPrefix)
 		case 1:
-			info = infos[0]
+			info = keyInfo(dbsqlc.KeysRow(rows[0]))
 			return nil
 		default:
-			return fmt.Errorf("prefix %q matches %d active keys; nothing revoked: use the id", idOrPrefix, len(infos))
+			return fmt.Errorf("prefix %q matches %d active keys; nothing revoked: use the id", idOrPrefix, len(rows))
 		}
 	})
 	return info, err
@@ -540,23 +533,26 @@ func Revoke(ctx context.Context, pool *pgxpool.Pool, idOrPrefix string) (KeyInfo
 
 // Active returns how many stored keys are not revoked.
 func Active(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	var n int
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&n)
-	return n, err
+	n, err := queries.ActiveKeys(ctx, pool)
+	return int(n), err
 }
 
 // List returns every stored key, newest first.
 func List(ctx context.Context, pool *pgxpool.Pool) ([]KeyInfo, error) {
-	rows, err := pool.Query(ctx, `SELECT id::text, tenant, name, key_prefix, created_at, revoked_at
-		FROM api_keys ORDER BY created_at DESC`)
+	rows, err := queries.Keys(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanInfo)
+	infos := make([]KeyInfo, len(rows))
+	for i, r := range rows {
+		infos[i] = keyInfo(r)
+	}
+	return infos, nil
 }
 
-func scanInfo(row pgx.CollectableRow) (KeyInfo, error) {
-	var i KeyInfo
-	err := row.Scan(&i.ID, &i.Tenant, &i.Name, &i.Prefix, &i.CreatedAt, &i.RevokedAt)
-	return i, err
+func keyInfo(r dbsqlc.KeysRow) KeyInfo {
+	return KeyInfo{ID: r.ID, Tenant: r.Tenant, Name: r.Name, Prefix: r.KeyPrefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
 }
+
+// queries runs the package's statements (sidecar/db/queries/auth.sql).
+var queries = dbsqlc.New()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Session lifetimes by default.
@@ -87,20 +88,6 @@ func tokenID(token string) ([]byte, bool) {
 	return h[:], true
 }
 
-// purgeSessionsSQL removes a bounded batch of sessions past their absolute
-// end (those idle too long are refused meanwhile).
-const purgeSessionsSQL = `DELETE FROM console_sessions WHERE id IN (
-	SELECT id FROM console_sessions WHERE expires_at < statement_timestamp() ORDER BY expires_at LIMIT 100)`
-
-// createSessionSQL stores a new session: $1 id (SHA-256 of the token),
-// $2 tenant, $3 key id (NULL: a configured key), $4 key hash, $5 key
-// prefix, $6 CSRF token, $7 idle and $8 absolute lifetime in seconds.
-const createSessionSQL = `INSERT INTO console_sessions (id, tenant, key_id, key_hash, key_prefix, csrf_token,
-	created_at, last_seen, idle_until, expires_at)
-	VALUES ($1, $2, $3::uuid, $4, $5, $6, statement_timestamp(), statement_timestamp(),
-		statement_timestamp() + make_interval(secs => LEAST($7::float8, $8::float8)), statement_timestamp() + make_interval(secs => $8::float8))
-	RETURNING created_at, expires_at`
-
 // Create signs p in: it stores a new session and returns its token (for
 // the cookie, never stored) and the session. Admin keys are refused
 // (Invalid): a session is one tenant's. Errors: Unavailable.
@@ -122,26 +109,18 @@ func (s *Sessions) Create(ctx context.Context, p Principal) (string, Session, er
 	if p.KeyID != "" {
 		keyID = &p.KeyID
 	}
-	if _, err := s.pool.Exec(ctx, purgeSessionsSQL); err != nil {
+	if err := queries.PurgeSessions(ctx, s.pool); err != nil {
 		return "", Session{}, db.Error(err)
 	}
-	err = s.pool.QueryRow(ctx, createSessionSQL, id, p.Tenant, keyID, p.KeyHash[:], p.KeyPrefix, csrf,
-		s.idle.Seconds(), s.absolute.Seconds()).Scan(&sess.CreatedAt, &sess.ExpiresAt)
+	row, err := queries.CreateSession(ctx, s.pool, dbsqlc.CreateSessionParams{ID: id, Tenant: p.Tenant, KeyID: keyID,
+		KeyHash: p.KeyHash[:], KeyPrefix: p.KeyPrefix, CsrfToken: csrf,
+		IdleSeconds: s.idle.Seconds(), AbsoluteSeconds: s.absolute.Seconds()})
 	if err != nil {
 		return "", Session{}, db.Error(err)
 	}
+	sess.CreatedAt, sess.ExpiresAt = row.CreatedAt, row.ExpiresAt
 	return token, sess, nil
 }
-
-// lookupSessionSQL reads the live session $1 and moves its idle end on
-// by $2 seconds (never past its absolute end), in one statement: no row
-// when it is unknown, idle or past its end, or its database key was
-// revoked.
-const lookupSessionSQL = `UPDATE console_sessions s SET last_seen = statement_timestamp(),
-	idle_until = LEAST(s.expires_at, statement_timestamp() + make_interval(secs => $2::float8))
-	WHERE s.id = $1 AND s.idle_until > statement_timestamp() AND s.expires_at > statement_timestamp()
-	  AND (s.key_id IS NULL OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.key_id AND k.revoked_at IS NULL))
-	RETURNING s.tenant, COALESCE(s.key_id::text, ''), s.key_hash, s.key_prefix, s.csrf_token, s.created_at, s.expires_at`
 
 // Lookup returns the live session of token. A token of another shape
 // than RandomToken's costs no query. A session whose configured key is no
@@ -151,17 +130,16 @@ func (s *Sessions) Lookup(ctx context.Context, token string) (Session, error) {
 	if !ok {
 		return Session{}, ErrNoSession
 	}
-	var sess Session
-	var hash []byte
-	err := s.pool.QueryRow(ctx, lookupSessionSQL, id, s.idle.Seconds()).Scan(&sess.Tenant, &sess.KeyID, &hash,
-		&sess.KeyPrefix, &sess.CSRF, &sess.CreatedAt, &sess.ExpiresAt)
+	row, err := queries.LookupSession(ctx, s.pool, dbsqlc.LookupSessionParams{ID: id, IdleSeconds: s.idle.Seconds()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Session{}, ErrNoSession
 	}
 	if err != nil {
 		return Session{}, db.Error(err)
 	}
-	copy(sess.KeyHash[:], hash)
+	sess := Session{Principal: Principal{Tenant: row.Tenant, KeyID: row.KeyID, KeyPrefix: row.KeyPrefix}, CSRF: row.CsrfToken,
+		CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
+	copy(sess.KeyHash[:], row.KeyHash)
 	if sess.KeyID == "" && !s.keys.staticActive(sess.KeyHash, sess.Tenant) {
 		_ = s.End(ctx, token)
 		return Session{}, ErrNoSession
@@ -176,7 +154,7 @@ func (s *Sessions) End(ctx context.Context, token string) error {
 	if !ok {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM console_sessions WHERE id = $1`, id); err != nil {
+	if err := queries.EndSession(ctx, s.pool, id); err != nil {
 		return db.Error(err)
 	}
 	return nil
