@@ -316,9 +316,9 @@ func checkOrigin(ctx *fiber.Ctx) error {
 		return errCSRF
 	}
 	origin := ctx.Get(fiber.HeaderOrigin)
-	switch {
-	case origin == "":
-	case origin == "null":
+	switch origin {
+	case "":
+	case "null":
 		if site != "same-origin" {
 			return errCSRF
 		}

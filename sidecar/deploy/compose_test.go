@@ -538,10 +538,7 @@ func TestComposeSecretsRequired(t *testing.T) {
 	// The header names them all, the way compose-env.sh writes them.
 	header := regexp.MustCompile(`(?s)# REQUIRED SECRETS:.*?\n((?:#   [A-Z0-9_, ]+\n)+)`).FindStringSubmatch(text)
 	require.NotNil(t, header, "the header comment lists the required secrets")
-	var listed []string
-	for _, f := range strings.FieldsFunc(strings.ReplaceAll(header[1], "#", ""), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
-		listed = append(listed, f)
-	}
+	listed := strings.FieldsFunc(strings.ReplaceAll(header[1], "#", ""), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' })
 	require.Equal(t, required, sortedNames(listed), "the header's REQUIRED SECRETS")
 
 	// Each missing one stops the load, named, whatever the profiles.

@@ -266,7 +266,7 @@ func WaitHTTP(t testing.TB, url string, want int, wantBody string, deadline time
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
 	end := time.Now().Add(deadline)
-	last := "no answer yet"
+	var last string
 	for {
 		for _, p := range procs {
 			if exited, err := p.Exited(); exited {

@@ -739,7 +739,7 @@ func parseMetricLine(line string) (name string, labels map[string]string, value 
 		return "", nil, 0, false
 	}
 	labels = map[string]string{}
-	rest := line
+	var rest string
 	if i := strings.IndexByte(line, '{'); i >= 0 {
 		j := strings.LastIndexByte(line, '}')
 		if j < i {
@@ -940,17 +940,6 @@ func quantile(xs []float64, q float64) float64 {
 	lo := int(math.Floor(pos))
 	hi := int(math.Ceil(pos))
 	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	sum := 0.0
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
 }
 
 // perRound is f of each round's latencies of r in phase.

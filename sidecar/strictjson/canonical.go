@@ -217,7 +217,7 @@ func (r *reader) canonValue(depth int) (int32, *Error) {
 	default:
 		var err error
 		if r.text, err = appendCanonicalNumber(r.text, raw); err != nil {
-			return 0, r.at(err.(*Error), raw)
+			return 0, r.at(err.(*Error), raw) //nolint:errorlint // appendCanonicalNumber returns only *Error, never wrapped
 		}
 	}
 	r.nodes = append(r.nodes, cnode{kind: nodeText, a: a, b: int32(len(r.text))})
@@ -381,7 +381,7 @@ func appendTree(dst []byte, v any, depth int) ([]byte, *Error) {
 	case Number:
 		out, err := appendCanonicalNumber(dst, stringBytes(string(v)))
 		if err != nil {
-			e := err.(*Error)
+			e := err.(*Error) //nolint:errorlint // appendCanonicalNumber returns only *Error, never wrapped
 			e.Offset = -1
 			return nil, e
 		}

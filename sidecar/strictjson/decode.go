@@ -245,7 +245,7 @@ func (r *reader) unquote(raw []byte) ([]byte, *Error) {
 // checkNumber applies Canonical's number rule to the literal raw.
 func (r *reader) checkNumber(raw []byte) *Error {
 	if err := checkNumberLiteral(raw); err != nil {
-		return r.at(err.(*Error), raw)
+		return r.at(err.(*Error), raw) //nolint:errorlint // checkNumberLiteral returns only *Error, never wrapped
 	}
 	return nil
 }

@@ -87,9 +87,9 @@ func checkOne(t *testing.T, x []byte) ([]byte, bool) {
 		var e *Error
 		require.True(t, errors.As(err, &e), "not an *Error: %v", err)
 		require.Error(t, perr)
-		require.Equal(t, e.Reason, perr.(*Error).Reason, "Parse and Canonical agree")
+		require.Equal(t, e.Reason, reasonOf(t, perr), "Parse and Canonical agree")
 		require.Error(t, uerr)
-		require.Equal(t, e.Reason, uerr.(*Error).Reason, "Unmarshal and Canonical agree")
+		require.Equal(t, e.Reason, reasonOf(t, uerr), "Unmarshal and Canonical agree")
 		switch e.Reason {
 		case ReasonDuplicateName, ReasonInvalidUTF8, ReasonSurrogate, ReasonSyntax, ReasonTruncated, ReasonTrailing, ReasonEmpty, ReasonBOM:
 			require.False(t, jsontext.Value(x).IsValid(), "refused (%s) what jsontext accepts: %q", e.Reason, x)
@@ -183,13 +183,21 @@ func FuzzCanonicalNumber(f *testing.F) {
 	})
 }
 
+// reasonOf is the Reason of err, which must be an *Error.
+func reasonOf(t *testing.T, err error) string {
+	t.Helper()
+	var e *Error
+	require.True(t, errors.As(err, &e), "not an *Error: %v", err)
+	return e.Reason
+}
+
 func checkNumber(t *testing.T, lit string) (string, bool) {
 	c, err := CanonicalNumber(lit)
 	// jsontext admits surrounding whitespace; a literal has none.
 	isJSONNumber := jsontext.Value(lit).IsValid() && jsontext.Value(lit).Kind() == '0' &&
 		!isSpace(lit[0]) && !isSpace(lit[len(lit)-1])
 	if err != nil {
-		if err.(*Error).Reason == ReasonNotNumber {
+		if reasonOf(t, err) == ReasonNotNumber {
 			require.False(t, isJSONNumber, "refused the JSON number %q", lit)
 		}
 		return "", false

@@ -212,8 +212,9 @@ func (d *Doc) treeHashAt(at Pointer, remove []Pointer) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	v, ok := tree, true
+	v := tree
 	for _, t := range at.tokens {
+		var ok bool
 		switch x := v.(type) {
 		case map[string]any:
 			v, ok = x[t]

@@ -370,7 +370,7 @@ func KeyText(lit string) (string, error) {
 	neg := strings.HasPrefix(mant, "-")
 	digits := strings.Replace(strings.TrimPrefix(mant, "-"), ".", "", 1)
 	if err != nil || e+1 > MaxKeyDigits || len(digits) > e+1 {
-		return c, nil // too long to write out, or (never) not an integer
+		return c, nil //nolint:nilerr // too long to write out, or (never) not an integer: c as it is
 	}
 	var b strings.Builder
 	if neg {

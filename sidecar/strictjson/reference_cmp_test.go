@@ -356,8 +356,9 @@ func requireHashAtMatches(t *testing.T, doc []byte, tree any) {
 		want := func() (string, bool) {
 			again, err := refParse(doc)
 			require.NoError(t, err)
-			v, ok := again, true
+			v := again
 			for _, tok := range at.Tokens() {
+				var ok bool
 				switch x := v.(type) {
 				case map[string]any:
 					v, ok = x[tok]
@@ -383,7 +384,7 @@ func requireHashAtMatches(t *testing.T, doc []byte, tree any) {
 		}
 		for _, n := range []int{0, 1 + rng.IntN(2)} {
 			remove, texts = nil, nil
-			var sub any = tree
+			sub := tree
 			if got, ok, _ := at.Get(tree); ok {
 				sub = got
 			}

@@ -249,7 +249,7 @@ func (r *refReader) canonValue(depth int) (int32, *Error) {
 	default:
 		var err error
 		if r.text, err = refAppendCanonicalNumber(r.text, raw); err != nil {
-			return 0, r.at(err.(*Error), raw)
+			return 0, r.at(err.(*Error), raw) //nolint:errorlint // refAppendCanonicalNumber returns only *Error, never wrapped
 		}
 	}
 	r.nodes = append(r.nodes, refNode{kind: refNodeScalar, a: a, b: int32(len(r.text))})
@@ -304,7 +304,7 @@ func refAppendTree(dst []byte, v any, depth int) ([]byte, *Error) {
 	case Number:
 		out, err := refAppendCanonicalNumber(dst, v)
 		if err != nil {
-			e := err.(*Error)
+			e := err.(*Error) //nolint:errorlint // refAppendCanonicalNumber returns only *Error, never wrapped
 			e.Offset = -1
 			return nil, e
 		}
@@ -425,7 +425,7 @@ func (r *refReader) checkNumber(raw []byte) *Error {
 	var err error
 	r.scratch, err = refAppendCanonicalNumber(r.scratch[:0], raw)
 	if err != nil {
-		return r.at(err.(*Error), raw)
+		return r.at(err.(*Error), raw) //nolint:errorlint // refAppendCanonicalNumber returns only *Error, never wrapped
 	}
 	return nil
 }

@@ -56,10 +56,10 @@ const (
 // not. Type is the type attribute, ObjectID the subject attribute.
 type CloudEventsOptions struct {
 	// Auth is "bearer" (default) or "hmac".
-	Auth string `doc:"bearer (default: Authorization Bearer one of the secrets) or hmac" doc:"bearer (default: Authorization Bearer one of the secrets) or hmac"`
+	Auth string `doc:"bearer (default: Authorization Bearer one of the secrets) or hmac"`
 	// Signature locates the HMAC for Auth "hmac" (Signature.Header
 	// required then; algorithm default sha256, encoding default hex).
-	Signature SignatureSpec `doc:"where the HMAC is with auth hmac (signature.header required then)" doc:"where the HMAC is with auth hmac (signature.header required then)"`
+	Signature SignatureSpec `doc:"where the HMAC is with auth hmac (signature.header required then)"`
 }
 
 func init() {

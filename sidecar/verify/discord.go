@@ -31,7 +31,7 @@ type DiscordOptions struct {
 	// PublicKeys are the application's Ed25519 public keys, hex (64 hex
 	// digits), as the developer portal shows them under General
 	// Information. At least one; several are accepted at once.
-	PublicKeys []string `json:"public_keys" yaml:"public_keys" required:"true" doc:"the application's Ed25519 public keys, hex, as the Developer Portal shows them" required:"true" doc:"the application's Ed25519 public keys, hex, as the Developer Portal shows them"`
+	PublicKeys []string `json:"public_keys" yaml:"public_keys" required:"true" doc:"the application's Ed25519 public keys, hex, as the Developer Portal shows them"`
 }
 
 // discordInteractionTypes names Discord's interaction types

@@ -211,12 +211,12 @@ func (v *msgraphVerifier) item(i int, raw jsontext.Value) (Event, error) {
 func withoutClientState(raw []byte) []byte {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return []byte(raw)
+		return raw
 	}
 	delete(m, "clientState")
 	out, err := json.Marshal(m)
 	if err != nil {
-		return []byte(raw)
+		return raw
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package verify_test
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -85,10 +86,11 @@ func TestSendGrid(t *testing.T) {
 		if err != nil || len(res.Events) != 1 || len(res.Rejected) != 2 {
 			t.Fatalf("got %+v %v", res, err)
 		}
-		if e := res.Rejected[0].Err.(*verify.Error); res.Rejected[0].Index != 1 || e.Code != verify.CodeMissingField || e.Field != "/1/sg_event_id" || !e.Authenticated {
+		if e := requireCode(t, res.Rejected[0].Err, verify.CodeMissingField, "/1/sg_event_id"); res.Rejected[0].Index != 1 || !e.Authenticated {
 			t.Fatalf("rejected %+v", res.Rejected[0])
 		}
-		if res.Rejected[1].Err.(*verify.Error).Field != "/2" {
+		var e *verify.Error
+		if !errors.As(res.Rejected[1].Err, &e) || e.Field != "/2" {
 			t.Fatalf("rejected %+v", res.Rejected[1].Err)
 		}
 		requireRefused(t, v, sign(`{"event":"open"}`), verify.CodeMissingField, verify.InBody, "/0/sg_event_id")

@@ -53,13 +53,12 @@ func TestZendesk(t *testing.T) {
 				t.Errorf("a signed request without %s is authenticated", h)
 			}
 		}
-		d := good()
 		for _, bad := range []string{"sha256=abc", "pGs6DZ/dFO9Xzf+agUFIVi4r9kG24yskuxQmv/VsIw4", "a5a1f9e3c0"} {
-			d = good()
+			d := good()
 			d.Header.Set(verify.ZendeskSignatureHeader, bad)
 			requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.ZendeskSignatureHeader)
 		}
-		d = good()
+		d := good()
 		d.Header.Set(verify.ZendeskTimestampHeader, "1772366400")
 		requireRefused(t, v, d, verify.CodeMalformedHeader, verify.InHeader, verify.ZendeskTimestampHeader)
 	})

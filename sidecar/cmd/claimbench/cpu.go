@@ -63,7 +63,7 @@ func parseProcStat(line string) (procStat, error) {
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(line[:open]))
 	if err != nil {
-		return p, fmt.Errorf("stat line %.60q: pid: %v", line, err)
+		return p, fmt.Errorf("stat line %.60q: pid: %w", line, err)
 	}
 	p.pid, p.comm = pid, line[open+1:close]
 	f := strings.Fields(line[close+1:])
@@ -171,7 +171,7 @@ func parseLoadAvg(s string) (loadAverage, error) {
 	for i, dst := range []*float64{&l.one, &l.five, &l.fifteen} {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return loadAverage{}, fmt.Errorf("loadavg %q: %v", s, err)
+			return loadAverage{}, fmt.Errorf("loadavg %q: %w", s, err)
 		}
 		*dst = v
 	}
@@ -224,10 +224,10 @@ func findPgServer(backendPid int, dbName string) (*pgServer, error) {
 	}
 	pm, err := readProcStat(st.ppid)
 	if err != nil {
-		return nil, fmt.Errorf("the postmaster (pid %d) is not readable: %v", st.ppid, err)
+		return nil, fmt.Errorf("the postmaster (pid %d) is not readable: %w", st.ppid, err)
 	}
 	if _, err := childPids(pm.pid); err != nil {
-		return nil, fmt.Errorf("the postmaster's children are not listable: %v", err)
+		return nil, fmt.Errorf("the postmaster's children are not listable: %w", err)
 	}
 	return &pgServer{postmaster: pm.pid, dbName: dbName}, nil
 }
@@ -314,7 +314,7 @@ type childKey struct {
 func (s *pgServer) sample() (pgSample, error) {
 	pm, err := readProcStat(s.postmaster)
 	if err != nil {
-		return pgSample{}, fmt.Errorf("postmaster pid %d: %v", s.postmaster, err)
+		return pgSample{}, fmt.Errorf("postmaster pid %d: %w", s.postmaster, err)
 	}
 	pids, err := childPids(s.postmaster)
 	if err != nil {

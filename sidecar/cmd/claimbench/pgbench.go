@@ -158,7 +158,7 @@ func (p pgbenchRun) run(ctx context.Context) (result, error) {
 	cmd.Dir = p.dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return result{}, fmt.Errorf("pgbench %s: %v: %s", p.label, err, pgbenchErrors(out))
+		return result{}, fmt.Errorf("pgbench %s: %w: %s", p.label, err, pgbenchErrors(out))
 	}
 	var r result
 	if ps := cmd.ProcessState; ps != nil {
@@ -175,7 +175,7 @@ func (p pgbenchRun) run(ctx context.Context) (result, error) {
 	}
 	files, err := filepath.Glob(prefix + ".*")
 	if err != nil || len(files) == 0 {
-		return result{}, fmt.Errorf("pgbench %s: no transaction log (%v)", p.label, err)
+		return result{}, fmt.Errorf("pgbench %s: no transaction log (%w)", p.label, err)
 	}
 	for _, f := range files {
 		if err := readPgbenchLog(f, &r); err != nil {

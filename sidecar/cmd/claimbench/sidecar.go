@@ -50,7 +50,7 @@ func startClaimd(ctx context.Context, bin, dir, dbURL string, extraEnv ...string
 		bin = filepath.Join(dir, "claimd")
 		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, claimdPackage).CombinedOutput()
 		if err != nil {
-			return nil, fmt.Errorf("go build %s: %v\n%s", claimdPackage, err, out)
+			return nil, fmt.Errorf("go build %s: %w\n%s", claimdPackage, err, out)
 		}
 	}
 	b := make([]byte, 24)

@@ -64,9 +64,6 @@ type server struct {
 	stripe *standin.Stripe
 	github *standin.GitHub
 	square *standin.Square
-
-	mu  sync.Mutex
-	fwd []forwarded
 }
 
 // start seeds the provider's stand-in and serves it on cfg.listen (and
@@ -74,7 +71,7 @@ type server struct {
 func start(cfg config, stdout, stderr io.Writer) (*server, error) {
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return nil, fmt.Errorf("-listen: %v", err)
+		return nil, fmt.Errorf("-listen: %w", err)
 	}
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && !cfg.allowRemote {
 		_ = ln.Close()
@@ -263,15 +260,11 @@ func (s *server) deliverAll(ctx context.Context) {
 	}
 }
 
-// forward is the stand-in for n8n: it prints and records the dispatch
-// and answers 200.
+// forward is the stand-in for n8n: it prints the dispatch and answers 200.
 func (s *server) forward(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 32<<20))
 	f := forwarded{EventID: r.Header.Get("X-Idempotency-Event-Id"), EventType: r.Header.Get("X-Idempotency-Event-Type"),
 		Origin: r.Header.Get("X-Idempotency-Origin")}
-	s.mu.Lock()
-	s.fwd = append(s.fwd, f)
-	s.mu.Unlock()
 	origin := f.Origin
 	if origin == "" {
 		origin = "delivery"
@@ -279,11 +272,4 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request) {
 	s.out.printf("  forwarded        %s (%s) origin=%s\n", f.EventID, f.EventType, origin)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"received":true}` + "\n"))
-}
-
-// forwardedSoFar returns the dispatches received so far.
-func (s *server) forwardedSoFar() []forwarded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]forwarded(nil), s.fwd...)
 }

@@ -335,7 +335,7 @@ func TestGivenKeyNotPrinted(t *testing.T) {
 			Data []json.RawMessage `json:"data"`
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&list)
-		if resp.StatusCode == 200 {
+		if resp.StatusCode == http.StatusOK {
 			require.Len(t, list.Data, 3)
 		}
 		return resp.StatusCode

@@ -222,11 +222,12 @@ func (s *session) upstream(p *Proxy) {
 	if n < 4 {
 		return
 	}
-	body := make([]byte, n-4)
-	if _, err := io.ReadFull(s.client, body); err != nil {
+	first := make([]byte, n) // the length word, then the rest
+	copy(first, head)
+	if _, err := io.ReadFull(s.client, first[4:]); err != nil {
 		return
 	}
-	if _, err := s.server.Write(append(head, body...)); err != nil {
+	if _, err := s.server.Write(first); err != nil {
 		return
 	}
 	for {
