@@ -8,6 +8,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Claims of an execution.
@@ -130,24 +131,26 @@ func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFa
 			return nil
 		}
 		b := &pgx.Batch{}
+		queue := db.Queue(b)
 		for _, h := range all {
-			b.Queue(failSQL, h.id, tenant, h.token, string(f.Kind), msg, l.jitter(), f.ExecutionID)
+			_, _ = queries.Fail(ctx, queue, dbsqlc.FailParams{ID: h.id, Tenant: tenant, Token: h.token,
+				Kind: string(f.Kind), Error: msg, Jitter: l.jitter(), ExecutionID: &f.ExecutionID})
 		}
-		br := tx.SendBatch(ctx, b)
+		results := db.Results(tx.SendBatch(ctx, b))
 		for range all {
-			rec, err := scanRecord(br.QueryRow())
+			row, err := queries.Fail(ctx, results, dbsqlc.FailParams{})
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				// Settled or won again since the candidates were read: the
 				// token guard leaves it alone.
 			case err != nil:
-				br.Close()
+				results.Close()
 				return err
 			default:
-				out.Records = append(out.Records, rec)
+				out.Records = append(out.Records, recordOf(dbsqlc.RecordRow(row)))
 			}
 		}
-		return br.Close()
+		return results.Close()
 	})
 	if err != nil {
 		return ExecutionFailed{}, db.Error(err)

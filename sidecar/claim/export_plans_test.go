@@ -1,9 +1,11 @@
 package claim
 
+import "github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
+
 // The multi-row statements, for the tests that read their plan counts.
-var (
-	ClaimManySQL  = claimManySQL
-	SettleManySQL = settleManySQL
+const (
+	ClaimManySQL  = dbsqlc.ClaimMany
+	SettleManySQL = dbsqlc.SettleMany
 )
 
 // ReceiveSQL is the ingest door's statement, for the test that reads its

@@ -1,10 +1,12 @@
 package claim
 
+import "github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
+
 // The purge statements, for the tests that check their plans.
 const (
-	PurgeKeysSQL      = purgeKeysSQL
-	PurgePayloadsSQL  = purgePayloadsSQL
-	PurgeConflictsSQL = purgeConflictsSQL
+	PurgeKeysSQL      = dbsqlc.PurgeKeys
+	PurgePayloadsSQL  = dbsqlc.PurgePayloads
+	PurgeConflictsSQL = dbsqlc.PurgeConflicts
 )
 
 // Queued returns how many claim and settle calls wait for a group.

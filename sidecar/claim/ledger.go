@@ -21,6 +21,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -381,13 +382,13 @@ func (l *Ledger) runClaims(ctx context.Context, calls []*group.Call[Request, Res
 }
 
 // claimPipelined decides the claims of reqs in one round trip and one
-// transaction: in key order, as few claimManySQL statements as it takes
+// transaction: in key order, as few ClaimMany statements as it takes
 // for the keys of each to be distinct (a key claimed twice in the group is
 // decided once per statement, the second on the record the first left, as
 // two transactions would be), pipelined in one batch that PostgreSQL runs
 // in its implicit transaction, committed at its end. It returns their
 // records in reqs order. The statements run on their cached generic plan
-// (genericPlanSQL, first in the batch), never planned afresh.
+// (ForceGenericPlan, first in the batch), never planned afresh.
 //
 // Every key a later statement locks was locked by the first one already,
 // so a group locks rows in key order, as every other group and batch does.
@@ -407,20 +408,21 @@ type batchSender interface {
 
 // claimMany sends the claims of reqs on q as claimPipelined describes
 // (on a transaction: inside it) and returns their records in reqs order.
-// genericPlanSQL goes first: on a transaction its setting holds until the
+// ForceGenericPlan goes first: on a transaction its setting holds until the
 // transaction ends, so q is the pool or a transaction of the ledger's own
 // (ClaimBatch), never a caller's.
 func (l *Ledger) claimMany(ctx context.Context, q batchSender, reqs []Request) ([]Record, error) {
 	rounds := distinctRounds(reqs, KeyOrder(reqs))
 	b := &pgx.Batch{}
-	b.Queue(genericPlanSQL)
+	queue := db.Queue(b)
+	_ = queries.ForceGenericPlan(ctx, queue)
 	for _, round := range rounds {
-		b.Queue(claimManySQL, l.claimManyArgs(reqs, round)...)
+		_, _ = queries.ClaimMany(ctx, queue, l.claimManyParams(reqs, round))
 	}
 	recs := make([]Record, len(reqs))
-	br := q.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
+	results := db.Results(q.SendBatch(ctx, b))
+	if err := queries.ForceGenericPlan(ctx, results); err != nil {
+		results.Close()
 		return nil, err
 	}
 	for _, round := range rounds {
@@ -428,39 +430,26 @@ func (l *Ledger) claimMany(ctx context.Context, q batchSender, reqs []Request) (
 		for _, i := range round {
 			byKey[reqs[i].parts()] = i
 		}
-		rows, err := br.Query()
+		rows, err := queries.ClaimMany(ctx, results, dbsqlc.ClaimManyParams{})
 		if err != nil {
-			br.Close()
+			results.Close()
 			return nil, err
 		}
-		n := 0
-		for rows.Next() {
-			rec, err := scanClaim(rows)
-			if err != nil {
-				rows.Close()
-				br.Close()
-				return nil, err
-			}
+		for _, row := range rows {
+			rec := claimedOf(dbsqlc.ClaimOneRow(row))
 			i, ok := byKey[fullKey{rec.Tenant, rec.Source, rec.EventID, rec.Action}]
 			if !ok {
-				rows.Close()
-				br.Close()
+				results.Close()
 				return nil, fmt.Errorf("claim group: the database returned a record of a key not in the group")
 			}
 			recs[i] = rec
-			n++
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			br.Close()
-			return nil, err
-		}
-		if n != len(round) {
-			br.Close()
-			return nil, fmt.Errorf("claim group: %d records for %d claims", n, len(round))
+		if len(rows) != len(round) {
+			results.Close()
+			return nil, fmt.Errorf("claim group: %d records for %d claims", len(rows), len(round))
 		}
 	}
-	return recs, br.Close()
+	return recs, results.Close()
 }
 
 // fullKey is a claim's key as a comparable value: tenant,
@@ -489,39 +478,36 @@ func distinctRounds(reqs []Request, order []int) [][]int {
 	return rounds
 }
 
-// claimManyArgs returns claimManySQL's arguments for the claims
-// reqs[idx...], in idx order, each with a fresh claim token proposed.
-func (l *Ledger) claimManyArgs(reqs []Request, idx []int) []any {
+// claimManyParams returns ClaimMany's arguments for the claims
+// reqs[idx...], in idx order, each with a fresh claim token proposed
+// (the empty string and 0 for what a claim does not carry, see ClaimMany).
+func (l *Ledger) claimManyParams(reqs []Request, idx []int) dbsqlc.ClaimManyParams {
 	n := len(idx)
-	var (
-		tenant, source, eventID, action, token, policy = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		eventType, hash, objectID, execID, requestID   = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		lease, base, cap                               = make([]float64, n), make([]float64, n), make([]float64, n)
-		version                                        = make([]*int64, n)
-		maxAttempts                                    = make([]int32, n)
-		door, retrySignal, execMode                    = make([]*string, n), make([]*string, n), make([]*string, n)
-		workflowID, workflowVersion, reconciler        = make([]*string, n), make([]*string, n), make([]*string, n)
-		fingerprint                                    = make([][]byte, n)
-		shadow                                         = make([]bool, n)
-	)
+	strs := func() []string { return make([]string, n) }
+	floats := func() []float64 { return make([]float64, n) }
+	a := dbsqlc.ClaimManyParams{Tenants: strs(), Sources: strs(), EventIDs: strs(), Actions: strs(),
+		EventTypes: strs(), Tokens: strs(), LeaseSeconds: floats(), PayloadHashes: strs(), ObjectIDs: strs(),
+		ObjectVersions: make([]int64, n), MaxAttempts: make([]int32, n), LeasePolicies: strs(), ExecutionIDs: strs(),
+		BackoffBaseSeconds: floats(), BackoffCapSeconds: floats(), RequestIDs: strs(), Doors: strs(),
+		Fingerprints: make([][]byte, n), Retries: strs(), Modes: strs(), Shadows: make([]bool, n),
+		WorkflowIDs: strs(), WorkflowVersions: strs(), Reconcilers: strs()}
 	for j, i := range idx {
 		r := reqs[i]
 		p := l.Policy(r.Source)
-		tenant[j], source[j], eventID[j], action[j] = r.Tenant, r.Source, r.EventID, r.Action
-		eventType[j], token[j] = nullable(r.EventType), uuid.NewString()
-		lease[j] = r.leaseOr(p).Seconds()
-		hash[j], objectID[j], version[j] = nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion
-		maxAttempts[j], policy[j], execID[j] = int32(p.MaxAttempts), string(r.leasePolicy(p)), nullable(r.ExecutionID)
-		base[j], cap[j], requestID[j] = p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID)
-		door[j], fingerprint[j] = nullable(r.Door), r.Fingerprint
-		retrySignal[j], execMode[j] = nullable(r.RetrySignal), nullable(r.ExecutionMode)
-		shadow[j] = r.Shadow
-		workflowID[j], workflowVersion[j] = nullable(r.WorkflowID), nullable(r.WorkflowVersion)
-		reconciler[j] = nullable(r.Reconciler)
+		a.Tenants[j], a.Sources[j], a.EventIDs[j], a.Actions[j] = r.Tenant, r.Source, r.EventID, r.Action
+		a.EventTypes[j], a.Tokens[j], a.LeaseSeconds[j] = r.EventType, uuid.NewString(), r.leaseOr(p).Seconds()
+		a.PayloadHashes[j], a.ObjectIDs[j] = r.PayloadHash, r.ObjectID
+		if r.ObjectVersion != nil {
+			a.ObjectVersions[j] = *r.ObjectVersion
+		}
+		a.MaxAttempts[j], a.LeasePolicies[j] = int32(p.MaxAttempts), string(r.leasePolicy(p))
+		a.ExecutionIDs[j], a.RequestIDs[j] = r.ExecutionID, r.RequestID
+		a.BackoffBaseSeconds[j], a.BackoffCapSeconds[j] = p.BackoffBase.Seconds(), p.BackoffCap.Seconds()
+		a.Doors[j], a.Fingerprints[j], a.Retries[j], a.Modes[j] = r.Door, r.Fingerprint, r.RetrySignal, r.ExecutionMode
+		a.Shadows[j], a.WorkflowIDs[j], a.WorkflowVersions[j] = r.Shadow, r.WorkflowID, r.WorkflowVersion
+		a.Reconcilers[j] = r.Reconciler
 	}
-	return []any{tenant, source, eventID, action, eventType, token, lease, hash, objectID, version,
-		maxAttempts, policy, execID, base, cap, requestID, door, fingerprint, retrySignal, execMode, shadow,
-		workflowID, workflowVersion, reconciler}
+	return a
 }
 
 // KeyOrder returns the indexes of reqs sorted by key (tenant, source,
@@ -569,26 +555,26 @@ func (l *Ledger) ClaimTx(ctx context.Context, q DBTX, r Request) (Result, error)
 
 // claimValid is ClaimTx of a claim already validated.
 func (l *Ledger) claimValid(ctx context.Context, q DBTX, r Request) (Result, error) {
-	sql, args := l.claimArgs(r)
-	rec, err := scanClaim(q.QueryRow(ctx, sql, args...))
+	row, err := queries.ClaimOne(ctx, q, l.claimParams(r))
 	if err != nil {
 		return Result{}, db.Error(err)
 	}
-	return l.result(rec, r.Shadow), nil
+	return l.result(claimedOf(row), r.Shadow), nil
 }
 
-// claimArgs returns claimSQL and its arguments for r, with a fresh claim
+// claimParams returns ClaimOne's arguments for r, with a fresh claim
 // token proposed for a win.
-func (l *Ledger) claimArgs(r Request) (string, []any) {
+func (l *Ledger) claimParams(r Request) dbsqlc.ClaimOneParams {
 	p := l.Policy(r.Source)
-	return claimSQL, []any{
-		r.Tenant, r.Source, r.EventID, r.Action, nullable(r.EventType), uuid.NewString(),
-		r.leaseOr(p).Seconds(), nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion,
-		p.MaxAttempts, string(r.leasePolicy(p)), nullable(r.ExecutionID),
-		p.BackoffBase.Seconds(), p.BackoffCap.Seconds(), nullable(r.RequestID),
-		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal), nullable(r.ExecutionMode), r.Shadow,
-		nullable(r.WorkflowID), nullable(r.WorkflowVersion), nullable(r.Reconciler),
-	}
+	return dbsqlc.ClaimOneParams{Tenant: r.Tenant, Source: r.Source, EventID: r.EventID, Action: r.Action,
+		EventType: nullable(r.EventType), Token: uuid.NewString(), LeaseSeconds: r.leaseOr(p).Seconds(),
+		PayloadHash: nullable(r.PayloadHash), ObjectID: nullable(r.ObjectID), ObjectVersion: r.ObjectVersion,
+		MaxAttempts: int32(p.MaxAttempts), LeasePolicy: string(r.leasePolicy(p)), ExecutionID: nullable(r.ExecutionID),
+		BackoffBaseSeconds: p.BackoffBase.Seconds(), BackoffCapSeconds: p.BackoffCap.Seconds(),
+		RequestID: nullable(r.RequestID), Door: nullable(r.Door), Fingerprint: r.Fingerprint,
+		Retry: nullable(r.RetrySignal), Mode: nullable(r.ExecutionMode), Shadow: r.Shadow,
+		WorkflowID: nullable(r.WorkflowID), WorkflowVersion: nullable(r.WorkflowVersion),
+		Reconciler: nullable(r.Reconciler)}
 }
 
 // leaseOr is the lease r asks for, else the source policy p's default.
@@ -608,7 +594,7 @@ func (r Request) leasePolicy(p Policy) LeasePolicy {
 	return p.LeasePolicy
 }
 
-// result is the answer for rec as claimSQL left it. A win carries the
+// result is the answer for rec as the claim statement left it. A win carries the
 // record's claim token: the one this request proposed, or, for a replay of
 // the winning request (same request id), the one it won before. A shadow
 // claim's answer is Won with the decision in WouldBe (shadowAnswer).
@@ -654,14 +640,13 @@ func (l *Ledger) ClaimBatch(ctx context.Context, reqs []Request) ([]Result, erro
 		if len(reqs) == 1 {
 			// The single-claim statement, as Claim alone: PostgreSQL
 			// runs it on its cached generic plan after its first runs,
-			// without claimManySQL's arrays and plan setting
-			// (genericPlanSQL).
-			sql, args := l.claimArgs(reqs[0])
-			rec, err := scanClaim(tx.QueryRow(ctx, sql, args...))
+			// without ClaimMany's arrays and plan setting
+			// (ForceGenericPlan).
+			row, err := queries.ClaimOne(ctx, tx, l.claimParams(reqs[0]))
 			if err != nil {
 				return err
 			}
-			recs = []Record{rec}
+			recs = []Record{claimedOf(row)}
 			return nil
 		}
 		recs, err = l.claimMany(ctx, tx, reqs)
@@ -715,7 +700,10 @@ func (l *Ledger) Extend(ctx context.Context, tenant, id, token string, lease tim
 	if max := l.Policy(cur.Source).MaxLease; lease > max {
 		return Record{}, apperr.Field("lease_seconds", "must be at most %d for source %q", int(max/time.Second), cur.Source)
 	}
-	rec, err := l.writeRow(ctx, extendSQL, id, tenant, token, lease.Seconds())
+	rec, err := l.writeRow(ctx, func(q dbsqlc.DBTX) (dbsqlc.RecordRow, error) {
+		row, err := queries.Extend(ctx, q, dbsqlc.ExtendParams{ID: id, Tenant: tenant, Token: token, LeaseSeconds: lease.Seconds()})
+		return dbsqlc.RecordRow(row), err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, l.guardMissed(ctx, tenant, id)
 	}
@@ -755,7 +743,11 @@ func (l *Ledger) ResolveAs(ctx context.Context, tenant, id string, outcome Resol
 	if err := textFields(map[string]string{"result_ref": resultRef, "note": note}); err != nil {
 		return Record{}, err
 	}
-	rec, err := l.writeRow(ctx, resolveSQL, id, tenant, string(outcome), nullable(resultRef), note, nullable(actor))
+	rec, err := l.writeRow(ctx, func(q dbsqlc.DBTX) (dbsqlc.RecordRow, error) {
+		row, err := queries.Resolve(ctx, q, dbsqlc.ResolveParams{ID: id, Tenant: tenant, Outcome: string(outcome),
+			ResultRef: nullable(resultRef), Note: note, Actor: nullable(actor)})
+		return dbsqlc.RecordRow(row), err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
 		if gerr != nil {
@@ -789,7 +781,10 @@ func (l *Ledger) Release(ctx context.Context, tenant, id, note, actor string) (R
 	if err := checkNote(note); err != nil {
 		return Record{}, err
 	}
-	rec, err := l.writeRow(ctx, releaseSQL, id, tenant, note, nullable(actor))
+	rec, err := l.writeRow(ctx, func(q dbsqlc.DBTX) (dbsqlc.RecordRow, error) {
+		row, err := queries.Release(ctx, q, dbsqlc.ReleaseParams{ID: id, Tenant: tenant, Note: note, Actor: nullable(actor)})
+		return dbsqlc.RecordRow(row), err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, tenant, id)
 		if gerr != nil {
@@ -828,43 +823,41 @@ func (l *Ledger) Get(ctx context.Context, tenant, id string) (Record, error) {
 
 // Find returns the record of key with its delivery log. Errors: NotFound.
 func (l *Ledger) Find(ctx context.Context, tenant string, k Key) (Record, error) {
-	rec, err := scanRecord(l.pool.QueryRow(ctx, findSQL, tenant, k.Source, k.EventID, k.Action))
+	row, err := queries.RecordByKey(ctx, l.pool, dbsqlc.RecordByKeyParams{Tenant: tenant, Source: k.Source,
+		EventID: k.EventID, Action: k.Action})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, apperr.New(apperr.NotFound, "no claim for this source, event_id and action")
 	}
 	if err != nil {
 		return Record{}, db.Error(err)
 	}
-	return l.withDeliveries(ctx, rec)
+	return l.withDeliveries(ctx, recordOf(dbsqlc.RecordRow(row)))
 }
 
 func (l *Ledger) get(ctx context.Context, tenant, id string) (Record, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
-	rec, err := scanRecord(l.pool.QueryRow(ctx, getSQL, id, tenant))
+	row, err := queries.Record(ctx, l.pool, dbsqlc.RecordParams{ID: id, Tenant: tenant})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, apperr.New(apperr.NotFound, "no such claim")
 	}
 	if err != nil {
 		return Record{}, db.Error(err)
 	}
-	return rec, nil
+	return recordOf(row), nil
 }
 
 func (l *Ledger) withDeliveries(ctx context.Context, rec Record) (Record, error) {
-	rows, err := l.pool.Query(ctx, deliveriesSQL, rec.ID, l.maxDeliv)
+	rows, err := queries.Deliveries(ctx, l.pool, dbsqlc.DeliveriesParams{ClaimID: rec.ID, MaxEntries: int32(l.maxDeliv)})
 	if err != nil {
 		return Record{}, db.Error(err)
 	}
-	rec.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
-		var d Delivery
-		err := row.Scan(&d.At, &d.Outcome, &d.Attempt, &d.PayloadHash, &d.ExecutionID, &d.Detail, &d.Actor,
-			&d.Door, &d.Cause, &d.CauseNote, &d.Shadow, &d.WorkflowID, &d.WorkflowVersion)
-		return d, err
-	})
-	if err != nil {
-		return Record{}, db.Error(err)
+	rec.Deliveries = make([]Delivery, len(rows))
+	for i, d := range rows {
+		rec.Deliveries[i] = Delivery{At: d.At, Outcome: d.Outcome, Attempt: int(d.Attempt), PayloadHash: d.PayloadHash,
+			ExecutionID: d.ExecutionID, Detail: d.Detail, Actor: d.Actor, Door: d.Door, Cause: Cause(d.Cause),
+			CauseNote: d.CauseNote, Shadow: d.Shadow, WorkflowID: d.WorkflowID, WorkflowVersion: d.WorkflowVersion}
 	}
 	return rec, nil
 }
@@ -930,27 +923,23 @@ func (l *Ledger) Purge(ctx context.Context, batch int) (PurgeResult, error) {
 // needs no payload purge), then payloads, then late conflict bodies.
 func (l *Ledger) purgeSet(ctx context.Context, sources []string, exclude bool, p Policy, batch int, res *PurgeResult) error {
 	for _, step := range []struct {
-		sql       string
+		run       func(context.Context, dbsqlc.DBTX, dbsqlc.PurgeKeysParams) (int64, error)
 		retention time.Duration
 		count     *int
-		rows      bool // the statement returns its count as a row
 	}{
-		{purgeKeysSQL, p.KeyRetention, &res.KeysDeleted, false},
-		{purgePayloadsSQL, p.Retention, &res.PayloadsPurged, true},
-		{purgeConflictsSQL, p.Retention, &res.ConflictsPurged, false},
+		{queries.PurgeKeys, p.KeyRetention, &res.KeysDeleted},
+		{func(ctx context.Context, q dbsqlc.DBTX, arg dbsqlc.PurgeKeysParams) (int64, error) {
+			return queries.PurgePayloads(ctx, q, dbsqlc.PurgePayloadsParams(arg))
+		}, p.Retention, &res.PayloadsPurged},
+		{func(ctx context.Context, q dbsqlc.DBTX, arg dbsqlc.PurgeKeysParams) (int64, error) {
+			return queries.PurgeConflicts(ctx, q, dbsqlc.PurgeConflictsParams(arg))
+		}, p.Retention, &res.ConflictsPurged},
 	} {
 		for {
-			var n int64
-			if step.rows {
-				if err := l.pool.QueryRow(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude).Scan(&n); err != nil {
-					return db.Error(err)
-				}
-			} else {
-				tag, err := l.pool.Exec(ctx, step.sql, sources, step.retention.Seconds(), batch, exclude)
-				if err != nil {
-					return db.Error(err)
-				}
-				n = tag.RowsAffected()
+			n, err := step.run(ctx, l.pool, dbsqlc.PurgeKeysParams{Sources: sources, Exclude: exclude,
+				RetentionSeconds: step.retention.Seconds(), MaxRows: int32(batch)})
+			if err != nil {
+				return db.Error(err)
 			}
 			*step.count += int(n)
 			if n < int64(batch) {
@@ -971,12 +960,16 @@ func (l *Ledger) SweepExpiredLeases(ctx context.Context, batch int) (int, error)
 	}
 	total := 0
 	for {
-		var n int
-		if err := db.Retry(ctx, func() error { return l.pool.QueryRow(ctx, sweepSQL, batch).Scan(&n) }); err != nil {
+		var n int64
+		err := db.Retry(ctx, func() (err error) {
+			n, err = queries.SweepExpiredLeases(ctx, l.pool, int32(batch))
+			return err
+		})
+		if err != nil {
 			return total, db.Error(err)
 		}
-		total += n
-		if n < batch {
+		total += int(n)
+		if n < int64(batch) {
 			return total, nil
 		}
 	}
@@ -999,17 +992,18 @@ type Stats struct {
 
 // Stats counts open records across all tenants.
 func (l *Ledger) Stats(ctx context.Context) (Stats, error) {
-	var s Stats
-	var op, or, od float64
-	err := l.pool.QueryRow(ctx, statsSQL).Scan(&s.Unknown, &s.DeadLettered, &s.Processing,
-		&s.RetryableFailed, &s.Received, &op, &or, &s.DispatchPending, &s.DispatchDeadLettered, &od)
+	r, err := queries.LedgerStats(ctx, l.pool)
 	if err != nil {
 		return Stats{}, db.Error(err)
 	}
-	s.OldestProcessing = time.Duration(op * float64(time.Second))
-	s.OldestReceived = time.Duration(or * float64(time.Second))
-	s.OldestDispatchPending = time.Duration(od * float64(time.Second))
-	return s, nil
+	return Stats{Unknown: r.Unknown, DeadLettered: r.DeadLettered, Processing: r.Processing,
+		RetryableFailed: r.RetryableFailed, Received: r.Received,
+		OldestProcessing:      time.Duration(r.OldestProcessingSeconds * float64(time.Second)),
+		OldestReceived:        time.Duration(r.OldestReceivedSeconds * float64(time.Second)),
+		DispatchPending:       r.DispatchPending,
+		DispatchDeadLettered:  r.DispatchDeadLettered,
+		OldestDispatchPending: time.Duration(r.OldestPendingDispatchSeconds * float64(time.Second)),
+	}, nil
 }
 
 func checkTokenArgs(id, token string) error {
@@ -1062,18 +1056,43 @@ func leaseLost(cur Record) error {
 			"while the claim is unknown.", cur.State, cur.Attempt)}
 }
 
-// writeRow runs one write that returns a record (a token-guarded or
-// conditional update) on the pool, again while it fails db.RetryableTx.
-// pgx.ErrNoRows (the guard matched no row) is returned as it is.
-func (l *Ledger) writeRow(ctx context.Context, sql string, args ...any) (Record, error) {
-	var rec Record
+// writeRow runs write, one statement that returns a record (a
+// token-guarded or conditional update), on a connection of the pool,
+// again while it fails db.RetryableTx. pgx.ErrNoRows (the guard matched
+// no row) is returned as it is.
+func (l *Ledger) writeRow(ctx context.Context, write func(dbsqlc.DBTX) (dbsqlc.RecordRow, error)) (Record, error) {
+	var row dbsqlc.RecordRow
 	err := db.Retry(ctx, func() error {
 		return db.OnPoolConn(ctx, l.pool, func(c *pgxpool.Conn) (err error) {
-			rec, err = scanRecord(c.QueryRow(ctx, sql, args...))
+			row, err = write(c)
 			return err
 		})
 	})
-	return rec, err
+	if err != nil {
+		return Record{}, err
+	}
+	return recordOf(row), nil
+}
+
+// queries are the ledger's statements (sidecar/db/queries/claim.sql).
+var queries = dbsqlc.New()
+
+// recordOf is the Record of row. Every statement that returns a record
+// selects the columns of dbsqlc.RecordRow, so its row converts to one.
+func recordOf(row dbsqlc.RecordRow) Record {
+	r := Record{ID: row.ID, Tenant: row.Tenant, Key: Key{Source: row.Source, EventID: row.EventID, Action: row.Action},
+		EventType: row.EventType, State: State(row.State), LastOutcome: Outcome(row.LastOutcome),
+		Attempt: int(row.Attempt), MaxAttempts: int(row.MaxAttempts), LeasePolicy: LeasePolicy(row.LeasePolicy),
+		LeaseUntil: row.LeaseUntil, NextAttemptAt: row.NextAttemptAt, PayloadHash: row.PayloadHash,
+		ResultRef: row.ResultRef, LastError: row.LastError, ObjectID: row.ObjectID, ObjectVersion: row.ObjectVersion,
+		ConflictCount: int(row.ConflictCount), CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		ClaimedAt: row.ClaimedAt, CompletedAt: row.CompletedAt, ReceiptHash: row.ReceiptHash, Origin: row.Origin,
+		Reconciler: row.Reconciler}
+	if row.ClaimToken != nil {
+		r.token = *row.ClaimToken
+	}
+	r.IdempotencyKey = IdempotencyKey(r.Tenant, r.Key)
+	return r
 }
 
 func nullable(s string) *string {
@@ -1083,13 +1102,19 @@ func nullable(s string) *string {
 	return &s
 }
 
-// scanClaim reads a row of claimSQL or claimManySQL: recordColumns and
-// the cause logged with the decision ("" for none).
-func scanClaim(row pgx.Row) (Record, error) {
-	var cause string
-	rec, err := scanRecord(row, &cause)
-	rec.cause = Cause(cause)
-	return rec, err
+// claimedOf is the Record of a row of ClaimOne or ClaimMany: the record
+// columns and the cause logged with the decision ("" for none).
+func claimedOf(row dbsqlc.ClaimOneRow) Record {
+	rec := recordOf(dbsqlc.RecordRow{ID: row.ID, Tenant: row.Tenant, Source: row.Source, EventID: row.EventID,
+		Action: row.Action, EventType: row.EventType, State: row.State, LastOutcome: row.LastOutcome,
+		Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, LeasePolicy: row.LeasePolicy, LeaseUntil: row.LeaseUntil,
+		NextAttemptAt: row.NextAttemptAt, PayloadHash: row.PayloadHash, ResultRef: row.ResultRef,
+		LastError: row.LastError, ObjectID: row.ObjectID, ObjectVersion: row.ObjectVersion,
+		ConflictCount: row.ConflictCount, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		ClaimedAt: row.ClaimedAt, CompletedAt: row.CompletedAt, ClaimToken: row.ClaimToken,
+		ReceiptHash: row.ReceiptHash, Origin: row.Origin, Reconciler: row.Reconciler})
+	rec.cause = Cause(row.Cause)
+	return rec
 }
 
 // scanRecord scans recordColumns, then extra destinations for columns

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Automatic reconciliation of unknown outcomes: the ledger half.
@@ -649,7 +650,8 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 				return nil
 			}
 			out.Reconcile = r
-			out.Record, err = scanRecord(tx.QueryRow(ctx, getSQL, claimID, tenant))
+			row, err := queries.Record(ctx, tx, dbsqlc.RecordParams{ID: claimID, Tenant: tenant})
+			out.Record = recordOf(row)
 			return err
 		}
 		if r.State != ReconcileCalling || r.token != callToken || late {
@@ -697,7 +699,8 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 				return err
 			}
 			out.Reconcile, out.Ended = st, true
-			out.Record, err = scanRecord(tx.QueryRow(ctx, getSQL, claimID, tenant))
+			row, err := queries.Record(ctx, tx, dbsqlc.RecordParams{ID: claimID, Tenant: tenant})
+			out.Record = recordOf(row)
 			return err
 		}
 	})

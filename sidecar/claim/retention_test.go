@@ -309,7 +309,8 @@ func TestRetentionPurgeStatementsUseIndexes(t *testing.T) {
 			require.NoError(t, err)
 			_, err = tx.Exec(b.ctx, `SET LOCAL enable_seqscan = off`)
 			require.NoError(t, err)
-			rows, err := tx.Query(b.ctx, "EXPLAIN "+c.sql, []string{"stripe"}, (30 * day).Seconds(), 1000, exclude)
+			// The statements' arguments: retention_seconds, exclude, sources, max_rows.
+			rows, err := tx.Query(b.ctx, "EXPLAIN "+c.sql, (30 * day).Seconds(), exclude, []string{"stripe"}, 1000)
 			require.NoError(t, err)
 			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			require.NoError(t, err)

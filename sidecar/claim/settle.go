@@ -11,6 +11,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -43,12 +44,12 @@ type settleItem struct {
 	// order is the record id in canonical form: batches lock rows in this
 	// order.
 	order string
-	sql   string
-	args  []any
-	// op, ref, text and jitter are the item as a row of settleManySQL
+	// write is the item's own statement (Complete or Fail) on q.
+	write func(ctx context.Context, q dbsqlc.DBTX) (dbsqlc.RecordRow, error)
+	// op, ref, text and jitter are the item as a row of SettleMany
 	// (op: "complete" or the fail kind).
 	op     string
-	ref    *string
+	ref    string
 	text   string
 	jitter float64
 	// replayed reports whether cur, the record after the guard matched no
@@ -82,7 +83,7 @@ func (l *Ledger) CompleteBatch(ctx context.Context, tenant string, items []Compl
 // completion is the settle item of Complete c: checked, its write, how a
 // repeat is told, and the metrics once it is done.
 func (l *Ledger) completion(tenant string, c Completion) settleItem {
-	it := settleItem{tenant: tenant, id: c.ID, token: c.Token, sql: completeSQL}
+	it := settleItem{tenant: tenant, id: c.ID, token: c.Token}
 	it.err = checkTokenArgs(c.ID, c.Token)
 	if it.err == nil && len(c.ResultRef) > MaxResultRefLen {
 		it.err = apperr.Field("result_ref", "must be at most %d bytes", MaxResultRefLen)
@@ -91,8 +92,12 @@ func (l *Ledger) completion(tenant string, c Completion) settleItem {
 		it.err = textFields(map[string]string{"result_ref": c.ResultRef})
 	}
 	token := c.Token
-	it.args = []any{c.ID, tenant, c.Token, nullable(c.ResultRef), nil}
-	it.op, it.ref = "complete", nullable(c.ResultRef)
+	it.write = func(ctx context.Context, q dbsqlc.DBTX) (dbsqlc.RecordRow, error) {
+		row, err := queries.Complete(ctx, q, dbsqlc.CompleteParams{ID: c.ID, Tenant: tenant, Token: c.Token,
+			ResultRef: nullable(c.ResultRef)})
+		return dbsqlc.RecordRow(row), err
+	}
+	it.op, it.ref = "complete", c.ResultRef
 	it.replayed = func(cur Record) bool { return cur.State == StateCompleted && cur.token == token }
 	it.done = func(rec Record) {
 		if rec.ClaimedAt != nil && rec.CompletedAt != nil {
@@ -117,7 +122,7 @@ func (l *Ledger) FailBatch(ctx context.Context, tenant string, items []Failure) 
 
 // failure is the settle item of Fail f.
 func (l *Ledger) failure(tenant string, f Failure) settleItem {
-	it := settleItem{tenant: tenant, id: f.ID, token: f.Token, sql: failSQL}
+	it := settleItem{tenant: tenant, id: f.ID, token: f.Token}
 	it.err = checkTokenArgs(f.ID, f.Token)
 	switch f.Kind {
 	case Retryable, Permanent, UnknownOutcome:
@@ -129,7 +134,11 @@ func (l *Ledger) failure(tenant string, f Failure) settleItem {
 	msg := failText(f.Error)
 	token, kind := f.Token, f.Kind
 	it.op, it.text, it.jitter = string(f.Kind), msg, l.jitter()
-	it.args = []any{f.ID, tenant, f.Token, string(f.Kind), msg, it.jitter, nil}
+	it.write = func(ctx context.Context, q dbsqlc.DBTX) (dbsqlc.RecordRow, error) {
+		row, err := queries.Fail(ctx, q, dbsqlc.FailParams{ID: f.ID, Tenant: tenant, Token: f.Token,
+			Kind: string(f.Kind), Error: msg, Jitter: it.jitter})
+		return dbsqlc.RecordRow(row), err
+	}
 	it.replayed = func(cur Record) bool { return failedAs(cur, token, kind, msg) }
 	it.done = func(rec Record) { l.obs.Failed(rec.Source, kind) }
 	return it
@@ -156,7 +165,7 @@ func (l *Ledger) settle(ctx context.Context, it settleItem) (Record, error) {
 // on its own; a guard that matched no row is told apart (a repeat, a lost
 // lease, no such record) by reading the record.
 func (l *Ledger) settleAlone(ctx context.Context, it settleItem) Settled {
-	rec, err := l.writeRow(ctx, it.sql, it.args...)
+	rec, err := l.writeRow(ctx, func(q dbsqlc.DBTX) (dbsqlc.RecordRow, error) { return it.write(ctx, q) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := l.get(ctx, it.tenant, it.id)
 		switch {
@@ -210,12 +219,12 @@ func failText(msg string) string {
 }
 
 // settleBatch runs the writes of the items without an error in one
-// transaction, in id order: one settleManySQL statement per round of
+// transaction, in id order: one SettleMany statement per round of
 // distinct ids (a record reported twice is decided twice, the second time
 // on what the first left, as two transactions would), pipelined (one
-// round trip) after genericPlanSQL, so that they run on their cached
+// round trip) after ForceGenericPlan, so that they run on their cached
 // generic plan, never planned afresh; then it reads the records whose
-// guard matched no row (second round trip, same transaction, getSQL on
+// guard matched no row (second round trip, same transaction, Record on
 // its generic plan too) to tell a replay from a lost lease or a missing
 // record.
 func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled, error) {
@@ -239,34 +248,26 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 		var missed []int
 		rounds := distinctIDRounds(items, order)
 		b := &pgx.Batch{}
-		b.Queue(genericPlanSQL)
+		queue := db.Queue(b)
+		_ = queries.ForceGenericPlan(ctx, queue)
 		for _, round := range rounds {
-			b.Queue(settleManySQL, settleManyArgs(items, round)...)
+			_, _ = queries.SettleMany(ctx, queue, settleManyParams(items, round))
 		}
-		br := tx.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
+		results := db.Results(tx.SendBatch(ctx, b))
+		if err := queries.ForceGenericPlan(ctx, results); err != nil {
+			results.Close()
 			return err
 		}
 		for _, round := range rounds {
-			got := make(map[string]Record, len(round))
-			rows, err := br.Query()
-			if err == nil {
-				for rows.Next() {
-					rec, err := scanRecord(rows)
-					if err != nil {
-						rows.Close()
-						br.Close()
-						return err
-					}
-					got[rec.ID] = rec
-				}
-				rows.Close()
-				err = rows.Err()
-			}
+			rows, err := queries.SettleMany(ctx, results, dbsqlc.SettleManyParams{})
 			if err != nil {
-				br.Close()
+				results.Close()
 				return err
+			}
+			got := make(map[string]Record, len(rows))
+			for _, row := range rows {
+				rec := recordOf(dbsqlc.RecordRow(row))
+				got[rec.ID] = rec
 			}
 			for _, i := range round {
 				if rec, ok := got[items[i].order]; ok {
@@ -277,32 +278,33 @@ func (l *Ledger) settleBatch(ctx context.Context, items []settleItem) ([]Settled
 				}
 			}
 		}
-		if err := br.Close(); err != nil {
+		if err := results.Close(); err != nil {
 			return err
 		}
 		if len(missed) == 0 {
 			return nil
 		}
 		b = &pgx.Batch{}
+		queue = db.Queue(b)
 		for _, i := range missed {
-			b.Queue(getSQL, items[i].id, items[i].tenant)
+			_, _ = queries.Record(ctx, queue, dbsqlc.RecordParams{ID: items[i].id, Tenant: items[i].tenant})
 		}
-		br = tx.SendBatch(ctx, b)
+		results = db.Results(tx.SendBatch(ctx, b))
 		for _, i := range missed {
-			cur, err := scanRecord(br.QueryRow())
+			row, err := queries.Record(ctx, results, dbsqlc.RecordParams{})
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				out[i] = Settled{Err: apperr.New(apperr.NotFound, "no such claim")}
 			case err != nil:
-				br.Close()
+				results.Close()
 				return err
-			case items[i].replayed(cur):
-				out[i] = Settled{Record: cur}
+			case items[i].replayed(recordOf(row)):
+				out[i] = Settled{Record: recordOf(row)}
 			default:
-				out[i] = Settled{Err: leaseLost(cur)}
+				out[i] = Settled{Err: leaseLost(recordOf(row))}
 			}
 		}
-		return br.Close()
+		return results.Close()
 	})
 	if err != nil {
 		return nil, db.Error(err)
@@ -333,19 +335,15 @@ func distinctIDRounds(items []settleItem, order []int) [][]int {
 	return rounds
 }
 
-// settleManyArgs returns settleManySQL's arguments for items[idx...].
-func settleManyArgs(items []settleItem, idx []int) []any {
+// settleManyParams returns SettleMany's arguments for items[idx...].
+func settleManyParams(items []settleItem, idx []int) dbsqlc.SettleManyParams {
 	n := len(idx)
-	ids, tenants, tokens, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	refs, texts, execs := make([]*string, n), make([]*string, n), make([]*string, n)
-	jitters := make([]float64, n)
+	a := dbsqlc.SettleManyParams{IDs: make([]string, n), Tenants: make([]string, n), Tokens: make([]string, n),
+		Ops: make([]string, n), ResultRefs: make([]string, n), Errors: make([]string, n), Jitters: make([]float64, n)}
 	for j, i := range idx {
 		it := items[i]
-		ids[j], tenants[j], tokens[j], ops[j] = it.order, it.tenant, it.token, it.op
-		refs[j], jitters[j] = it.ref, it.jitter
-		if it.op != "complete" {
-			texts[j] = &it.text
-		}
+		a.IDs[j], a.Tenants[j], a.Tokens[j], a.Ops[j] = it.order, it.tenant, it.token, it.op
+		a.ResultRefs[j], a.Errors[j], a.Jitters[j] = it.ref, it.text, it.jitter
 	}
-	return []any{ids, tenants, tokens, ops, refs, texts, jitters, execs}
+	return a
 }

@@ -10,6 +10,836 @@ import (
 	"time"
 )
 
+const ClaimMany = `-- name: ClaimMany :many
+WITH i AS (
+	SELECT u.ord, u.tenant, u.source, u.event_id, u.action, NULLIF(u.event_type, '') AS event_type, u.token,
+		u.lease, NULLIF(u.hash, '') AS hash, NULLIF(u.object_id, '') AS object_id,
+		CASE WHEN u.object_id <> '' THEN u.object_version END AS object_version, u.max_attempts, u.lease_policy,
+		NULLIF(u.execution_id, '') AS execution_id, u.backoff_base, u.backoff_cap,
+		NULLIF(u.request_id, '') AS request_id, NULLIF(u.door, '') AS door, u.fingerprint,
+		NULLIF(u.retry, '') AS retry, NULLIF(u.mode, '') AS mode, u.shadow, NULLIF(u.workflow_id, '') AS workflow_id,
+		NULLIF(u.workflow_version, '') AS workflow_version, NULLIF(u.reconciler, '') AS reconciler
+	FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]), unnest($3::text[]),
+		unnest($4::text[]), unnest($5::text[]), unnest($6::uuid[]),
+		unnest($7::float8[]), unnest($8::text[]), unnest($9::text[]),
+		unnest($10::bigint[]), unnest($11::int[]), unnest($12::text[]),
+		unnest($13::text[]), unnest($14::float8[]),
+		unnest($15::float8[]), unnest($16::text[]), unnest($17::text[]),
+		unnest($18::bytea[]), unnest($19::text[]), unnest($20::text[]),
+		unnest($21::boolean[]), unnest($22::text[]), unnest($23::text[]),
+		unnest($24::text[]))
+		WITH ORDINALITY AS u(tenant, source, event_id, action, event_type, token, lease, hash,
+		object_id, object_version, max_attempts, lease_policy, execution_id, backoff_base,
+		backoff_cap, request_id, door, fingerprint, retry, mode, shadow, workflow_id, workflow_version,
+		reconciler, ord)
+), cur AS (
+	-- The record of each claim's key as the statement's snapshot has it,
+	-- and whether the claim is a plain duplicate (i_fast): a completed
+	-- record, this claim's payload hash equal or absent, and nothing it
+	-- carries (event type, object) missing from the record. A completed
+	-- record stays completed (the claim outcome of a completed record is
+	-- duplicate or conflict, and neither changes it), so such a claim is
+	-- answered from the snapshot without locking or rewriting the row:
+	-- only its delivery-log entry is written (fast).
+	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
+		i.door AS i_door, i.fingerprint AS i_fingerprint, i.retry AS i_retry, i.mode AS i_mode, i.shadow AS i_shadow,
+		i.workflow_id AS i_workflow_id, i.workflow_version AS i_workflow_version,
+		(cl.state = 'completed'
+		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
+		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
+		 AND (i.object_id IS NULL OR cl.object_id IS NOT NULL)
+		 AND (i.object_version IS NULL OR cl.object_version IS NOT NULL)) AS i_fast,
+		cl.id, cl.tenant, cl.source, cl.event_id, cl.action, cl.event_type, cl.state, cl.last_outcome, cl.attempt, cl.max_attempts, cl.lease_policy, cl.backoff_base, cl.backoff_cap, cl.claim_token, cl.lease_until, cl.next_attempt_at, cl.payload_hash, cl.result_ref, cl.last_error, cl.object_id, cl.object_version, cl.conflict_count, cl.created_at, cl.updated_at, cl.claimed_at, cl.completed_at, cl.receipt_hash, cl.payload_purged_at, cl.request_id, cl.wait_notify, cl.origin, cl.reconciler
+	FROM i JOIN claims cl ON cl.tenant = i.tenant AND cl.source = i.source AND cl.event_id = i.event_id AND cl.action = i.action
+), req AS (
+	-- Every other claim, with its object: the request's, else the one
+	-- stored with the record at ingest (immutable once set); stale when a
+	-- newer or equal version of it completed.
+	SELECT o.ord, o.tenant, o.source, o.event_id, o.action, o.event_type, o.token, o.lease, o.hash, o.object_id, o.object_version, o.max_attempts, o.lease_policy, o.execution_id, o.backoff_base, o.backoff_cap, o.request_id, o.door, o.fingerprint, o.retry, o.mode, o.shadow, o.workflow_id, o.workflow_version, o.reconciler, o.o_id, o.o_version, (o.o_id IS NOT NULL AND o.o_version IS NOT NULL AND EXISTS (
+		SELECT 1 FROM object_versions v
+		WHERE v.tenant = o.tenant AND v.source = o.source AND v.action = o.action AND v.object_id = o.o_id
+		  AND v.last_version >= o.o_version
+	)) AS stale
+	FROM (
+		SELECT i.ord, i.tenant, i.source, i.event_id, i.action, i.event_type, i.token, i.lease, i.hash, i.object_id, i.object_version, i.max_attempts, i.lease_policy, i.execution_id, i.backoff_base, i.backoff_cap, i.request_id, i.door, i.fingerprint, i.retry, i.mode, i.shadow, i.workflow_id, i.workflow_version, i.reconciler, COALESCE(i.object_id, cur.object_id) AS o_id,
+			CASE WHEN i.object_id IS NOT NULL THEN i.object_version ELSE cur.object_version END AS o_version
+		FROM i LEFT JOIN cur ON cur.i_ord = i.ord
+		WHERE cur.i_fast IS NOT TRUE
+	) o
+), c AS (
+	-- The decision. For an existing key, every use of the outcome below
+	-- is the same expression: claim_outcome (see the schema) on the locked
+	-- row (cl) against the proposed one (excluded), except that the holder
+	-- asking again (the request id of the claim holding a valid lease,
+	-- which anyone else would be answered in_progress for) is
+	-- 'won_replayed'.
+	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
+		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
+		payload_hash, object_id, object_version, claimed_at, created_at, updated_at, request_id, reconciler)
+	SELECT tenant, source, event_id, action, event_type,
+		CASE WHEN stale THEN 'stale' ELSE 'processing' END,
+		CASE WHEN stale THEN 'stale' ELSE 'won' END,
+		CASE WHEN stale THEN 0 ELSE 1 END,
+		max_attempts, lease_policy, backoff_base, backoff_cap,
+		CASE WHEN stale THEN NULL ELSE token END,
+		CASE WHEN stale THEN NULL ELSE statement_timestamp() + make_interval(secs => lease) END,
+		hash, object_id, object_version,
+		CASE WHEN stale THEN NULL ELSE statement_timestamp() END,
+		statement_timestamp(), statement_timestamp(), request_id, reconciler
+	FROM req ORDER BY ord
+	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
+		last_outcome = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won_replayed' THEN 'won'
+			ELSE (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) END,
+		state = (CASE (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END)
+		WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown' WHEN 'dead_lettered' THEN 'dead_lettered'
+		WHEN 'stale' THEN 'stale' ELSE cl.state END),
+		attempt = cl.attempt + CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won' THEN 1 ELSE 0 END,
+		claim_token = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.claim_token ELSE cl.claim_token END,
+		request_id = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.request_id ELSE cl.request_id END,
+		lease_policy = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.lease_policy ELSE cl.lease_policy END,
+		reconciler = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.reconciler ELSE cl.reconciler END,
+		lease_until = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.lease_until ELSE cl.lease_until END,
+		next_attempt_at = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN NULL ELSE cl.next_attempt_at END,
+		claimed_at = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN statement_timestamp() ELSE cl.claimed_at END,
+		last_error = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'unknown' AND cl.state = 'processing'
+			THEN 'lease expired under lease policy review' ELSE cl.last_error END,
+		payload_hash = COALESCE(cl.payload_hash, excluded.payload_hash),
+		event_type = COALESCE(cl.event_type, excluded.event_type),
+		object_id = COALESCE(cl.object_id, excluded.object_id),
+		object_version = COALESCE(cl.object_version, excluded.object_version),
+		conflict_count = cl.conflict_count + CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'conflict' THEN 1 ELSE 0 END,
+		updated_at = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won' OR (CASE (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END)
+		WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown' WHEN 'dead_lettered' THEN 'dead_lettered'
+		WHEN 'stale' THEN 'stale' ELSE cl.state END) <> cl.state
+			THEN statement_timestamp() ELSE cl.updated_at END
+	RETURNING id, tenant, source, event_id, action, event_type, state, last_outcome, attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until, next_attempt_at, payload_hash, result_ref, last_error, object_id, object_version, conflict_count, created_at, updated_at, claimed_at, completed_at, receipt_hash, payload_purged_at, request_id, wait_notify, origin, reconciler
+), fast AS (
+	SELECT i_ord, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow, i_workflow_id, i_workflow_version, i_fast, id, tenant, source, event_id, action, event_type, state, last_outcome, attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until, next_attempt_at, payload_hash, result_ref, last_error, object_id, object_version, conflict_count, created_at, updated_at, claimed_at, completed_at, receipt_hash, payload_purged_at, request_id, wait_notify, origin, reconciler FROM cur WHERE i_fast
+), entry AS (
+	-- Each claim's delivery-log entry, and for a copy (duplicate,
+	-- in_progress) why it came (duplicate_cause, migrations 00014 and
+	-- 00020), decided here, by the statement that logs it.
+	SELECT e.e_id, e.e_outcome, e.e_attempt, e.e_hash, e.e_execution_id, e.e_request_id, e.e_door, e.e_fingerprint, e.e_retry, e.e_mode, e.e_shadow, e.e_workflow_id, e.e_workflow_version, CASE WHEN e.e_outcome IN ('duplicate', 'in_progress') THEN duplicate_cause(e.e_id,
+		CASE WHEN e.e_door IS NULL THEN 'claim' ELSE 'trigger' END, e.e_door, e.e_fingerprint,
+		e.e_retry, e.e_execution_id, e.e_mode, e.e_workflow_id, e.e_workflow_version) END AS why
+	FROM (
+		SELECT c.id AS e_id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed'
+			ELSE c.last_outcome END AS e_outcome, c.attempt AS e_attempt, i.hash AS e_hash,
+			i.execution_id AS e_execution_id, i.request_id AS e_request_id, i.door AS e_door,
+			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode, i.shadow AS e_shadow,
+			i.workflow_id AS e_workflow_id, i.workflow_version AS e_workflow_version
+		FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
+		UNION ALL
+		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow,
+			i_workflow_id, i_workflow_version
+		FROM fast
+	) e
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail,
+		door, fingerprint, cause, cause_note, shadow, workflow_id, workflow_version)
+	SELECT e_id, e_outcome, e_attempt, e_hash, e_execution_id, 'request_id=' || e_request_id,
+		e_door, e_fingerprint, (why).cause, (why).note, e_shadow, e_workflow_id, e_workflow_version
+	FROM entry
+)
+SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, '') AS event_type, c.state,
+	c.last_outcome, c.attempt, c.max_attempts, c.lease_policy, c.lease_until, c.next_attempt_at,
+	COALESCE(c.payload_hash, '') AS payload_hash, COALESCE(c.result_ref, '') AS result_ref,
+	COALESCE(c.last_error, '') AS last_error, COALESCE(c.object_id, '') AS object_id, c.object_version,
+	c.conflict_count, c.created_at, c.updated_at, c.claimed_at, c.completed_at, c.claim_token,
+	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
+	COALESCE(c.reconciler, '') AS reconciler,
+	COALESCE((SELECT (why).cause FROM entry WHERE e_id = c.id), '')::text AS cause
+FROM c
+UNION ALL
+SELECT fast.id, fast.tenant, fast.source, fast.event_id, fast.action,
+	COALESCE(fast.event_type, '') AS event_type, fast.state, 'duplicate' AS last_outcome, fast.attempt,
+	fast.max_attempts, fast.lease_policy, fast.lease_until, fast.next_attempt_at,
+	COALESCE(fast.payload_hash, '') AS payload_hash, COALESCE(fast.result_ref, '') AS result_ref,
+	COALESCE(fast.last_error, '') AS last_error, COALESCE(fast.object_id, '') AS object_id,
+	fast.object_version, fast.conflict_count, fast.created_at, fast.updated_at, fast.claimed_at,
+	fast.completed_at, fast.claim_token, COALESCE(fast.receipt_hash, '') AS receipt_hash,
+	COALESCE(fast.origin, '') AS origin, COALESCE(fast.reconciler, '') AS reconciler,
+	COALESCE((SELECT (why).cause FROM entry WHERE e_id = fast.id), '')::text AS cause
+FROM fast
+`
+
+type ClaimManyParams struct {
+	Tenants            []string  `db:"tenants"`
+	Sources            []string  `db:"sources"`
+	EventIDs           []string  `db:"event_ids"`
+	Actions            []string  `db:"actions"`
+	EventTypes         []string  `db:"event_types"`
+	Tokens             []string  `db:"tokens"`
+	LeaseSeconds       []float64 `db:"lease_seconds"`
+	PayloadHashes      []string  `db:"payload_hashes"`
+	ObjectIDs          []string  `db:"object_ids"`
+	ObjectVersions     []int64   `db:"object_versions"`
+	MaxAttempts        []int32   `db:"max_attempts"`
+	LeasePolicies      []string  `db:"lease_policies"`
+	ExecutionIDs       []string  `db:"execution_ids"`
+	BackoffBaseSeconds []float64 `db:"backoff_base_seconds"`
+	BackoffCapSeconds  []float64 `db:"backoff_cap_seconds"`
+	RequestIDs         []string  `db:"request_ids"`
+	Doors              []string  `db:"doors"`
+	Fingerprints       [][]byte  `db:"fingerprints"`
+	Retries            []string  `db:"retries"`
+	Modes              []string  `db:"modes"`
+	Shadows            []bool    `db:"shadows"`
+	WorkflowIDs        []string  `db:"workflow_ids"`
+	WorkflowVersions   []string  `db:"workflow_versions"`
+	Reconcilers        []string  `db:"reconcilers"`
+}
+
+type ClaimManyRow struct {
+	ID            string     `db:"id"`
+	Tenant        string     `db:"tenant"`
+	Source        string     `db:"source"`
+	EventID       string     `db:"event_id"`
+	Action        string     `db:"action"`
+	EventType     string     `db:"event_type"`
+	State         string     `db:"state"`
+	LastOutcome   string     `db:"last_outcome"`
+	Attempt       int32      `db:"attempt"`
+	MaxAttempts   int32      `db:"max_attempts"`
+	LeasePolicy   string     `db:"lease_policy"`
+	LeaseUntil    *time.Time `db:"lease_until"`
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	PayloadHash   string     `db:"payload_hash"`
+	ResultRef     string     `db:"result_ref"`
+	LastError     string     `db:"last_error"`
+	ObjectID      string     `db:"object_id"`
+	ObjectVersion *int64     `db:"object_version"`
+	ConflictCount int32      `db:"conflict_count"`
+	CreatedAt     time.Time  `db:"created_at"`
+	UpdatedAt     time.Time  `db:"updated_at"`
+	ClaimedAt     *time.Time `db:"claimed_at"`
+	CompletedAt   *time.Time `db:"completed_at"`
+	ClaimToken    *string    `db:"claim_token"`
+	ReceiptHash   string     `db:"receipt_hash"`
+	Origin        string     `db:"origin"`
+	Reconciler    string     `db:"reconciler"`
+	Cause         string     `db:"cause"`
+}
+
+// ClaimOne for many claims of distinct keys (a row cannot be updated twice
+// by one statement), one array per argument of ClaimOne, all of one
+// length, taken in array order (ord). Arrays cannot hold the NULLs of
+// ClaimOne's optional arguments: ” stands for none (and
+// object_versions' element is read only where object_ids' is not ”),
+// which i turns back into NULL. Run it on its generic plan
+// (ForceGenericPlan first in its transaction).
+func (q *Queries) ClaimMany(ctx context.Context, db DBTX, arg ClaimManyParams) ([]ClaimManyRow, error) {
+	rows, err := db.Query(ctx, ClaimMany,
+		arg.Tenants,
+		arg.Sources,
+		arg.EventIDs,
+		arg.Actions,
+		arg.EventTypes,
+		arg.Tokens,
+		arg.LeaseSeconds,
+		arg.PayloadHashes,
+		arg.ObjectIDs,
+		arg.ObjectVersions,
+		arg.MaxAttempts,
+		arg.LeasePolicies,
+		arg.ExecutionIDs,
+		arg.BackoffBaseSeconds,
+		arg.BackoffCapSeconds,
+		arg.RequestIDs,
+		arg.Doors,
+		arg.Fingerprints,
+		arg.Retries,
+		arg.Modes,
+		arg.Shadows,
+		arg.WorkflowIDs,
+		arg.WorkflowVersions,
+		arg.Reconcilers,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimManyRow{}
+	for rows.Next() {
+		var i ClaimManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.Source,
+			&i.EventID,
+			&i.Action,
+			&i.EventType,
+			&i.State,
+			&i.LastOutcome,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.LeasePolicy,
+			&i.LeaseUntil,
+			&i.NextAttemptAt,
+			&i.PayloadHash,
+			&i.ResultRef,
+			&i.LastError,
+			&i.ObjectID,
+			&i.ObjectVersion,
+			&i.ConflictCount,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ClaimedAt,
+			&i.CompletedAt,
+			&i.ClaimToken,
+			&i.ReceiptHash,
+			&i.Origin,
+			&i.Reconciler,
+			&i.Cause,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const ClaimOne = `-- name: ClaimOne :one
+WITH i AS (
+	SELECT 1::bigint AS ord, $1::text AS tenant, $2::text AS source, $3::text AS event_id,
+		$4::text AS action, $5::text AS event_type, $6::uuid AS token,
+		$7::float8 AS lease, $8::text AS hash,
+		$9::text AS object_id, $10::bigint AS object_version,
+		$11::int AS max_attempts, $12::text AS lease_policy,
+		$13::text AS execution_id, $14::float8 AS backoff_base,
+		$15::float8 AS backoff_cap, $16::text AS request_id,
+		$17::text AS door, $18::bytea AS fingerprint, $19::text AS retry,
+		$20::text AS mode, $21::boolean AS shadow, $22::text AS workflow_id,
+		$23::text AS workflow_version, $24::text AS reconciler
+), cur AS (
+	-- The record of each claim's key as the statement's snapshot has it,
+	-- and whether the claim is a plain duplicate (i_fast): a completed
+	-- record, this claim's payload hash equal or absent, and nothing it
+	-- carries (event type, object) missing from the record. A completed
+	-- record stays completed (the claim outcome of a completed record is
+	-- duplicate or conflict, and neither changes it), so such a claim is
+	-- answered from the snapshot without locking or rewriting the row:
+	-- only its delivery-log entry is written (fast).
+	SELECT i.ord AS i_ord, i.hash AS i_hash, i.execution_id AS i_execution_id, i.request_id AS i_request_id,
+		i.door AS i_door, i.fingerprint AS i_fingerprint, i.retry AS i_retry, i.mode AS i_mode, i.shadow AS i_shadow,
+		i.workflow_id AS i_workflow_id, i.workflow_version AS i_workflow_version,
+		(cl.state = 'completed'
+		 AND (i.hash IS NULL OR cl.payload_hash = i.hash)
+		 AND (i.event_type IS NULL OR cl.event_type IS NOT NULL)
+		 AND (i.object_id IS NULL OR cl.object_id IS NOT NULL)
+		 AND (i.object_version IS NULL OR cl.object_version IS NOT NULL)) AS i_fast,
+		cl.id, cl.tenant, cl.source, cl.event_id, cl.action, cl.event_type, cl.state, cl.last_outcome, cl.attempt, cl.max_attempts, cl.lease_policy, cl.backoff_base, cl.backoff_cap, cl.claim_token, cl.lease_until, cl.next_attempt_at, cl.payload_hash, cl.result_ref, cl.last_error, cl.object_id, cl.object_version, cl.conflict_count, cl.created_at, cl.updated_at, cl.claimed_at, cl.completed_at, cl.receipt_hash, cl.payload_purged_at, cl.request_id, cl.wait_notify, cl.origin, cl.reconciler
+	FROM i JOIN claims cl ON cl.tenant = i.tenant AND cl.source = i.source AND cl.event_id = i.event_id AND cl.action = i.action
+), req AS (
+	-- Every other claim, with its object: the request's, else the one
+	-- stored with the record at ingest (immutable once set); stale when a
+	-- newer or equal version of it completed.
+	SELECT o.ord, o.tenant, o.source, o.event_id, o.action, o.event_type, o.token, o.lease, o.hash, o.object_id, o.object_version, o.max_attempts, o.lease_policy, o.execution_id, o.backoff_base, o.backoff_cap, o.request_id, o.door, o.fingerprint, o.retry, o.mode, o.shadow, o.workflow_id, o.workflow_version, o.reconciler, o.o_id, o.o_version, (o.o_id IS NOT NULL AND o.o_version IS NOT NULL AND EXISTS (
+		SELECT 1 FROM object_versions v
+		WHERE v.tenant = o.tenant AND v.source = o.source AND v.action = o.action AND v.object_id = o.o_id
+		  AND v.last_version >= o.o_version
+	)) AS stale
+	FROM (
+		SELECT i.ord, i.tenant, i.source, i.event_id, i.action, i.event_type, i.token, i.lease, i.hash, i.object_id, i.object_version, i.max_attempts, i.lease_policy, i.execution_id, i.backoff_base, i.backoff_cap, i.request_id, i.door, i.fingerprint, i.retry, i.mode, i.shadow, i.workflow_id, i.workflow_version, i.reconciler, COALESCE(i.object_id, cur.object_id) AS o_id,
+			CASE WHEN i.object_id IS NOT NULL THEN i.object_version ELSE cur.object_version END AS o_version
+		FROM i LEFT JOIN cur ON cur.i_ord = i.ord
+		WHERE cur.i_fast IS NOT TRUE
+	) o
+), c AS (
+	-- The decision. For an existing key, every use of the outcome below
+	-- is the same expression: claim_outcome (see the schema) on the locked
+	-- row (cl) against the proposed one (excluded), except that the holder
+	-- asking again (the request id of the claim holding a valid lease,
+	-- which anyone else would be answered in_progress for) is
+	-- 'won_replayed'.
+	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
+		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until,
+		payload_hash, object_id, object_version, claimed_at, created_at, updated_at, request_id, reconciler)
+	SELECT tenant, source, event_id, action, event_type,
+		CASE WHEN stale THEN 'stale' ELSE 'processing' END,
+		CASE WHEN stale THEN 'stale' ELSE 'won' END,
+		CASE WHEN stale THEN 0 ELSE 1 END,
+		max_attempts, lease_policy, backoff_base, backoff_cap,
+		CASE WHEN stale THEN NULL ELSE token END,
+		CASE WHEN stale THEN NULL ELSE statement_timestamp() + make_interval(secs => lease) END,
+		hash, object_id, object_version,
+		CASE WHEN stale THEN NULL ELSE statement_timestamp() END,
+		statement_timestamp(), statement_timestamp(), request_id, reconciler
+	FROM req ORDER BY ord
+	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
+		last_outcome = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won_replayed' THEN 'won'
+			ELSE (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) END,
+		state = (CASE (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END)
+		WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown' WHEN 'dead_lettered' THEN 'dead_lettered'
+		WHEN 'stale' THEN 'stale' ELSE cl.state END),
+		attempt = cl.attempt + CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won' THEN 1 ELSE 0 END,
+		claim_token = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.claim_token ELSE cl.claim_token END,
+		request_id = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.request_id ELSE cl.request_id END,
+		lease_policy = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.lease_policy ELSE cl.lease_policy END,
+		reconciler = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.reconciler ELSE cl.reconciler END,
+		lease_until = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN excluded.lease_until ELSE cl.lease_until END,
+		next_attempt_at = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN NULL ELSE cl.next_attempt_at END,
+		claimed_at = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won'
+			THEN statement_timestamp() ELSE cl.claimed_at END,
+		last_error = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'unknown' AND cl.state = 'processing'
+			THEN 'lease expired under lease policy review' ELSE cl.last_error END,
+		payload_hash = COALESCE(cl.payload_hash, excluded.payload_hash),
+		event_type = COALESCE(cl.event_type, excluded.event_type),
+		object_id = COALESCE(cl.object_id, excluded.object_id),
+		object_version = COALESCE(cl.object_version, excluded.object_version),
+		conflict_count = cl.conflict_count + CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'conflict' THEN 1 ELSE 0 END,
+		updated_at = CASE WHEN (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END) = 'won' OR (CASE (CASE WHEN cl.request_id = excluded.request_id AND claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) = 'in_progress'
+		THEN 'won_replayed' ELSE claim_outcome(cl.state, cl.payload_hash, cl.lease_until, cl.next_attempt_at, cl.attempt,
+			cl.max_attempts, cl.lease_policy, excluded.payload_hash, excluded.state = 'stale', statement_timestamp()) END)
+		WHEN 'won' THEN 'processing' WHEN 'unknown' THEN 'unknown' WHEN 'dead_lettered' THEN 'dead_lettered'
+		WHEN 'stale' THEN 'stale' ELSE cl.state END) <> cl.state
+			THEN statement_timestamp() ELSE cl.updated_at END
+	RETURNING id, tenant, source, event_id, action, event_type, state, last_outcome, attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until, next_attempt_at, payload_hash, result_ref, last_error, object_id, object_version, conflict_count, created_at, updated_at, claimed_at, completed_at, receipt_hash, payload_purged_at, request_id, wait_notify, origin, reconciler
+), fast AS (
+	SELECT i_ord, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow, i_workflow_id, i_workflow_version, i_fast, id, tenant, source, event_id, action, event_type, state, last_outcome, attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until, next_attempt_at, payload_hash, result_ref, last_error, object_id, object_version, conflict_count, created_at, updated_at, claimed_at, completed_at, receipt_hash, payload_purged_at, request_id, wait_notify, origin, reconciler FROM cur WHERE i_fast
+), entry AS (
+	-- Each claim's delivery-log entry, and for a copy (duplicate,
+	-- in_progress) why it came (duplicate_cause, migrations 00014 and
+	-- 00020), decided here, by the statement that logs it.
+	SELECT e.e_id, e.e_outcome, e.e_attempt, e.e_hash, e.e_execution_id, e.e_request_id, e.e_door, e.e_fingerprint, e.e_retry, e.e_mode, e.e_shadow, e.e_workflow_id, e.e_workflow_version, CASE WHEN e.e_outcome IN ('duplicate', 'in_progress') THEN duplicate_cause(e.e_id,
+		CASE WHEN e.e_door IS NULL THEN 'claim' ELSE 'trigger' END, e.e_door, e.e_fingerprint,
+		e.e_retry, e.e_execution_id, e.e_mode, e.e_workflow_id, e.e_workflow_version) END AS why
+	FROM (
+		SELECT c.id AS e_id, CASE WHEN c.last_outcome = 'won' AND c.claim_token <> i.token THEN 'won_replayed'
+			ELSE c.last_outcome END AS e_outcome, c.attempt AS e_attempt, i.hash AS e_hash,
+			i.execution_id AS e_execution_id, i.request_id AS e_request_id, i.door AS e_door,
+			i.fingerprint AS e_fingerprint, i.retry AS e_retry, i.mode AS e_mode, i.shadow AS e_shadow,
+			i.workflow_id AS e_workflow_id, i.workflow_version AS e_workflow_version
+		FROM c JOIN i ON i.tenant = c.tenant AND i.source = c.source AND i.event_id = c.event_id AND i.action = c.action
+		UNION ALL
+		SELECT id, 'duplicate', attempt, i_hash, i_execution_id, i_request_id, i_door, i_fingerprint, i_retry, i_mode, i_shadow,
+			i_workflow_id, i_workflow_version
+		FROM fast
+	) e
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, execution_id, detail,
+		door, fingerprint, cause, cause_note, shadow, workflow_id, workflow_version)
+	SELECT e_id, e_outcome, e_attempt, e_hash, e_execution_id, 'request_id=' || e_request_id,
+		e_door, e_fingerprint, (why).cause, (why).note, e_shadow, e_workflow_id, e_workflow_version
+	FROM entry
+)
+SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, '') AS event_type, c.state,
+	c.last_outcome, c.attempt, c.max_attempts, c.lease_policy, c.lease_until, c.next_attempt_at,
+	COALESCE(c.payload_hash, '') AS payload_hash, COALESCE(c.result_ref, '') AS result_ref,
+	COALESCE(c.last_error, '') AS last_error, COALESCE(c.object_id, '') AS object_id, c.object_version,
+	c.conflict_count, c.created_at, c.updated_at, c.claimed_at, c.completed_at, c.claim_token,
+	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
+	COALESCE(c.reconciler, '') AS reconciler,
+	COALESCE((SELECT (why).cause FROM entry WHERE e_id = c.id), '')::text AS cause
+FROM c
+UNION ALL
+SELECT fast.id, fast.tenant, fast.source, fast.event_id, fast.action,
+	COALESCE(fast.event_type, '') AS event_type, fast.state, 'duplicate' AS last_outcome, fast.attempt,
+	fast.max_attempts, fast.lease_policy, fast.lease_until, fast.next_attempt_at,
+	COALESCE(fast.payload_hash, '') AS payload_hash, COALESCE(fast.result_ref, '') AS result_ref,
+	COALESCE(fast.last_error, '') AS last_error, COALESCE(fast.object_id, '') AS object_id,
+	fast.object_version, fast.conflict_count, fast.created_at, fast.updated_at, fast.claimed_at,
+	fast.completed_at, fast.claim_token, COALESCE(fast.receipt_hash, '') AS receipt_hash,
+	COALESCE(fast.origin, '') AS origin, COALESCE(fast.reconciler, '') AS reconciler,
+	COALESCE((SELECT (why).cause FROM entry WHERE e_id = fast.id), '')::text AS cause
+FROM fast
+`
+
+type ClaimOneParams struct {
+	Tenant             string  `db:"tenant"`
+	Source             string  `db:"source"`
+	EventID            string  `db:"event_id"`
+	Action             string  `db:"action"`
+	EventType          *string `db:"event_type"`
+	Token              string  `db:"token"`
+	LeaseSeconds       float64 `db:"lease_seconds"`
+	PayloadHash        *string `db:"payload_hash"`
+	ObjectID           *string `db:"object_id"`
+	ObjectVersion      *int64  `db:"object_version"`
+	MaxAttempts        int32   `db:"max_attempts"`
+	LeasePolicy        string  `db:"lease_policy"`
+	ExecutionID        *string `db:"execution_id"`
+	BackoffBaseSeconds float64 `db:"backoff_base_seconds"`
+	BackoffCapSeconds  float64 `db:"backoff_cap_seconds"`
+	RequestID          *string `db:"request_id"`
+	Door               *string `db:"door"`
+	Fingerprint        []byte  `db:"fingerprint"`
+	Retry              *string `db:"retry"`
+	Mode               *string `db:"mode"`
+	Shadow             bool    `db:"shadow"`
+	WorkflowID         *string `db:"workflow_id"`
+	WorkflowVersion    *string `db:"workflow_version"`
+	Reconciler         *string `db:"reconciler"`
+}
+
+type ClaimOneRow struct {
+	ID            string     `db:"id"`
+	Tenant        string     `db:"tenant"`
+	Source        string     `db:"source"`
+	EventID       string     `db:"event_id"`
+	Action        string     `db:"action"`
+	EventType     string     `db:"event_type"`
+	State         string     `db:"state"`
+	LastOutcome   string     `db:"last_outcome"`
+	Attempt       int32      `db:"attempt"`
+	MaxAttempts   int32      `db:"max_attempts"`
+	LeasePolicy   string     `db:"lease_policy"`
+	LeaseUntil    *time.Time `db:"lease_until"`
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	PayloadHash   string     `db:"payload_hash"`
+	ResultRef     string     `db:"result_ref"`
+	LastError     string     `db:"last_error"`
+	ObjectID      string     `db:"object_id"`
+	ObjectVersion *int64     `db:"object_version"`
+	ConflictCount int32      `db:"conflict_count"`
+	CreatedAt     time.Time  `db:"created_at"`
+	UpdatedAt     time.Time  `db:"updated_at"`
+	ClaimedAt     *time.Time `db:"claimed_at"`
+	CompletedAt   *time.Time `db:"completed_at"`
+	ClaimToken    *string    `db:"claim_token"`
+	ReceiptHash   string     `db:"receipt_hash"`
+	Origin        string     `db:"origin"`
+	Reconciler    string     `db:"reconciler"`
+	Cause         string     `db:"cause"`
+}
+
+// THE claim: decides one claim attempt in one INSERT … ON CONFLICT … DO
+// UPDATE statement. ClaimMany is the same statement over many claims of
+// distinct keys; the two differ only in their first CTE (i: the claims,
+// as one row of arguments here, as arrays there), because PostgreSQL
+// plans the two differently for one row (a Result and nested loops here;
+// a function scan and hash joins for unnest's estimated ten rows there),
+// and a one-item batch runs this one. TestClaimStatementsDifferOnlyInTheirRows
+// (package claim) checks that the rest of the two is the same text.
+//
+// The unique index on (tenant, source, event_id, action) arbitrates
+// concurrent inserts; for an existing key the conflicting row is locked
+// and the decision (claim_outcome, see the schema) and its write happen in
+// the same statement, for every row on its own. Rows are inserted, and
+// existing ones locked, in ord order (the caller's key order). The outcome
+// is stored in last_outcome and returned; the delivery-log entry of every
+// claim is written by the same statement, with the cause of a copy
+// (duplicate_cause), which each returned row carries after the record
+// columns ("" for none).
+//
+// A winning claim stores its lease policy (the claim's own, else its
+// source's), which governs the lease it won; claim_outcome judges an
+// expired lease by the policy its holder won it under. It stores its
+// reconciler (the claim's own, else NULL: its source's default reconciler
+// when it goes unknown) and its request id (NULL for none; a new record
+// stores it whatever the outcome: a stale record never becomes
+// processing, so there it is inert). Any other outcome leaves them.
+//
+// The holder asking again (won_replayed): a claim that anyone else would
+// be answered in_progress for (the record is processing, its lease
+// valid, the payload hash not in conflict) and that carries the request
+// id of the claim holding that lease is the same request, whose answer
+// was lost. It changes nothing but last_outcome, which becomes 'won'
+// again: the caller reads the stored claim token, and the log tells the
+// replay from a fresh win by the token (a fresh win stores the proposed
+// one) and records it as won_replayed. Concurrent copies of one request
+// therefore all get the one claim.
+//
+// A plain duplicate of a completed record (see cur) is answered from the
+// record without locking or rewriting it: only its delivery-log entry is
+// written, so duplicates cost less than fresh claims and never wait for
+// one another. Its outcome is returned, not stored: last_outcome is the
+// outcome of the last decision that wrote the row (the delivery log has
+// every one).
+//
+// Arguments: the key; event_type, payload_hash, object_id and
+// object_version (NULL: none); token, the claim token proposed for a win;
+// lease_seconds; max_attempts, lease_policy, backoff_base_seconds and
+// backoff_cap_seconds (the source policy, lease_policy the claim's own if
+// it has one); execution_id, request_id, door (the ingest or trigger
+// door, NULL for a claim), fingerprint, retry (the provider's retry
+// signal), mode (the n8n execution mode); shadow (the delivery-log entry
+// is marked shadow: the decision is recorded, not enforced);
+// workflow_id, workflow_version, reconciler (NULL: the source's default).
+// In the DO UPDATE the proposed values are read back from excluded:
+// claim_token is the proposed token and lease_until the proposed lease
+// whenever the outcome can be won (a stale proposal is never won).
+func (q *Queries) ClaimOne(ctx context.Context, db DBTX, arg ClaimOneParams) (ClaimOneRow, error) {
+	row := db.QueryRow(ctx, ClaimOne,
+		arg.Tenant,
+		arg.Source,
+		arg.EventID,
+		arg.Action,
+		arg.EventType,
+		arg.Token,
+		arg.LeaseSeconds,
+		arg.PayloadHash,
+		arg.ObjectID,
+		arg.ObjectVersion,
+		arg.MaxAttempts,
+		arg.LeasePolicy,
+		arg.ExecutionID,
+		arg.BackoffBaseSeconds,
+		arg.BackoffCapSeconds,
+		arg.RequestID,
+		arg.Door,
+		arg.Fingerprint,
+		arg.Retry,
+		arg.Mode,
+		arg.Shadow,
+		arg.WorkflowID,
+		arg.WorkflowVersion,
+		arg.Reconciler,
+	)
+	var i ClaimOneRow
+	err := row.Scan(
+		&i.ID,
+		&i.Tenant,
+		&i.Source,
+		&i.EventID,
+		&i.Action,
+		&i.EventType,
+		&i.State,
+		&i.LastOutcome,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.LeasePolicy,
+		&i.LeaseUntil,
+		&i.NextAttemptAt,
+		&i.PayloadHash,
+		&i.ResultRef,
+		&i.LastError,
+		&i.ObjectID,
+		&i.ObjectVersion,
+		&i.ConflictCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ClaimedAt,
+		&i.CompletedAt,
+		&i.ClaimToken,
+		&i.ReceiptHash,
+		&i.Origin,
+		&i.Reconciler,
+		&i.Cause,
+	)
+	return i, err
+}
+
+const Complete = `-- name: Complete :one
+WITH c AS (
+	UPDATE claims SET state = 'completed', result_ref = $1::text, completed_at = statement_timestamp(),
+		updated_at = statement_timestamp(), lease_until = NULL, next_attempt_at = NULL
+	WHERE claims.id = $2 AND claims.tenant = $3 AND claims.claim_token = $4::uuid
+	  AND (claims.state IN ('processing', 'unknown')
+		OR (claims.state = 'retryable_failed' AND EXISTS (SELECT 1 FROM reconciles rc WHERE rc.claim_id = claims.id
+			AND rc.state = 'answered' AND rc.verdict = 'not_done' AND rc.episode_token = claims.claim_token)))
+	RETURNING id, tenant, source, event_id, action, event_type, state, last_outcome, attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until, next_attempt_at, payload_hash, result_ref, last_error, object_id, object_version, conflict_count, created_at, updated_at, claimed_at, completed_at, receipt_hash, payload_purged_at, request_id, wait_notify, origin, reconciler
+), v AS (
+	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
+	SELECT c.tenant, c.source, c.action, c.object_id, c.object_version FROM c
+	WHERE c.object_id IS NOT NULL AND c.object_version IS NOT NULL
+	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
+	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT c.id, 'completed', c.attempt, NULL FROM c
+)
+SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, '') AS event_type, c.state,
+	c.last_outcome, c.attempt, c.max_attempts, c.lease_policy, c.lease_until, c.next_attempt_at,
+	COALESCE(c.payload_hash, '') AS payload_hash, COALESCE(c.result_ref, '') AS result_ref,
+	COALESCE(c.last_error, '') AS last_error, COALESCE(c.object_id, '') AS object_id, c.object_version,
+	c.conflict_count, c.created_at, c.updated_at, c.claimed_at, c.completed_at, c.claim_token,
+	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
+	COALESCE(c.reconciler, '') AS reconciler
+FROM c
+`
+
+type CompleteParams struct {
+	ResultRef *string `db:"result_ref"`
+	ID        string  `db:"id"`
+	Tenant    string  `db:"tenant"`
+	Token     string  `db:"token"`
+}
+
+type CompleteRow struct {
+	ID            string     `db:"id"`
+	Tenant        string     `db:"tenant"`
+	Source        string     `db:"source"`
+	EventID       string     `db:"event_id"`
+	Action        string     `db:"action"`
+	EventType     string     `db:"event_type"`
+	State         string     `db:"state"`
+	LastOutcome   string     `db:"last_outcome"`
+	Attempt       int32      `db:"attempt"`
+	MaxAttempts   int32      `db:"max_attempts"`
+	LeasePolicy   string     `db:"lease_policy"`
+	LeaseUntil    *time.Time `db:"lease_until"`
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	PayloadHash   string     `db:"payload_hash"`
+	ResultRef     string     `db:"result_ref"`
+	LastError     string     `db:"last_error"`
+	ObjectID      string     `db:"object_id"`
+	ObjectVersion *int64     `db:"object_version"`
+	ConflictCount int32      `db:"conflict_count"`
+	CreatedAt     time.Time  `db:"created_at"`
+	UpdatedAt     time.Time  `db:"updated_at"`
+	ClaimedAt     *time.Time `db:"claimed_at"`
+	CompletedAt   *time.Time `db:"completed_at"`
+	ClaimToken    *string    `db:"claim_token"`
+	ReceiptHash   string     `db:"receipt_hash"`
+	Origin        string     `db:"origin"`
+	Reconciler    string     `db:"reconciler"`
+}
+
+// Moves a record to completed when token is its current claim token and
+// it is processing, unknown (its holder's Complete after a lease expiry
+// under review, a Fail unknown or a Release: the effect did happen), or
+// retryable_failed by a reconciler's not_done answer with no claim since
+// (the reconcile of the token's episode answered not_done; a claim that
+// wins the record replaces the token; only this case probes reconciles,
+// by its primary key). It records the object version as its object's
+// newest completed one (out-of-order protection: a later claim of an
+// older or equal version is stale) and logs the transition, in one
+// statement. No row: the guard matched none.
+func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) (CompleteRow, error) {
+	row := db.QueryRow(ctx, Complete,
+		arg.ResultRef,
+		arg.ID,
+		arg.Tenant,
+		arg.Token,
+	)
+	var i CompleteRow
+	err := row.Scan(
+		&i.ID,
+		&i.Tenant,
+		&i.Source,
+		&i.EventID,
+		&i.Action,
+		&i.EventType,
+		&i.State,
+		&i.LastOutcome,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.LeasePolicy,
+		&i.LeaseUntil,
+		&i.NextAttemptAt,
+		&i.PayloadHash,
+		&i.ResultRef,
+		&i.LastError,
+		&i.ObjectID,
+		&i.ObjectVersion,
+		&i.ConflictCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ClaimedAt,
+		&i.CompletedAt,
+		&i.ClaimToken,
+		&i.ReceiptHash,
+		&i.Origin,
+		&i.Reconciler,
+	)
+	return i, err
+}
+
 const Deliveries = `-- name: Deliveries :many
 SELECT at, outcome, attempt, COALESCE(payload_hash, '') AS payload_hash,
 	COALESCE(execution_id, '') AS execution_id, COALESCE(detail, '') AS detail, COALESCE(actor, '') AS actor,
@@ -172,6 +1002,155 @@ func (q *Queries) Extend(ctx context.Context, db DBTX, arg ExtendParams) (Extend
 	return i, err
 }
 
+const Fail = `-- name: Fail :one
+WITH c AS (
+	UPDATE claims SET
+		state = CASE WHEN $1::text = 'permanent' THEN 'dead_lettered'
+		             WHEN $1::text = 'unknown' THEN 'unknown'
+		             WHEN attempt >= max_attempts THEN 'dead_lettered'
+		             ELSE 'retryable_failed' END,
+		next_attempt_at = CASE WHEN $1::text = 'retryable' AND attempt < max_attempts
+			THEN statement_timestamp() + make_interval(secs =>
+				$2::float8 * LEAST(backoff_cap, backoff_base * power(2, attempt - 1)))
+			END,
+		last_error = $3::text, lease_until = NULL, updated_at = statement_timestamp()
+	WHERE claims.id = $4 AND claims.tenant = $5 AND claims.claim_token = $6::uuid AND claims.state = 'processing'
+	RETURNING id, tenant, source, event_id, action, event_type, state, last_outcome, attempt, max_attempts, lease_policy, backoff_base, backoff_cap, claim_token, lease_until, next_attempt_at, payload_hash, result_ref, last_error, object_id, object_version, conflict_count, created_at, updated_at, claimed_at, completed_at, receipt_hash, payload_purged_at, request_id, wait_notify, origin, reconciler
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, execution_id)
+	SELECT c.id, 'failed_' || $1::text, c.attempt, $3::text, $7::text FROM c
+)
+SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, '') AS event_type, c.state,
+	c.last_outcome, c.attempt, c.max_attempts, c.lease_policy, c.lease_until, c.next_attempt_at,
+	COALESCE(c.payload_hash, '') AS payload_hash, COALESCE(c.result_ref, '') AS result_ref,
+	COALESCE(c.last_error, '') AS last_error, COALESCE(c.object_id, '') AS object_id, c.object_version,
+	c.conflict_count, c.created_at, c.updated_at, c.claimed_at, c.completed_at, c.claim_token,
+	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
+	COALESCE(c.reconciler, '') AS reconciler
+FROM c
+`
+
+type FailParams struct {
+	Kind        string  `db:"kind"`
+	Jitter      float64 `db:"jitter"`
+	Error       string  `db:"error"`
+	ID          string  `db:"id"`
+	Tenant      string  `db:"tenant"`
+	Token       string  `db:"token"`
+	ExecutionID *string `db:"execution_id"`
+}
+
+type FailRow struct {
+	ID            string     `db:"id"`
+	Tenant        string     `db:"tenant"`
+	Source        string     `db:"source"`
+	EventID       string     `db:"event_id"`
+	Action        string     `db:"action"`
+	EventType     string     `db:"event_type"`
+	State         string     `db:"state"`
+	LastOutcome   string     `db:"last_outcome"`
+	Attempt       int32      `db:"attempt"`
+	MaxAttempts   int32      `db:"max_attempts"`
+	LeasePolicy   string     `db:"lease_policy"`
+	LeaseUntil    *time.Time `db:"lease_until"`
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	PayloadHash   string     `db:"payload_hash"`
+	ResultRef     string     `db:"result_ref"`
+	LastError     string     `db:"last_error"`
+	ObjectID      string     `db:"object_id"`
+	ObjectVersion *int64     `db:"object_version"`
+	ConflictCount int32      `db:"conflict_count"`
+	CreatedAt     time.Time  `db:"created_at"`
+	UpdatedAt     time.Time  `db:"updated_at"`
+	ClaimedAt     *time.Time `db:"claimed_at"`
+	CompletedAt   *time.Time `db:"completed_at"`
+	ClaimToken    *string    `db:"claim_token"`
+	ReceiptHash   string     `db:"receipt_hash"`
+	Origin        string     `db:"origin"`
+	Reconciler    string     `db:"reconciler"`
+}
+
+// Records a failed attempt of a processing record whose current claim
+// token is token: kind permanent dead-letters it, unknown moves it to
+// unknown, retryable backs off with full jitter (jitter in [0,1): delay =
+// jitter · min(backoff_cap, backoff_base · 2^(attempt-1)) seconds) or
+// dead-letters it at the attempt cap. error is stored as last_error;
+// execution_id (NULL for a Fail by token) is the execution that
+// FailExecution failed it for, kept in the delivery-log entry. No row: the
+// guard matched none.
+func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) (FailRow, error) {
+	row := db.QueryRow(ctx, Fail,
+		arg.Kind,
+		arg.Jitter,
+		arg.Error,
+		arg.ID,
+		arg.Tenant,
+		arg.Token,
+		arg.ExecutionID,
+	)
+	var i FailRow
+	err := row.Scan(
+		&i.ID,
+		&i.Tenant,
+		&i.Source,
+		&i.EventID,
+		&i.Action,
+		&i.EventType,
+		&i.State,
+		&i.LastOutcome,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.LeasePolicy,
+		&i.LeaseUntil,
+		&i.NextAttemptAt,
+		&i.PayloadHash,
+		&i.ResultRef,
+		&i.LastError,
+		&i.ObjectID,
+		&i.ObjectVersion,
+		&i.ConflictCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ClaimedAt,
+		&i.CompletedAt,
+		&i.ClaimToken,
+		&i.ReceiptHash,
+		&i.Origin,
+		&i.Reconciler,
+	)
+	return i, err
+}
+
+const ForceGenericPlan = `-- name: ForceGenericPlan :exec
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
+`
+
+// Sets plan_cache_mode = force_generic_plan until the end of the
+// transaction it runs in (set_config with is_local: what SET LOCAL sets,
+// without the warning SET LOCAL gives in PostgreSQL's implicit transaction
+// of a pipeline, where the setting holds all the same), so that the
+// prepared statements after it run on their cached generic plan. The
+// ledger sends it first in the transaction of its multi-row statements
+// (ClaimMany, SettleMany); no statement outside that transaction sees the
+// setting.
+//
+// Why: those statements take their rows as arrays (unnest). A custom
+// plan, made for the arguments at hand, knows the arrays' length (one row
+// for a group of one); the generic plan cannot and assumes ten rows. Each
+// row costs an index lookup (the claim's key, the record's id), so the
+// generic plan is estimated about ten times dearer than the custom plan
+// of a small group (on a table of 200,000 records: 86 against 9 for one
+// claim, 85 against 9 for one settle), and under the default
+// plan_cache_mode PostgreSQL never chooses it: every run, groups of one
+// included, was planned afresh (2.3–2.7 ms, more than the claim's own
+// work). Both plans read the tables the same way, one index lookup per row
+// (and ClaimMany inserts in ord order, its ORDER BY, in either), right for
+// a group of any size, so the fresh plan buys nothing.
+func (q *Queries) ForceGenericPlan(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, ForceGenericPlan)
+	return err
+}
+
 const LedgerStats = `-- name: LedgerStats :one
 SELECT
 	count(*) FILTER (WHERE state = 'unknown') AS unknown,
@@ -222,6 +1201,157 @@ func (q *Queries) LedgerStats(ctx context.Context, db DBTX) (LedgerStatsRow, err
 		&i.OldestPendingDispatchSeconds,
 	)
 	return i, err
+}
+
+const PurgeConflicts = `-- name: PurgeConflicts :execrows
+WITH doomed AS (
+	SELECT f.id FROM inbox_conflicts f JOIN claims c ON c.id = f.claim_id
+	WHERE f.received_at < statement_timestamp() - make_interval(secs => $1::float8)
+	  AND c.payload_purged_at IS NOT NULL
+	  AND (CASE WHEN $2::boolean THEN c.source <> ALL($3::text[]) ELSE c.source = ANY($3::text[]) END)
+	ORDER BY f.received_at
+	LIMIT $4
+	FOR UPDATE OF f SKIP LOCKED
+)
+DELETE FROM inbox_conflicts WHERE id = ANY(ARRAY(SELECT id FROM doomed))
+`
+
+type PurgeConflictsParams struct {
+	RetentionSeconds float64  `db:"retention_seconds"`
+	Exclude          bool     `db:"exclude"`
+	Sources          []string `db:"sources"`
+	MaxRows          int32    `db:"max_rows"`
+}
+
+// Deletes one batch of conflicting deliveries' bodies that arrived after
+// their record's payload purge and are now older than the payload
+// retention, counted from their own arrival (the record's conflict_count
+// keeps counting them). Index: inbox_conflicts_received_idx.
+func (q *Queries) PurgeConflicts(ctx context.Context, db DBTX, arg PurgeConflictsParams) (int64, error) {
+	result, err := db.Exec(ctx, PurgeConflicts,
+		arg.RetentionSeconds,
+		arg.Exclude,
+		arg.Sources,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const PurgeKeys = `-- name: PurgeKeys :execrows
+
+WITH doomed AS (
+	SELECT id FROM claims
+	WHERE state IN ('completed', 'dead_lettered', 'stale')
+	  AND updated_at < statement_timestamp() - make_interval(secs => $1::float8)
+	  AND (CASE WHEN $2::boolean THEN source <> ALL($3::text[]) ELSE source = ANY($3::text[]) END)
+	ORDER BY updated_at
+	LIMIT $4
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM claims USING doomed WHERE claims.id = doomed.id
+`
+
+type PurgeKeysParams struct {
+	RetentionSeconds float64  `db:"retention_seconds"`
+	Exclude          bool     `db:"exclude"`
+	Sources          []string `db:"sources"`
+	MaxRows          int32    `db:"max_rows"`
+}
+
+// The retention purge, per set of sources: the sources named in sources,
+// or, when exclude, every source NOT named in it (those under the default
+// policy). Each statement handles one bounded batch (max_rows) of
+// terminal records (completed, dead_lettered, stale; open records are
+// never purged) whose last change (updated_at) is older than
+// retention_seconds, oldest first, and skips rows another transaction
+// holds (SKIP LOCKED: a claim or a redelivery deciding on them, or a purge
+// on another replica). ORDER BY the indexed column keeps the plan on the
+// partial index whatever the estimate: the planner cannot estimate "older
+// than now() minus retention" and assumes a third of the rows match, and
+// with a bare LIMIT it would then rather scan the table for the first
+// matches, which with nothing due means reading every kept key on every
+// run. On the index a batch reads about as many entries as it removes,
+// and a run with nothing due a few pages.
+// Deletes one batch of records past their key retention: the key, its
+// hashes and result, and by cascade whatever payload and delivery log
+// they still hold. A later delivery of such a key is a new event. Index:
+// claims_terminal_updated_idx.
+func (q *Queries) PurgeKeys(ctx context.Context, db DBTX, arg PurgeKeysParams) (int64, error) {
+	result, err := db.Exec(ctx, PurgeKeys,
+		arg.RetentionSeconds,
+		arg.Exclude,
+		arg.Sources,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const PurgePayloads = `-- name: PurgePayloads :one
+WITH doomed AS (
+	SELECT id FROM claims
+	WHERE state IN ('completed', 'dead_lettered', 'stale') AND payload_purged_at IS NULL
+	  AND updated_at < statement_timestamp() - make_interval(secs => $1::float8)
+	  AND (CASE WHEN $2::boolean THEN source <> ALL($3::text[]) ELSE source = ANY($3::text[]) END)
+	ORDER BY updated_at
+	LIMIT $4
+	FOR NO KEY UPDATE SKIP LOCKED
+), c AS (
+	UPDATE claims SET payload_purged_at = statement_timestamp(), last_error = NULL
+	FROM doomed WHERE claims.id = doomed.id
+	RETURNING claims.id, claims.attempt
+), body AS (
+	DELETE FROM inbox_events WHERE claim_id = ANY(ARRAY(SELECT id FROM c))
+), conflicts AS (
+	DELETE FROM inbox_conflicts WHERE claim_id = ANY(ARRAY(SELECT id FROM c))
+), trail AS (
+	DELETE FROM claim_deliveries WHERE claim_id = ANY(ARRAY(SELECT id FROM c)) RETURNING claim_id
+), summary AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT c.id, 'payload_purged', c.attempt, 'removed ' || COALESCE(n.entries, 0) || ' entries'
+	FROM c LEFT JOIN (SELECT claim_id, count(*) AS entries FROM trail GROUP BY claim_id) n ON n.claim_id = c.id
+)
+SELECT count(*) FROM c
+`
+
+type PurgePayloadsParams struct {
+	RetentionSeconds float64  `db:"retention_seconds"`
+	Exclude          bool     `db:"exclude"`
+	Sources          []string `db:"sources"`
+	MaxRows          int32    `db:"max_rows"`
+}
+
+// Removes the payload of one batch of records past their payload
+// retention and keeps the records: the inbox body and headers (the
+// inbox_events row: a dispatch job still queued for it finds nothing and
+// ends, a redelivery finds nothing to re-arm), the bodies of conflicting
+// deliveries, the delivery log and last_error. One payload_purged entry,
+// counting the entries removed, replaces the log. The key, payload_hash,
+// receipt_hash, state, result_ref, attempt and times stay, so a
+// redelivery or a claim of the key is still decided as before: duplicate
+// with its result_ref, conflict on another hash. payload_purged_at takes
+// the record out of the partial index the batch is chosen by
+// (claims_payload_purge_idx). FOR NO KEY UPDATE: the purge changes no key
+// column, so it never waits for, or blocks, a delivery-log insert of the
+// same record (a foreign-key check). The rows of the batch are found as
+// "claim_id = ANY(array)", by index whatever the tables' sizes (a join
+// with c may be planned as a scan of the whole delivery log). Returns how
+// many records it purged.
+func (q *Queries) PurgePayloads(ctx context.Context, db DBTX, arg PurgePayloadsParams) (int64, error) {
+	row := db.QueryRow(ctx, PurgePayloads,
+		arg.RetentionSeconds,
+		arg.Exclude,
+		arg.Sources,
+		arg.MaxRows,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const Record = `-- name: Record :one
@@ -624,6 +1754,161 @@ func (q *Queries) Resolve(ctx context.Context, db DBTX, arg ResolveParams) (Reso
 		&i.Reconciler,
 	)
 	return i, err
+}
+
+const SettleMany = `-- name: SettleMany :many
+WITH u AS (
+	SELECT id, tenant, token, op, result_ref, error, jitter, ord FROM ROWS FROM (unnest($1::uuid[]), unnest($2::text[]), unnest($3::uuid[]),
+		unnest($4::text[]), unnest($5::text[]), unnest($6::text[]), unnest($7::float8[]))
+		WITH ORDINALITY AS u(id, tenant, token, op, result_ref, error, jitter, ord)
+), c AS (
+	UPDATE claims cl SET
+		state = CASE WHEN u.op = 'complete' THEN 'completed'
+		             WHEN u.op = 'permanent' THEN 'dead_lettered'
+		             WHEN u.op = 'unknown' THEN 'unknown'
+		             WHEN cl.attempt >= cl.max_attempts THEN 'dead_lettered'
+		             ELSE 'retryable_failed' END,
+		result_ref = CASE WHEN u.op = 'complete' THEN NULLIF(u.result_ref, '') ELSE cl.result_ref END,
+		completed_at = CASE WHEN u.op = 'complete' THEN statement_timestamp() ELSE cl.completed_at END,
+		next_attempt_at = CASE WHEN u.op = 'retryable' AND cl.attempt < cl.max_attempts
+			THEN statement_timestamp() + make_interval(secs =>
+				u.jitter * LEAST(cl.backoff_cap, cl.backoff_base * power(2, cl.attempt - 1)))
+			END,
+		last_error = CASE WHEN u.op = 'complete' THEN cl.last_error ELSE u.error END,
+		lease_until = NULL, updated_at = statement_timestamp()
+	FROM u
+	WHERE cl.id = u.id AND cl.tenant = u.tenant AND cl.claim_token = u.token
+	  AND (cl.state = 'processing' OR (u.op = 'complete' AND (cl.state IN ('processing', 'unknown')
+		OR (cl.state = 'retryable_failed' AND EXISTS (SELECT 1 FROM reconciles rc WHERE rc.claim_id = cl.id
+			AND rc.state = 'answered' AND rc.verdict = 'not_done' AND rc.episode_token = cl.claim_token)))))
+	RETURNING cl.id, cl.tenant, cl.source, cl.event_id, cl.action, cl.event_type, cl.state, cl.last_outcome, cl.attempt, cl.max_attempts, cl.lease_policy, cl.backoff_base, cl.backoff_cap, cl.claim_token, cl.lease_until, cl.next_attempt_at, cl.payload_hash, cl.result_ref, cl.last_error, cl.object_id, cl.object_version, cl.conflict_count, cl.created_at, cl.updated_at, cl.claimed_at, cl.completed_at, cl.receipt_hash, cl.payload_purged_at, cl.request_id, cl.wait_notify, cl.origin, cl.reconciler, u.op AS u_op, u.error AS u_error
+), v AS (
+	INSERT INTO object_versions AS ov (tenant, source, action, object_id, last_version)
+	SELECT c.tenant, c.source, c.action, c.object_id, max(c.object_version) FROM c
+	WHERE c.u_op = 'complete' AND c.object_id IS NOT NULL AND c.object_version IS NOT NULL
+	GROUP BY c.tenant, c.source, c.action, c.object_id
+	ON CONFLICT (tenant, source, action, object_id) DO UPDATE
+	SET last_version = GREATEST(ov.last_version, excluded.last_version), updated_at = statement_timestamp()
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
+	SELECT c.id, CASE WHEN c.u_op = 'complete' THEN 'completed' ELSE 'failed_' || c.u_op END, c.attempt,
+		CASE WHEN c.u_op = 'complete' THEN NULL ELSE c.u_error END FROM c
+)
+SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, '') AS event_type, c.state,
+	c.last_outcome, c.attempt, c.max_attempts, c.lease_policy, c.lease_until, c.next_attempt_at,
+	COALESCE(c.payload_hash, '') AS payload_hash, COALESCE(c.result_ref, '') AS result_ref,
+	COALESCE(c.last_error, '') AS last_error, COALESCE(c.object_id, '') AS object_id, c.object_version,
+	c.conflict_count, c.created_at, c.updated_at, c.claimed_at, c.completed_at, c.claim_token,
+	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
+	COALESCE(c.reconciler, '') AS reconciler
+FROM c
+`
+
+type SettleManyParams struct {
+	IDs        []string  `db:"ids"`
+	Tenants    []string  `db:"tenants"`
+	Tokens     []string  `db:"tokens"`
+	Ops        []string  `db:"ops"`
+	ResultRefs []string  `db:"result_refs"`
+	Errors     []string  `db:"errors"`
+	Jitters    []float64 `db:"jitters"`
+}
+
+type SettleManyRow struct {
+	ID            string     `db:"id"`
+	Tenant        string     `db:"tenant"`
+	Source        string     `db:"source"`
+	EventID       string     `db:"event_id"`
+	Action        string     `db:"action"`
+	EventType     string     `db:"event_type"`
+	State         string     `db:"state"`
+	LastOutcome   string     `db:"last_outcome"`
+	Attempt       int32      `db:"attempt"`
+	MaxAttempts   int32      `db:"max_attempts"`
+	LeasePolicy   string     `db:"lease_policy"`
+	LeaseUntil    *time.Time `db:"lease_until"`
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	PayloadHash   string     `db:"payload_hash"`
+	ResultRef     string     `db:"result_ref"`
+	LastError     string     `db:"last_error"`
+	ObjectID      string     `db:"object_id"`
+	ObjectVersion *int64     `db:"object_version"`
+	ConflictCount int32      `db:"conflict_count"`
+	CreatedAt     time.Time  `db:"created_at"`
+	UpdatedAt     time.Time  `db:"updated_at"`
+	ClaimedAt     *time.Time `db:"claimed_at"`
+	CompletedAt   *time.Time `db:"completed_at"`
+	ClaimToken    *string    `db:"claim_token"`
+	ReceiptHash   string     `db:"receipt_hash"`
+	Origin        string     `db:"origin"`
+	Reconciler    string     `db:"reconciler"`
+}
+
+// Complete and Fail for many records at once, one row per report, of
+// distinct ids, in array order: ids, tenants, tokens, ops ('complete', or
+// the fail kind: 'retryable', 'permanent', 'unknown'), result_refs
+// (completes; ” for none), errors (fails), jitters in [0,1) (fails).
+// Each row is decided exactly as its own statement decides it: the same
+// guard (token current; processing, or Complete's states for a complete),
+// the same new state, the same delivery-log entry; object versions of the
+// completed records are recorded, the highest per object. A report whose
+// guard matched no row returns nothing (the caller tells a repeat from a
+// lost lease). Run it on its generic plan (ForceGenericPlan first in its
+// transaction).
+func (q *Queries) SettleMany(ctx context.Context, db DBTX, arg SettleManyParams) ([]SettleManyRow, error) {
+	rows, err := db.Query(ctx, SettleMany,
+		arg.IDs,
+		arg.Tenants,
+		arg.Tokens,
+		arg.Ops,
+		arg.ResultRefs,
+		arg.Errors,
+		arg.Jitters,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SettleManyRow{}
+	for rows.Next() {
+		var i SettleManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.Source,
+			&i.EventID,
+			&i.Action,
+			&i.EventType,
+			&i.State,
+			&i.LastOutcome,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.LeasePolicy,
+			&i.LeaseUntil,
+			&i.NextAttemptAt,
+			&i.PayloadHash,
+			&i.ResultRef,
+			&i.LastError,
+			&i.ObjectID,
+			&i.ObjectVersion,
+			&i.ConflictCount,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ClaimedAt,
+			&i.CompletedAt,
+			&i.ClaimToken,
+			&i.ReceiptHash,
+			&i.Origin,
+			&i.Reconciler,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const SweepExpiredLeases = `-- name: SweepExpiredLeases :one

@@ -1,0 +1,22 @@
+package claim_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
+)
+
+// ClaimOne and ClaimMany (sidecar/db/queries/claim.sql) are one statement
+// over one row and over arrays: everything after their first CTE (the
+// claims, i) is the same text, so a change to one is made to both.
+func TestClaimStatementsDifferOnlyInTheirRows(t *testing.T) {
+	t.Parallel()
+	const rest = "\n), cur AS ("
+	one, many := dbsqlc.ClaimOne, dbsqlc.ClaimMany
+	require.Equal(t, 1, strings.Count(one, rest))
+	require.Equal(t, 1, strings.Count(many, rest))
+	require.Equal(t, one[strings.Index(one, rest):], many[strings.Index(many, rest):])
+}
