@@ -63,7 +63,7 @@ type DuplicateObserver interface {
 }
 
 // GroupObserver is an Observer that is also told the size of every group
-// (group.go) a Ledger runs: kind "claim" or "settle", n calls.
+// (groupcommit.go) a Ledger runs: kind "claim" or "settle", n calls.
 type GroupObserver interface {
 	Grouped(kind string, n int)
 }
@@ -80,7 +80,7 @@ type Config struct {
 	// MaxDeliveries bounds the delivery-log entries returned by Get and Find;
 	// default 1000.
 	MaxDeliveries int
-	// Group sets group commit of Claim, Complete and Fail (group.go); nil
+	// Group sets group commit of Claim, Complete and Fail (groupcommit.go); nil
 	// is DefaultGroupConfig, Workers 0 turns it off.
 	Group *GroupConfig
 }
@@ -95,7 +95,7 @@ type Ledger struct {
 	obs      Observer
 	maxDeliv int
 	hints    retryHints // estimates of RetryAfter (hint.go)
-	// claims and settles group concurrent calls (group.go); nil when
+	// claims and settles group concurrent calls (groupcommit.go); nil when
 	// grouping is off.
 	claims  *group.Grouper[Request, Result]
 	settles *group.Grouper[settleItem, Settled]
@@ -318,7 +318,7 @@ func truncate(s string, n int) string {
 }
 
 // Claim decides one claim attempt, as ClaimTx decides it. Concurrent
-// calls share transactions (group commit, group.go); the answer is
+// calls share transactions (group commit, groupcommit.go); the answer is
 // returned once the decision is committed. A serialization failure or
 // deadlock is retried here (a few times, see db.RunTx) before it is reported
 // as Unavailable. Errors: as ClaimTx; the context's error when ctx ends

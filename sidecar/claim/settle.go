@@ -145,7 +145,7 @@ func (l *Ledger) failure(tenant string, f Failure) settleItem {
 }
 
 // settle decides one Complete or Fail: in a group with concurrent ones
-// (group commit, group.go), else alone.
+// (group commit, groupcommit.go), else alone.
 func (l *Ledger) settle(ctx context.Context, it settleItem) (Record, error) {
 	if it.err != nil {
 		return Record{}, it.err

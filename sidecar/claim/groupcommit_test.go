@@ -17,7 +17,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
-// Group commit (group.go): concurrent calls share transactions, and each
+// Group commit (groupcommit.go): concurrent calls share transactions, and each
 // still gets exactly the answer it would get alone.
 
 // groupSizes is an Observer that records the size of every group.
