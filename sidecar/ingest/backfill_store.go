@@ -15,6 +15,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -86,8 +87,8 @@ func (in *Inbox) StoreBackfilled(ctx context.Context, src *Source, ev Event, hea
 		if err != nil || !stored {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
-			VALUES ($1, $2, $3, $4, $5, $6)`, id, src.Tenant, src.Name, ev.Payload, ev.ContentType, hdrJSON); err != nil {
+		if err := queries.InsertInboxEvent(ctx, tx, dbsqlc.InsertInboxEventParams{ClaimID: id, Tenant: src.Tenant,
+			Source: src.Name, Body: ev.Payload, ContentType: ev.ContentType, Headers: hdrJSON}); err != nil {
 			return err
 		}
 		if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},

@@ -33,6 +33,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
@@ -179,11 +180,7 @@ func (in *Inbox) Start(ctx context.Context) error {
 	if !in.dispatching {
 		return nil
 	}
-	rows, err := in.pool.Query(ctx, `SELECT DISTINCT source FROM inbox_events WHERE dispatch_state = 'pending'`)
-	if err != nil {
-		return fmt.Errorf("read pending dispatches: %w", err)
-	}
-	pending, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	pending, err := queries.PendingDispatchSources(ctx, in.pool)
 	if err != nil {
 		return fmt.Errorf("read pending dispatches: %w", err)
 	}
@@ -294,12 +291,7 @@ func waitingReason(source string) string {
 // now and returns how many it woke. Other scheduled jobs of the source (a
 // target's Retry-After) keep their time.
 func (in *Inbox) resumeWaiting(ctx context.Context, source string) (int, error) {
-	rows, err := in.pool.Query(ctx, `SELECT claim_id::text FROM inbox_events
-		WHERE source = $1 AND dispatch_state = 'pending' AND last_dispatch_error = $2`, source, waitingReason(source))
-	if err != nil {
-		return 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := queries.WaitingDispatches(ctx, in.pool, dbsqlc.WaitingDispatchesParams{Source: source, Reason: waitingReason(source)})
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
@@ -507,9 +499,10 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	case derr == nil && status >= 200 && status < 300:
 		// With require_claim, a 2xx counts only once the workflow has
 		// claimed the event since the dispatch was armed
-		// (claimedSinceArmed): n8n answers 200 "n8n is starting up" while
-		// it boots and runs nothing, and a workflow that answers before
-		// its claim may still fail. Otherwise it is retried like a 5xx.
+		// (claimed_since_armed, in sidecar/db/queries/ingest.sql): n8n
+		// answers 200 "n8n is starting up" while it boots and runs
+		// nothing, and a workflow that answers before its claim may still
+		// fail. Otherwise it is retried like a 5xx.
 		marked, err := in.markDispatched(ctx, mark{claimID: job.Args.ClaimID, holder: holder, attempt: attempt, status: status,
 			detail: "HTTP " + strconv.Itoa(status), requireClaim: src.Forward.RequireClaim})
 		if err != nil {
@@ -540,15 +533,12 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if retryAfter > 0 {
 		reason += fmt.Sprintf("; next attempt after its Retry-After of %s", retryAfter)
 	}
-	tag, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET last_dispatch_status = NULLIF($3, 0),
-		last_dispatch_error = $4, dispatch_holder = NULL, dispatch_lease_until = NULL
-		WHERE claim_id = $1 AND dispatch_holder = $5 RETURNING claim_id)
-		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-		SELECT claim_id, 'dispatch_failed', $2, $4 FROM e`, job.Args.ClaimID, attempt, status, reason, holder)
+	n, err := queries.FailDispatch(ctx, in.pool, dbsqlc.FailDispatchParams{ClaimID: job.Args.ClaimID, Attempt: int32(attempt),
+		Status: int32(status), Reason: reason, Holder: holder})
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return in.lostReservation(src.Name, job.Args.ClaimID, attempt)
 	}
 	in.obs.Dispatched(src.Name, "retry", 0)
@@ -584,14 +574,6 @@ type reservation struct {
 	done bool
 }
 
-// reserveSQL reserves the next attempt of a pending dispatch that no
-// attempt holds: counts it and sets the holder token and the lease, in
-// one autocommitted statement. $1 claim id, $2 holder (uuid), $3 lease in
-// milliseconds.
-const reserveSQL = `UPDATE inbox_events SET dispatch_attempts = dispatch_attempts + 1, dispatch_holder = $2,
-	dispatch_lease_until = now() + $3 * interval '1 millisecond'
-	WHERE claim_id = $1 AND dispatch_state = 'pending' AND dispatch_holder IS NULL RETURNING dispatch_attempts`
-
 // leaseSlack is added to the wait for another attempt's lease: the check
 // after it finds the lease ended, not a few milliseconds short of it.
 const leaseSlack = 250 * time.Millisecond
@@ -601,7 +583,7 @@ const leaseSlack = 250 * time.Millisecond
 // database's now(); the POST's own deadline (Work) ends before it, so a
 // lease never ends while its POST may still be in flight (now() is the
 // start of the transaction, which begins after Work took the deadline's
-// start). Usually one statement (reserveSQL, grouped with concurrent
+// start). Usually one statement (ReserveDispatch, grouped with concurrent
 // reservations as the marks are); when an attempt holds the event, a transaction
 // that locks the record decides: the holder's lease is live → wait for it;
 // it has ended → takeOver.
@@ -620,25 +602,22 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 	var unknown int          // the attempt of unknown outcome taken over, if any
 	err = db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		rv, settled, unknown = reservation{}, nil, 0
-		var state string
-		var held, live, claimed bool
-		var remainingMS float64
-		err := tx.QueryRow(ctx, `SELECT ie.dispatch_state, ie.dispatch_attempts, ie.dispatch_holder IS NOT NULL,
-			COALESCE(ie.dispatch_lease_until > now(), false),
-			COALESCE(extract(epoch FROM ie.dispatch_lease_until - now()) * 1000, 0), `+claimedSinceArmed+`
-			FROM inbox_events ie JOIN claims c ON c.id = ie.claim_id WHERE ie.claim_id = $1 FOR UPDATE OF ie`, a.ClaimID).
-			Scan(&state, &rv.attempt, &held, &live, &remainingMS, &claimed)
+		row, err := queries.LockDispatch(ctx, tx, a.ClaimID)
+		rv.attempt = int(row.DispatchAttempts)
+		held, live := row.Held, row.Live
+		claimed := row.Claimed != nil && *row.Claimed
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			rv.done = true // purged by retention
 			return nil
 		case err != nil:
 			return err
-		case state != "pending":
+		case row.DispatchState != "pending":
 			rv.done = true
 			return nil
 		case held && live:
-			rv.wait = time.Duration(remainingMS*float64(time.Millisecond)) + leaseSlack
+			remaining, _ := row.RemainingMs.Float64Value()
+			rv.wait = time.Duration(remaining.Float64*float64(time.Millisecond)) + leaseSlack
 			return nil
 		case held:
 			var proceed bool
@@ -652,9 +631,10 @@ func (in *Inbox) reserve(ctx context.Context, a DispatchArgs, src *Source) (rese
 		// No holder (the last one recorded its answer since the first
 		// statement) or one taken over: reserve here.
 		rv.holder = holder
-		return tx.QueryRow(ctx, `UPDATE inbox_events SET dispatch_attempts = dispatch_attempts + 1, dispatch_holder = $2,
-			dispatch_lease_until = now() + $3 * interval '1 millisecond' WHERE claim_id = $1 RETURNING dispatch_attempts`,
-			a.ClaimID, holder, lease.Milliseconds()).Scan(&rv.attempt)
+		attempt, err := queries.ReserveLockedDispatch(ctx, tx, dbsqlc.ReserveLockedDispatchParams{ClaimID: a.ClaimID,
+			Holder: holder, LeaseMs: float64(lease.Milliseconds())})
+		rv.attempt = int(attempt)
+		return err
 	})
 	if err != nil {
 		return reservation{}, err
@@ -683,8 +663,9 @@ func unknownReason(attempt int) string {
 // flight (its deadline ended before the lease). It is logged as a
 // dispatch_failed attempt with unknownReason, and then:
 //   - with forward.require_claim, if the workflow has claimed the event
-//     since the dispatch was armed (claimed, see claimedSinceArmed), the
-//     attempt did reach it: dispatched (delivery-log detail says so);
+//     since the dispatch was armed (claimed, see claimed_since_armed in
+//     sidecar/db/queries/ingest.sql), the attempt did reach it:
+//     dispatched (delivery-log detail says so);
 //   - at forward.max_attempts: dead letter, the reason naming the unknown
 //     outcome and the cap;
 //   - otherwise it counts as a failed attempt, like a timeout: proceed is
@@ -699,11 +680,8 @@ func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *S
 	reason := unknownReason(attempt)
 	if src.Forward.RequireClaim && claimed {
 		const detail = "attempt's outcome unknown, but the workflow has claimed the event: it was received"
-		_, err := tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dispatched', last_dispatch_status = NULL,
-			last_dispatch_error = NULL, dispatched_at = now(), dispatch_holder = NULL, dispatch_lease_until = NULL
-			WHERE claim_id = $1 RETURNING claim_id, received_at)
-			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatched', $2, $3 FROM e`,
-			a.ClaimID, attempt, detail)
+		err := queries.MarkUnknownDispatched(ctx, tx, dbsqlc.MarkUnknownDispatchedParams{ClaimID: a.ClaimID,
+			Attempt: int32(attempt), Detail: detail})
 		return false, func() error {
 			in.obs.Dispatched(src.Name, "dispatched", 0)
 			in.log.Info().Str("source", src.Name).Str("claim_id", a.ClaimID).Int("attempt", attempt).Msg("dispatched (" + detail + ")")
@@ -712,16 +690,11 @@ func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *S
 	}
 	if attempt >= src.Forward.MaxAttempts {
 		reason += fmt.Sprintf("; attempt cap %d reached", src.Forward.MaxAttempts)
-		_, err := tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered', last_dispatch_status = NULL,
-			last_dispatch_error = $3, dispatch_holder = NULL, dispatch_lease_until = NULL WHERE claim_id = $1 RETURNING claim_id)
-			INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatch_dead_lettered', $2, $3 FROM e`,
-			a.ClaimID, attempt, reason)
+		err := queries.DeadLetterUnknown(ctx, tx, dbsqlc.DeadLetterUnknownParams{ClaimID: a.ClaimID,
+			Attempt: int32(attempt), Reason: reason})
 		return false, func() error { return in.deadLettered(a, reason) }, err
 	}
-	_, err = tx.Exec(ctx, `WITH e AS (UPDATE inbox_events SET last_dispatch_status = NULL, last_dispatch_error = $3,
-		dispatch_holder = NULL, dispatch_lease_until = NULL WHERE claim_id = $1 RETURNING claim_id)
-		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail) SELECT claim_id, 'dispatch_failed', $2, $3 FROM e`,
-		a.ClaimID, attempt, reason)
+	err = queries.FailUnknown(ctx, tx, dbsqlc.FailUnknownParams{ClaimID: a.ClaimID, Attempt: int32(attempt), Reason: reason})
 	return err == nil, nil, err
 }
 
@@ -731,14 +704,12 @@ func (in *Inbox) takeOver(ctx context.Context, tx pgx.Tx, a DispatchArgs, src *S
 // attempt is used: nothing was sent.
 func (in *Inbox) waitForSource(ctx context.Context, job *river.Job[DispatchArgs], st stored) error {
 	reason := waitingReason(job.Args.Source)
-	tag, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET last_dispatch_error = $2
-		WHERE claim_id = $1 AND dispatch_state = 'pending' AND last_dispatch_error IS DISTINCT FROM $2 RETURNING claim_id)
-		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-		SELECT claim_id, 'dispatch_failed', $3, $2 FROM e`, job.Args.ClaimID, reason, st.attempts)
+	n, err := queries.WaitForSource(ctx, in.pool, dbsqlc.WaitForSourceParams{ClaimID: job.Args.ClaimID, Reason: reason,
+		Attempt: int32(st.attempts)})
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() > 0 {
+	if n > 0 {
 		in.log.Warn().Str("source", job.Args.Source).Str("claim_id", job.Args.ClaimID).Msg("dispatch waits: its source is not configured")
 	}
 	in.obs.Dispatched(job.Args.Source, "waiting", 0)
@@ -752,15 +723,12 @@ func (in *Inbox) waitForSource(ctx context.Context, job *river.Job[DispatchArgs]
 // deadLetter dead-letters the dispatch whose attempt (holding it as
 // holder) got status (0 for none) and records reason.
 func (in *Inbox) deadLetter(ctx context.Context, a DispatchArgs, holder string, attempt, status int, reason string) error {
-	tag, err := in.pool.Exec(ctx, `WITH e AS (UPDATE inbox_events SET dispatch_state = 'dead_lettered',
-		last_dispatch_status = NULLIF($2, 0), last_dispatch_error = $3, dispatch_holder = NULL, dispatch_lease_until = NULL
-		WHERE claim_id = $1 AND dispatch_holder = $4 RETURNING claim_id)
-		INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-		SELECT claim_id, 'dispatch_dead_lettered', $5, $3 FROM e`, a.ClaimID, status, reason, holder, attempt)
+	n, err := queries.DeadLetterDispatch(ctx, in.pool, dbsqlc.DeadLetterDispatchParams{ClaimID: a.ClaimID, Status: int32(status),
+		Reason: reason, Holder: holder, Attempt: int32(attempt)})
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return in.lostReservation(a.Source, a.ClaimID, attempt)
 	}
 	return in.deadLettered(a, reason)

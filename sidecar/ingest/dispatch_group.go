@@ -10,6 +10,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -31,11 +32,6 @@ import (
 // Retries, dead letters and waits for a source stay one statement each:
 // they are the exception.
 
-// loadSQL reads stored events by claim id ($1, uuid[]).
-const loadSQL = `SELECT e.claim_id::text, c.tenant, c.source, c.event_id, COALESCE(c.event_type, ''), e.content_type,
-	e.dispatch_state, e.body, e.headers, e.dispatch_attempts, e.received_at
-	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = ANY($1::uuid[])`
-
 // loaded is a read's answer: found false when the event is gone (purged
 // by retention).
 type loaded struct {
@@ -56,35 +52,6 @@ type mark struct {
 	requireClaim bool
 }
 
-// claimedSinceArmed is whether the workflow has claimed the event of
-// inbox row ie (its claim c) since the dispatch was armed: the claim has
-// left received and, when it is retryable_failed, a claim has won it
-// since (every win counts an attempt; ie.armed_attempt is the claim's
-// attempt when a replay, a redelivery or a reconciler's not_done armed
-// the dispatch again, NULL when only ingest armed it). A claim already
-// retryable_failed when its dispatch was re-armed is no sign that the
-// workflow ran: n8n answers 200 "n8n is starting up" and runs nothing.
-// Any other state (processing, completed, unknown, dead_lettered…) is
-// one the workflow's claim, a holder or an operator put it in, as
-// before.
-const claimedSinceArmed = `c.state <> 'received'
-	AND (c.state <> 'retryable_failed' OR c.attempt > COALESCE(ie.armed_attempt, 0))`
-
-// markSQL marks a dispatch done with its delivery-log row and says
-// whether it did: only while the attempt holds the event and, with
-// require_claim, only once the event was claimed since the dispatch was
-// armed (claimedSinceArmed). $1 claim id, $2 attempt, $3 HTTP status, $4
-// require_claim, $5 holder, $6 detail.
-const markSQL = `WITH e AS (UPDATE inbox_events ie SET dispatch_state = 'dispatched',
-	last_dispatch_status = $3, last_dispatch_error = NULL, dispatched_at = now(),
-	dispatch_holder = NULL, dispatch_lease_until = NULL
-	WHERE ie.claim_id = $1 AND ie.dispatch_holder = $5
-	AND (NOT $4 OR EXISTS (SELECT 1 FROM claims c WHERE c.id = $1 AND ` + claimedSinceArmed + `))
-	RETURNING ie.claim_id), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail)
-	SELECT claim_id, 'dispatched', $2, $6 FROM e)
-	SELECT EXISTS (SELECT 1 FROM e)`
-
 // newDispatchGroupers sets the groupers of reads and marks for gc (none
 // when gc.Workers is 0: each dispatch its own statements).
 func (in *Inbox) newDispatchGroupers(gc group.Config) {
@@ -101,21 +68,21 @@ func (in *Inbox) newDispatchGroupers(gc group.Config) {
 	in.marks = group.New(gc, in.runMarks, db.Error, observe)
 }
 
-// reserveReq is an attempt to reserve with reserveSQL: holder and the
-// lease in milliseconds.
+// reserveReq is an attempt to reserve with ReserveDispatch: holder and
+// the lease in milliseconds.
 type reserveReq struct {
 	claimID, holder string
 	leaseMS         int64
 }
 
-// reserved is reserveSQL's answer: the attempt's number, or ok false when
+// reserved is ReserveDispatch's answer: the attempt's number, or ok false when
 // the dispatch is not pending or another attempt holds it.
 type reserved struct {
 	attempt int
 	ok      bool
 }
 
-// reserveFast runs reserveSQL for r, grouped with concurrent reservations.
+// reserveFast runs ReserveDispatch for r, grouped with concurrent reservations.
 func (in *Inbox) reserveFast(ctx context.Context, r reserveReq) (reserved, error) {
 	if in.reserves == nil {
 		return in.reserveAlone(ctx, r)
@@ -124,13 +91,15 @@ func (in *Inbox) reserveFast(ctx context.Context, r reserveReq) (reserved, error
 }
 
 func (in *Inbox) reserveAlone(ctx context.Context, r reserveReq) (reserved, error) {
-	var out reserved
-	err := in.pool.QueryRow(ctx, reserveSQL, r.claimID, r.holder, r.leaseMS).Scan(&out.attempt)
+	attempt, err := queries.ReserveDispatch(ctx, in.pool, r.params())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return reserved{}, nil
 	}
-	out.ok = err == nil
-	return out, err
+	return reserved{attempt: int(attempt), ok: err == nil}, err
+}
+
+func (r reserveReq) params() dbsqlc.ReserveDispatchParams {
+	return dbsqlc.ReserveDispatchParams{ClaimID: r.claimID, Holder: r.holder, LeaseMs: float64(r.leaseMS)}
 }
 
 // runReserves reserves a group (the group.Grouper's run): one
@@ -148,24 +117,24 @@ func (in *Inbox) runReserves(ctx context.Context, calls []*group.Call[reserveReq
 	out := make([]reserved, len(calls))
 	err := db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		queue := db.Queue(b)
 		for _, i := range order {
-			r := calls[i].Item
-			b.Queue(reserveSQL, r.claimID, r.holder, r.leaseMS)
+			_, _ = queries.ReserveDispatch(ctx, queue, calls[i].Item.params())
 		}
-		br := tx.SendBatch(ctx, b)
+		results := db.Results(tx.SendBatch(ctx, b))
 		for _, i := range order {
 			out[i] = reserved{}
-			err := br.QueryRow().Scan(&out[i].attempt)
+			attempt, err := queries.ReserveDispatch(ctx, results, dbsqlc.ReserveDispatchParams{})
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 			case err != nil:
-				br.Close()
+				results.Close()
 				return err
 			default:
-				out[i].ok = true
+				out[i] = reserved{attempt: int(attempt), ok: true}
 			}
 		}
-		return br.Close()
+		return results.Close()
 	})
 	switch {
 	case err == nil:
@@ -202,24 +171,19 @@ func (in *Inbox) loadAlone(ctx context.Context, id string) (loaded, error) {
 
 // loadMany reads the stored events of ids in one statement, by claim id.
 func (in *Inbox) loadMany(ctx context.Context, ids []string) (map[string]stored, error) {
-	rows, err := in.pool.Query(ctx, loadSQL, ids)
+	rows, err := queries.LoadEvents(ctx, in.pool, ids)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := make(map[string]stored, len(ids))
-	for rows.Next() {
-		var id string
-		var st stored
-		var hdr []byte
-		if err := rows.Scan(&id, &st.tenant, &st.keySource, &st.eventID, &st.eventType, &st.contentType, &st.state,
-			&st.body, &hdr, &st.attempts, &st.receivedAt); err != nil {
-			return nil, err
-		}
-		_ = json.Unmarshal(hdr, &st.headers)
-		out[id] = st
+	for _, r := range rows {
+		st := stored{tenant: r.Tenant, keySource: r.Source, eventID: r.EventID, eventType: r.EventType,
+			contentType: r.ContentType, state: r.DispatchState, body: r.Body, attempts: int(r.DispatchAttempts),
+			receivedAt: r.ReceivedAt}
+		_ = json.Unmarshal(r.Headers, &st.headers)
+		out[r.ClaimID] = st
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // runLoads reads a group (the group.Grouper's run).
@@ -259,9 +223,12 @@ func (in *Inbox) markDispatched(ctx context.Context, m mark) (bool, error) {
 }
 
 func (in *Inbox) markAlone(ctx context.Context, m mark) (bool, error) {
-	var marked bool
-	err := in.pool.QueryRow(ctx, markSQL, m.claimID, m.attempt, m.status, m.requireClaim, m.holder, m.detail).Scan(&marked)
-	return marked, err
+	return queries.MarkDispatched(ctx, in.pool, m.params())
+}
+
+func (m mark) params() dbsqlc.MarkDispatchedParams {
+	return dbsqlc.MarkDispatchedParams{ClaimID: m.claimID, Attempt: int32(m.attempt), Status: int32(m.status),
+		RequireClaim: m.requireClaim, Holder: m.holder, Detail: m.detail}
 }
 
 // runMarks marks a group (the group.Grouper's run): one transaction, one
@@ -279,18 +246,19 @@ func (in *Inbox) runMarks(ctx context.Context, calls []*group.Call[mark, bool]) 
 	marked := make([]bool, len(calls))
 	err := db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		queue := db.Queue(b)
 		for _, i := range order {
-			m := calls[i].Item
-			b.Queue(markSQL, m.claimID, m.attempt, m.status, m.requireClaim, m.holder, m.detail)
+			_, _ = queries.MarkDispatched(ctx, queue, calls[i].Item.params())
 		}
-		br := tx.SendBatch(ctx, b)
+		results := db.Results(tx.SendBatch(ctx, b))
 		for _, i := range order {
-			if err := br.QueryRow().Scan(&marked[i]); err != nil {
-				br.Close()
+			var err error
+			if marked[i], err = queries.MarkDispatched(ctx, results, dbsqlc.MarkDispatchedParams{}); err != nil {
+				results.Close()
 				return err
 			}
 		}
-		return br.Close()
+		return results.Close()
 	})
 	switch {
 	case err == nil:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 )
 
@@ -120,22 +121,6 @@ func (in *Inbox) storeAlone(ctx context.Context, d *delivery) ([]Receipt, error)
 // receiptRow is one event of a group: delivery d, event k of it.
 type receiptRow struct{ d, k int }
 
-// rearmSQL re-arms a dead-lettered dispatch (see rearm; a group queues
-// the dispatch jobs of its re-arms with its new events') and logs it; it
-// returns whether it did. The claim's attempt now is kept as
-// armed_attempt: under require_claim a 2xx counts once a claim has won
-// the record since (claimedSinceArmed). $1 claim id, $2 the delivery-log
-// detail, $3 the operator's key prefix (NULL for a provider's
-// redelivery), $4 the tenant an operator acts for (NULL for a
-// redelivery, whose record the group found under its own tenant).
-const rearmSQL = `WITH e AS (UPDATE inbox_events ie SET dispatch_state = 'pending', dispatch_attempts = 0,
-	last_dispatch_error = NULL, armed_attempt = (SELECT c.attempt FROM claims c WHERE c.id = ie.claim_id)
-	WHERE ie.claim_id = $1 AND ie.dispatch_state = 'dead_lettered' AND ($4::text IS NULL OR ie.tenant = $4)
-	RETURNING ie.claim_id),
-log AS (INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
-	SELECT c.id, 'dispatch_replayed', c.attempt, $2, $3::text FROM claims c JOIN e ON c.id = e.claim_id)
-SELECT EXISTS (SELECT 1 FROM e)`
-
 // store writes the events of ds in ONE READ COMMITTED transaction, run
 // again on a serialization failure or deadlock (db.RunTx: every
 // receipt is rewritten per run), and returns each delivery's receipts in
@@ -182,6 +167,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 		// new event's inbox row, a conflict's kept body, a redelivery's
 		// re-arm of a dead-lettered dispatch.
 		b := &pgx.Batch{}
+		queue := db.Queue(b)
 		for _, i := range order {
 			d, k, rc := ds[rows[i].d], rows[i].k, rcs[i]
 			e := in.ledger.KeyExpiry(rc.Record)
@@ -193,35 +179,44 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 				// event seen by the door in shadow whose forward did not
 				// complete it): stored and queued as new.
 				rcpt.Status = Accepted
-				b.Queue(`INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers)
-					VALUES ($1, $2, $3, $4, $5, $6)`, rc.ID, d.src.Tenant, d.src.Name, d.payloads[k], d.cts[k], d.hdrJSON)
+				_ = queries.InsertInboxEvent(ctx, queue, dbsqlc.InsertInboxEventParams{ClaimID: rc.ID, Tenant: d.src.Tenant,
+					Source: d.src.Name, Body: d.payloads[k], ContentType: d.cts[k], Headers: d.hdrJSON})
 			case rc.Conflict:
 				rcpt.Status = Conflict
-				b.Queue(`INSERT INTO inbox_conflicts (claim_id, body, payload_hash) VALUES ($1, $2, $3)`,
-					rc.ID, d.payloads[k], reqs[i].PayloadHash)
+				_ = queries.InsertInboxConflict(ctx, queue, dbsqlc.InsertInboxConflictParams{ClaimID: rc.ID,
+					Body: d.payloads[k], PayloadHash: reqs[i].PayloadHash})
 			default:
-				b.Queue(rearmSQL, rc.ID, "provider redelivery after a dead-lettered dispatch", nil, nil)
+				// A provider's redelivery: no actor, and the record is
+				// the one the group found under the source's tenant.
+				_, _ = queries.RearmDeadLettered(ctx, queue, dbsqlc.RearmDeadLetteredParams{ClaimID: rc.ID,
+					Detail: "provider redelivery after a dead-lettered dispatch"})
 			}
 			rcpt.Cause = rc.Cause
 			out[rows[i].d][k] = rcpt
 		}
 		var jobs []river.InsertManyParams
-		br := tx.SendBatch(ctx, b)
+		results := db.Results(tx.SendBatch(ctx, b))
 		for _, i := range order {
 			d, k, rc := ds[rows[i].d], rows[i].k, rcs[i]
 			stored := rc.Inserted || rc.Adopted
-			if !stored && !rc.Conflict {
+			var err error
+			switch {
+			case stored:
+				err = queries.InsertInboxEvent(ctx, results, dbsqlc.InsertInboxEventParams{})
+			case rc.Conflict:
+				err = queries.InsertInboxConflict(ctx, results, dbsqlc.InsertInboxConflictParams{})
+			default:
 				var rearmed bool
-				if err := br.QueryRow().Scan(&rearmed); err != nil {
-					br.Close()
-					return err
+				rearmed, err = queries.RearmDeadLettered(ctx, results, dbsqlc.RearmDeadLetteredParams{})
+				if err == nil {
+					if !rearmed {
+						continue
+					}
+					out[rows[i].d][k].Status = Accepted
 				}
-				if !rearmed {
-					continue
-				}
-				out[rows[i].d][k].Status = Accepted
-			} else if _, err := br.Exec(); err != nil {
-				br.Close()
+			}
+			if err != nil {
+				results.Close()
 				return err
 			}
 			if stored || !rc.Conflict {
@@ -229,7 +224,7 @@ func (in *Inbox) store(ctx context.Context, ds []*delivery) ([][]Receipt, error)
 					InsertOpts: &river.InsertOpts{Queue: queueName(d.src.Name), MaxAttempts: riverMaxAttempts}})
 			}
 		}
-		if err := br.Close(); err != nil {
+		if err := results.Close(); err != nil {
 			return err
 		}
 		if len(jobs) == 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/group"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
@@ -71,6 +72,9 @@ type nopObserver struct{}
 func (nopObserver) Received(string, Status)                  {}
 func (nopObserver) Rejected(string, string)                  {}
 func (nopObserver) Dispatched(string, string, time.Duration) {}
+
+// queries runs the package's statements (sidecar/db/queries/ingest.sql).
+var queries = dbsqlc.New()
 
 // Inbox stores verified deliveries and dispatches them.
 type Inbox struct {
@@ -395,8 +399,8 @@ func truncate(s string, n int) string {
 // dead-lettered re-arms it (the provider says the event still matters);
 // so does an operator's replay.
 func (in *Inbox) rearm(ctx context.Context, tx pgx.Tx, tenant, id string, src *Source, why string, actor *string) (bool, error) {
-	var rearmed bool
-	if err := tx.QueryRow(ctx, rearmSQL, id, why, actor, tenant).Scan(&rearmed); err != nil || !rearmed {
+	rearmed, err := queries.RearmDeadLettered(ctx, tx, dbsqlc.RearmDeadLetteredParams{ClaimID: id, Detail: why, Actor: actor, Tenant: &tenant})
+	if err != nil || !rearmed {
 		return false, err
 	}
 	if _, err := in.river.InsertTx(ctx, tx, DispatchArgs{ClaimID: id, Source: src.Name},
@@ -625,32 +629,27 @@ type InboxEvent struct {
 	KeyExpiry    string    `json:"key_expiry"`
 }
 
-// inboxEventSQL reads an inbox event with what its record's key expiry
-// needs: the record's source (the dedupe scope) and last change.
-const inboxEventSQL = `SELECT e.claim_id, e.source, c.event_id, c.state, e.dispatch_state, e.dispatch_attempts,
-	e.last_dispatch_status, COALESCE(e.last_dispatch_error, ''), e.received_at, e.dispatched_at, c.source, c.updated_at,
-	COALESCE(c.origin, '')
-	FROM inbox_events e JOIN claims c ON c.id = e.claim_id WHERE e.claim_id = $1 AND e.tenant = $2`
-
 // Get returns the inbox event's dispatch status. Errors: NotFound (also for
 // another tenant's event); a database error as db.Error maps it.
 func (in *Inbox) Get(ctx context.Context, tenant, id string) (InboxEvent, error) {
-	var e InboxEvent
 	if _, err := uuid.Parse(id); err != nil {
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
-	var scope string
-	var updatedAt time.Time
-	err := in.pool.QueryRow(ctx, inboxEventSQL, id, tenant).Scan(&e.ClaimID, &e.Source, &e.EventID, &e.ClaimState,
-		&e.DispatchState, &e.DispatchAttempts, &e.LastDispatchStatus, &e.LastDispatchError, &e.ReceivedAt, &e.DispatchedAt,
-		&scope, &updatedAt, &e.Origin)
+	r, err := queries.InboxEventOf(ctx, in.pool, dbsqlc.InboxEventOfParams{ClaimID: id, Tenant: tenant})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return InboxEvent{}, apperr.New(apperr.NotFound, "no such inbox event")
 	}
 	if err != nil {
 		return InboxEvent{}, db.Error(err)
 	}
-	x := in.ledger.KeyExpiryOf(scope, claim.State(e.ClaimState), updatedAt)
+	e := InboxEvent{ClaimID: r.ClaimID, Source: r.Source, EventID: r.EventID, ClaimState: r.State,
+		DispatchState: r.DispatchState, DispatchAttempts: int(r.DispatchAttempts), LastDispatchError: r.LastDispatchError,
+		ReceivedAt: r.ReceivedAt, DispatchedAt: r.DispatchedAt, Origin: r.Origin}
+	if r.LastDispatchStatus != nil {
+		status := int(*r.LastDispatchStatus)
+		e.LastDispatchStatus = &status
+	}
+	x := in.ledger.KeyExpiryOf(r.Scope, claim.State(e.ClaimState), r.UpdatedAt)
 	e.KeyExpiresAt, e.KeyExpiry = x.At, x.Kind()
 	return e, nil
 }
@@ -680,8 +679,8 @@ func (in *Inbox) ReplayAs(ctx context.Context, tenant, id, note, actor string) (
 		return InboxEvent{}, &apperr.Error{Code: apperr.InvalidState, Message: fmt.Sprintf("source %q is no longer configured", cur.Source)}
 	}
 	err = db.RunTx(ctx, in.pool, func(tx pgx.Tx) error {
-		// cur is the caller's tenant's record (Get above); rearmSQL checks
-		// the tenant again.
+		// cur is the caller's tenant's record (Get above); RearmDeadLettered
+		// checks the tenant again.
 		var by *string
 		if actor != "" {
 			by = &actor

@@ -15,6 +15,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Shadow mode on an ingest door (shadow: true with forward.url): an
@@ -105,7 +106,7 @@ func shadowLease(src *Source) time.Duration { return src.Forward.Timeout + Dispa
 //     as any claim; several events in one transaction, ClaimBatch) with
 //     the source's scope, key and receipt hash, Door the source, and the
 //     lease shadowLease; its record keeps the receipt hash as an enforcing
-//     door's first delivery would (adoptReceiptSQL);
+//     door's first delivery would (AdoptReceipts);
 //  2. the raw body is posted once to forward.url (shadowRequest: the
 //     provider's headers less hop-by-hop ones, forward.headers, and for a
 //     delivery of one event the dispatcher's idempotency headers), with
@@ -166,18 +167,9 @@ func (in *Inbox) shadowClaims(ctx context.Context, src *Source, d ShadowDelivery
 	return in.ledger.ClaimBatch(ctx, reqs)
 }
 
-// adoptReceiptSQL gives each record of a shadow copy the receipt hash
-// that an enforcing door gives a record on its first provider delivery
-// (receiveSQL: the first delivery's, kept when one is set), so that once
-// shadow is turned off the door compares its next copies with the payload
-// seen in shadow: the same payload is a duplicate, another a conflict.
-// $1 claim ids, $2 receipt hashes, in pairs.
-const adoptReceiptSQL = `UPDATE claims c SET receipt_hash = v.h
-	FROM unnest($1::uuid[], $2::text[]) AS v(id, h)
-	WHERE c.id = v.id AND c.receipt_hash IS NULL AND v.h <> ''`
-
-// adoptReceipts runs adoptReceiptSQL for the records of results (the
-// claims of d's events, in order), bounded by d.ClaimTimeout. A failure
+// adoptReceipts gives the records of results (the claims of d's events,
+// in order) the receipt hash that an enforcing door gives a record on its
+// first provider delivery (AdoptReceipts), bounded by d.ClaimTimeout. A failure
 // is logged, not returned: the claims are decided and the copy that would
 // have won holds its lease, so the delivery goes on; such a record takes
 // its receipt hash from the first delivery after shadow is turned off.
@@ -191,7 +183,7 @@ func (in *Inbox) adoptReceipts(ctx context.Context, src *Source, d ShadowDeliver
 	for i, r := range results {
 		ids[i], hashes[i] = r.ID, d.Events[i].Request.PayloadHash
 	}
-	if _, err := in.pool.Exec(ctx, adoptReceiptSQL, ids, hashes); err != nil {
+	if err := queries.AdoptReceipts(ctx, in.pool, dbsqlc.AdoptReceiptsParams{IDs: ids, Hashes: hashes}); err != nil {
 		in.log.Warn().Err(db.Error(err)).Str("source", src.Name).
 			Msg("shadow copies' receipt hash not recorded; the first delivery after shadow is turned off gives it")
 	}
