@@ -34,6 +34,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -333,19 +334,15 @@ func (r *Runner) Open(ctx context.Context) (map[string]int, error) {
 	if r.o.Pool == nil {
 		return out, nil
 	}
-	rows, err := r.o.Pool.Query(ctx, `SELECT r.state, count(*) FROM reconciles r JOIN claims c ON c.id = r.claim_id
-		WHERE r.state IN ('waiting', 'calling', 'gave_up') AND c.state = 'unknown' GROUP BY r.state`)
+	rows, err := queries.OpenReconciles(ctx, r.o.Pool)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
+	for _, row := range rows {
+		out[row.State] = int(row.Count)
 	}
-	return out, rows.Err()
+	return out, nil
 }
+
+// queries runs the package's statements (sidecar/db/queries/reconcile.sql).
+var queries = dbsqlc.New()
