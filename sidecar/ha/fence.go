@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // A returning old primary does not take writes: the fence.
@@ -138,7 +139,7 @@ func (f *Fence) Validate(next pgconn.ValidateConnectFunc) pgconn.ValidateConnect
 
 func (f *Fence) check(ctx context.Context, pc *pgconn.PgConn) error {
 	addr := pc.Conn().RemoteAddr().String()
-	res, err := pc.Exec(ctx, fenceSQL).ReadAll()
+	res, err := pc.Exec(ctx, dbsqlc.Fence).ReadAll()
 	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 3) {
 		err = errors.New("unexpected answer")
 	}
@@ -176,7 +177,7 @@ const MsgFailedOver = "database failed over: writing to the promoted primary on 
 // admit accepts seen (and remembers it when newer) or refuses it.
 func (f *Fence) admit(addr string, seen ServerIdentity) error {
 	err := f.admitLocked(addr, seen)
-	if err == errFailedOver {
+	if errors.Is(err, errFailedOver) {
 		if fn := f.onFailover.Load(); fn != nil {
 			(*fn)()
 		}

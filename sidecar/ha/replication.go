@@ -320,7 +320,7 @@ func RequireSyncProblem(r Replication, err error) string {
 // round trip; nothing when the setting is off.
 
 // readOnlyKey marks, in a connection's CustomData, a session that
-// syncCommitSQL made read-only; the ledger's writes refused there answer
+// SyncCommit made read-only; the ledger's writes refused there answer
 // with the setting's name and the reason (db.SyncRequiredKey).
 const readOnlyKey = db.SyncRequiredKey
 
@@ -337,12 +337,11 @@ func (g *SyncGuard) Prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	if IsInternal(ctx) {
 		return g.restore(ctx, conn, data)
 	}
-	var ok bool
-	var set string
-	if err := conn.QueryRow(ctx, syncCommitSQL).Scan(&ok, &set); err != nil {
+	check, err := queries.SyncCommit(ctx, conn)
+	if err != nil {
 		return false, err
 	}
-	if !ok {
+	if !check.Ok {
 		data[readOnlyKey] = true
 		return true, nil
 	}
@@ -355,7 +354,7 @@ func (g *SyncGuard) restore(ctx context.Context, conn *pgx.Conn, data map[string
 	if data[readOnlyKey] != true {
 		return true, nil
 	}
-	if _, err := conn.Exec(ctx, restoreReadOnlySQL); err != nil {
+	if err := queries.RestoreReadOnly(ctx, conn); err != nil {
 		return false, err
 	}
 	delete(data, readOnlyKey)

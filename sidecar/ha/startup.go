@@ -362,8 +362,8 @@ func reasonWords(err error) string {
 // migrations' version table is missing (goose would try to create it, an
 // error on a standby), else as migrate.Pending tells.
 func SchemaPending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	var exists bool
-	if err := pool.QueryRow(ctx, versionTableSQL, migrate.VersionTable).Scan(&exists); err != nil {
+	exists, err := queries.VersionTableExists(ctx, pool, migrate.VersionTable)
+	if err != nil {
 		return false, err
 	}
 	if !exists {
