@@ -112,15 +112,8 @@ func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFa
 	var out ExecutionFailed
 	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out = ExecutionFailed{}
-		rows, err := tx.Query(ctx, executionHeldSQL, tenant, f.ExecutionID, nullable(f.Source), MaxExecutionFail+1)
-		if err != nil {
-			return err
-		}
-		type held struct{ id, token string }
-		all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (held, error) {
-			var h held
-			return h, row.Scan(&h.id, &h.token)
-		})
+		all, err := queries.ExecutionHeld(ctx, tx, dbsqlc.ExecutionHeldParams{Tenant: tenant,
+			ExecutionID: f.ExecutionID, Source: nullable(f.Source), MaxRows: MaxExecutionFail + 1})
 		if err != nil {
 			return err
 		}
@@ -133,7 +126,7 @@ func (l *Ledger) FailExecution(ctx context.Context, tenant string, f ExecutionFa
 		b := &pgx.Batch{}
 		queue := db.Queue(b)
 		for _, h := range all {
-			_, _ = queries.Fail(ctx, queue, dbsqlc.FailParams{ID: h.id, Tenant: tenant, Token: h.token,
+			_, _ = queries.Fail(ctx, queue, dbsqlc.FailParams{ID: h.ID, Tenant: tenant, Token: h.ClaimToken,
 				Kind: string(f.Kind), Error: msg, Jitter: l.jitter(), ExecutionID: &f.ExecutionID})
 		}
 		results := db.Results(tx.SendBatch(ctx, b))

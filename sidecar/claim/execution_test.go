@@ -471,9 +471,12 @@ func TestExecutionStatementsUseTheIndex(t *testing.T) {
 		sql  string
 		args string // EXECUTE arguments
 	}{
-		"list":      {claim.ListExecutionSQL, `'t1', 'x42', NULL, NULL, NULL, NULL, 101`},
-		"list page": {claim.ListExecutionSQL, `'t1', 'x42', 'completed', 'src', now(), '00000000-0000-4000-8000-000000000000', 101`},
-		"held":      {claim.ExecutionHeldSQL, fmt.Sprintf(`'t1', 'x42', NULL, %d`, claim.MaxExecutionFail+1)},
+		// In the statements' parameters' order: tenant, state, source,
+		// after_at, after_id, max_rows, execution_id; tenant, source,
+		// max_rows, execution_id.
+		"list":      {claim.ListExecutionSQL, `'t1', NULL, NULL, NULL, NULL, 101, 'x42'`},
+		"list page": {claim.ListExecutionSQL, `'t1', 'completed', 'src', now(), '00000000-0000-4000-8000-000000000000', 101, 'x42'`},
+		"held":      {claim.ExecutionHeldSQL, fmt.Sprintf(`'t1', NULL, %d, 'x42'`, claim.MaxExecutionFail+1)},
 	} {
 		// A custom plan (for these values) and the generic plan, which
 		// PostgreSQL may switch to for a statement pgx prepared.

@@ -1,8 +1,10 @@
 package claim
 
+import "github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
+
 // The statements of an execution's claims, for the test that checks their
 // plans.
 const (
-	ListExecutionSQL = listExecutionSQL
-	ExecutionHeldSQL = executionHeldSQL
+	ListExecutionSQL = dbsqlc.ListByExecution
+	ExecutionHeldSQL = dbsqlc.ExecutionHeld
 )

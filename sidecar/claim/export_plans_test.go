@@ -1,6 +1,13 @@
 package claim
 
-import "github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
+)
 
 // The multi-row statements, for the tests that read their plan counts.
 const (
@@ -10,10 +17,14 @@ const (
 
 // ReceiveSQL is the ingest door's statement, for the test that reads its
 // plan.
-var ReceiveSQL = receiveSQL
+const ReceiveSQL = dbsqlc.Receive
 
-// ReceiveArgs are ReceiveSQL's arguments for r.
-func (l *Ledger) ReceiveArgs(r Request) []any { return l.receiveArgs(r) }
+// ReceiveArgs are ReceiveSQL's arguments for r, in its parameters' order.
+func (l *Ledger) ReceiveArgs(r Request) []any {
+	b := &pgx.Batch{}
+	_, _ = queries.Receive(context.Background(), db.Queue(b), l.receiveParams(r))
+	return b.QueuedQueries[0].Arguments
+}
 
 // ReconcileDiscoverStatement is discovery's statement and arguments under
 // the ledger's policies; ok false when no reconciler is configured.

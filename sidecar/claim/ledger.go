@@ -1195,13 +1195,33 @@ func (l *Ledger) List(ctx context.Context, tenant string, f ListFilter) ([]Recor
 	if err != nil {
 		return nil, "", err
 	}
-	sql, args := listSQL, []any{tenant, string(f.State), nullable(f.Source), after, afterID, limit + 1}
+	var rows []dbsqlc.RecordRow
 	if f.ExecutionID != "" {
-		sql, args = listExecutionSQL, []any{tenant, f.ExecutionID, nullable(string(f.State)), nullable(f.Source),
-			after, afterID, limit + 1}
+		var got []dbsqlc.ListByExecutionRow
+		got, err = queries.ListByExecution(ctx, l.pool, dbsqlc.ListByExecutionParams{Tenant: tenant,
+			ExecutionID: f.ExecutionID, State: nullable(string(f.State)), Source: nullable(f.Source),
+			AfterAt: after, AfterID: afterID, MaxRows: int32(limit + 1)})
+		rows = make([]dbsqlc.RecordRow, len(got))
+		for i, r := range got {
+			rows[i] = dbsqlc.RecordRow(r)
+		}
+	} else {
+		var got []dbsqlc.ListOpenRow
+		got, err = queries.ListOpen(ctx, l.pool, dbsqlc.ListOpenParams{Tenant: tenant, State: string(f.State),
+			Source: nullable(f.Source), AfterAt: after, AfterID: afterID, MaxRows: int32(limit + 1)})
+		rows = make([]dbsqlc.RecordRow, len(got))
+		for i, r := range got {
+			rows[i] = dbsqlc.RecordRow(r)
+		}
 	}
-	rows, err := l.pool.Query(ctx, sql, args...)
-	return collectPage(rows, err, limit, func(r Record) time.Time { return r.UpdatedAt })
+	if err != nil {
+		return nil, "", db.Error(err)
+	}
+	recs := make([]Record, len(rows))
+	for i, r := range rows {
+		recs[i] = recordOf(r)
+	}
+	return page(recs, limit, func(r Record) time.Time { return r.UpdatedAt })
 }
 
 // pageStart reads a keyset page's limit (0: DefaultListLimit) and cursor
@@ -1232,6 +1252,12 @@ func collectPage(rows pgx.Rows, err error, limit int, at func(Record) time.Time)
 	if err != nil {
 		return nil, "", db.Error(err)
 	}
+	return page(recs, limit, at)
+}
+
+// page is recs, read with one record more than limit, as a page of at most
+// limit records and the cursor of the next page ("" for none).
+func page(recs []Record, limit int, at func(Record) time.Time) ([]Record, string, error) {
 	if len(recs) <= limit {
 		return recs, "", nil
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Receipt is the result of storing a provider event in the inbox.
@@ -16,7 +17,7 @@ type Receipt struct {
 	Inserted bool
 	// Adopted is true when this delivery adopted a record of its key that
 	// had no inbox row and was not settled (made by a claim: an ingest door
-	// in shadow, see receiveSQL): the record is now received, as if this
+	// in shadow, see Receive in sidecar/db/queries/claim.sql): the record is now received, as if this
 	// delivery had created it, and the caller stores its inbox row and
 	// dispatch job in the same transaction, as for Inserted.
 	Adopted bool
@@ -36,18 +37,18 @@ type Receipt struct {
 // claimed later by the n8n workflow with the same key (received → won).
 // A record of the key without an inbox row that is not settled (a claim
 // made it: an ingest door in shadow) is adopted by a delivery of the same
-// payload (Receipt.Adopted; see receiveSQL): the caller stores it as for
+// payload (Receipt.Adopted; see Receive in sidecar/db/queries/claim.sql): the caller stores it as for
 // a new record.
 // Errors: Invalid for a bad request, Unavailable, or internal.
 func (l *Ledger) ReceiveTx(ctx context.Context, q DBTX, r Request) (Receipt, error) {
 	if err := l.Validate(r); err != nil {
 		return Receipt{}, err
 	}
-	rc, err := scanReceipt(q.QueryRow(ctx, receiveSQL, l.receiveArgs(r)...), r)
+	row, err := queries.Receive(ctx, q, l.receiveParams(r))
 	if err != nil {
 		return Receipt{}, db.Error(err)
 	}
-	return rc, nil
+	return receiptOf(row, r), nil
 }
 
 // ReceiveBatchTx stores the verified provider events reqs as ReceiveTx
@@ -65,43 +66,47 @@ func (l *Ledger) ReceiveBatchTx(ctx context.Context, tx DBTX, reqs []Request) ([
 	}
 	order := KeyOrder(reqs)
 	b := &pgx.Batch{}
+	queue := db.Queue(b)
 	for _, i := range order {
-		b.Queue(receiveSQL, l.receiveArgs(reqs[i])...)
+		_, _ = queries.Receive(ctx, queue, l.receiveParams(reqs[i]))
 	}
 	out := make([]Receipt, len(reqs))
-	br := tx.SendBatch(ctx, b)
+	results := db.Results(tx.SendBatch(ctx, b))
 	for _, i := range order {
-		rc, err := scanReceipt(br.QueryRow(), reqs[i])
+		row, err := queries.Receive(ctx, results, dbsqlc.ReceiveParams{})
 		if err != nil {
-			br.Close()
+			results.Close()
 			return nil, db.Error(err)
 		}
-		out[i] = rc
+		out[i] = receiptOf(row, reqs[i])
 	}
-	if err := br.Close(); err != nil {
+	if err := results.Close(); err != nil {
 		return nil, db.Error(err)
 	}
 	return out, nil
 }
 
-// receiveArgs are receiveSQL's arguments for r.
-func (l *Ledger) receiveArgs(r Request) []any {
+// receiveParams are Receive's arguments for r.
+func (l *Ledger) receiveParams(r Request) dbsqlc.ReceiveParams {
 	p := l.Policy(r.Source)
-	return []any{r.Tenant, r.Source, r.EventID, nullable(r.EventType),
-		nullable(r.PayloadHash), nullable(r.ObjectID), r.ObjectVersion, p.MaxAttempts,
-		string(r.leasePolicy(p)), p.BackoffBase.Seconds(), p.BackoffCap.Seconds(),
-		nullable(r.Door), r.Fingerprint, nullable(r.RetrySignal)}
+	return dbsqlc.ReceiveParams{Tenant: r.Tenant, Source: r.Source, EventID: r.EventID,
+		EventType: nullable(r.EventType), ReceiptHash: nullable(r.PayloadHash), ObjectID: nullable(r.ObjectID),
+		ObjectVersion: r.ObjectVersion, MaxAttempts: int32(p.MaxAttempts), LeasePolicy: string(r.leasePolicy(p)),
+		BackoffBaseSeconds: p.BackoffBase.Seconds(), BackoffCapSeconds: p.BackoffCap.Seconds(),
+		Door: nullable(r.Door), Fingerprint: r.Fingerprint, Retry: nullable(r.RetrySignal)}
 }
 
-// scanReceipt reads the row receiveSQL returned for r.
-func scanReceipt(row pgx.Row, r Request) (Receipt, error) {
-	var rc Receipt
-	var cause string
-	rec, err := scanRecord(row, &rc.Inserted, &rc.Adopted, &cause)
-	if err != nil {
-		return Receipt{}, err
-	}
-	rc.Record, rc.Cause = rec, Cause(cause)
+// receiptOf is the Receipt of the row Receive returned for r.
+func receiptOf(row dbsqlc.ReceiveRow, r Request) Receipt {
+	rec := recordOf(dbsqlc.RecordRow{ID: row.ID, Tenant: row.Tenant, Source: row.Source, EventID: row.EventID,
+		Action: row.Action, EventType: row.EventType, State: row.State, LastOutcome: row.LastOutcome,
+		Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, LeasePolicy: row.LeasePolicy, LeaseUntil: row.LeaseUntil,
+		NextAttemptAt: row.NextAttemptAt, PayloadHash: row.PayloadHash, ResultRef: row.ResultRef,
+		LastError: row.LastError, ObjectID: row.ObjectID, ObjectVersion: row.ObjectVersion,
+		ConflictCount: row.ConflictCount, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		ClaimedAt: row.ClaimedAt, CompletedAt: row.CompletedAt, ClaimToken: row.ClaimToken,
+		ReceiptHash: row.ReceiptHash, Origin: row.Origin, Reconciler: row.Reconciler})
+	rc := Receipt{Record: rec, Inserted: row.Inserted, Adopted: row.Adopted, Cause: Cause(row.Cause)}
 	rc.Conflict = !rc.Inserted && !rc.Adopted && rc.ReceiptHash != "" && r.PayloadHash != "" && rc.ReceiptHash != r.PayloadHash
-	return rc, nil
+	return rc
 }

@@ -862,3 +862,225 @@ SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, ''
 	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
 	COALESCE(c.reconciler, '') AS reconciler
 FROM c;
+
+-- name: ListOpen :many
+-- One page of a tenant's records in one open state, oldest first by
+-- (updated_at, id), after the cursor position (after_at, after_id) when
+-- given (after_at NULL: from the start), of source (NULL: any), at most
+-- max_rows. The literal state list lets the planner use the partial index
+-- claims_list_idx whatever state is.
+SELECT claims.id, claims.tenant, claims.source, claims.event_id, claims.action,
+	COALESCE(claims.event_type, '') AS event_type, claims.state, claims.last_outcome, claims.attempt,
+	claims.max_attempts, claims.lease_policy, claims.lease_until, claims.next_attempt_at,
+	COALESCE(claims.payload_hash, '') AS payload_hash, COALESCE(claims.result_ref, '') AS result_ref,
+	COALESCE(claims.last_error, '') AS last_error, COALESCE(claims.object_id, '') AS object_id,
+	claims.object_version, claims.conflict_count, claims.created_at, claims.updated_at,
+	claims.claimed_at, claims.completed_at, claims.claim_token,
+	COALESCE(claims.receipt_hash, '') AS receipt_hash, COALESCE(claims.origin, '') AS origin,
+	COALESCE(claims.reconciler, '') AS reconciler
+FROM claims
+WHERE claims.tenant = @tenant AND claims.state = @state::text
+  AND claims.state IN ('received', 'processing', 'retryable_failed', 'dead_lettered', 'unknown')
+  AND (sqlc.narg(source)::text IS NULL OR claims.source = sqlc.narg(source)::text)
+  AND (sqlc.narg(after_at)::timestamptz IS NULL
+       OR (claims.updated_at, claims.id) > (sqlc.narg(after_at)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY claims.updated_at, claims.id
+LIMIT @max_rows;
+
+-- name: ListByExecution :many
+-- One page of a tenant's records whose current attempt execution
+-- execution_id won, oldest first by (updated_at, id), after the cursor
+-- position (after_at, after_id) when given, of state and source (NULL:
+-- any), at most max_rows. won is the current attempts won by the
+-- execution: its 'won' delivery-log entries, through the partial index
+-- claim_deliveries_won_execution_idx, each naming a record and the
+-- attempt that win gave it; joined with claims ON id = won_id AND attempt
+-- = won_attempt it keeps the records whose current attempt that
+-- execution won (a later win raised attempt past it).
+WITH won AS (
+	SELECT claim_id AS won_id, attempt AS won_attempt FROM claim_deliveries
+	WHERE execution_id = @execution_id::text AND outcome = 'won'
+)
+SELECT claims.id, claims.tenant, claims.source, claims.event_id, claims.action,
+	COALESCE(claims.event_type, '') AS event_type, claims.state, claims.last_outcome, claims.attempt,
+	claims.max_attempts, claims.lease_policy, claims.lease_until, claims.next_attempt_at,
+	COALESCE(claims.payload_hash, '') AS payload_hash, COALESCE(claims.result_ref, '') AS result_ref,
+	COALESCE(claims.last_error, '') AS last_error, COALESCE(claims.object_id, '') AS object_id,
+	claims.object_version, claims.conflict_count, claims.created_at, claims.updated_at,
+	claims.claimed_at, claims.completed_at, claims.claim_token,
+	COALESCE(claims.receipt_hash, '') AS receipt_hash, COALESCE(claims.origin, '') AS origin,
+	COALESCE(claims.reconciler, '') AS reconciler
+FROM claims JOIN won ON claims.id = won.won_id AND claims.attempt = won.won_attempt
+WHERE claims.tenant = @tenant
+  AND (sqlc.narg(state)::text IS NULL OR claims.state = sqlc.narg(state)::text)
+  AND (sqlc.narg(source)::text IS NULL OR claims.source = sqlc.narg(source)::text)
+  AND (sqlc.narg(after_at)::timestamptz IS NULL
+       OR (claims.updated_at, claims.id) > (sqlc.narg(after_at)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY claims.updated_at, claims.id
+LIMIT @max_rows;
+
+-- name: ExecutionHeld :many
+-- The id and current claim token of at most max_rows processing records
+-- of tenant whose current attempt execution execution_id won (won: as in
+-- ListByExecution), of source (NULL: any), in id order (the order settle
+-- batches lock rows in). FailExecution fails each with Fail, guarded by
+-- that token.
+WITH won AS (
+	SELECT claim_id AS won_id, attempt AS won_attempt FROM claim_deliveries
+	WHERE execution_id = @execution_id::text AND outcome = 'won'
+)
+SELECT claims.id::text AS id, claims.claim_token::text AS claim_token
+FROM claims JOIN won ON claims.id = won.won_id AND claims.attempt = won.won_attempt
+WHERE claims.tenant = @tenant AND claims.state = 'processing'
+  AND (sqlc.narg(source)::text IS NULL OR claims.source = sqlc.narg(source)::text)
+ORDER BY claims.id
+LIMIT @max_rows;
+
+-- name: Receive :one
+-- Stores an inbox record (state received) for a verified provider event,
+-- or reports the existing record of the key; inserted tells which. The
+-- provider view's hash (receipt_hash) goes to receipt_hash, never to
+-- payload_hash: redeliveries are compared with the receipt hash, claims
+-- with the hash the first claim presented (see migration 00004), so each
+-- view is only ever compared with itself. A known key with a different
+-- receipt hash counts a conflict; a record created by a claim adopts the
+-- first receipt hash, so the returned receipt_hash differs from the
+-- argument exactly when this delivery is a conflict. The delivery-log
+-- entry is written by the same statement. A plain redelivery (the receipt
+-- hash the record already has) neither locks nor rewrites the record: only
+-- its delivery is logged.
+--
+-- Adoption (adopted): a record of the key that an enforcing door never
+-- stored (a claim made it, e.g. an ingest door in shadow: no inbox row)
+-- and that is not settled for good is adopted by a delivery of its
+-- payload (receipt hash equal, or none yet): the record becomes what this
+-- delivery would have made, state received with a fresh attempt budget
+-- (max_attempts = attempt + max_attempts), no claim token, lease, retry
+-- time or claims' payload hash (the workflow's claim sets its own view),
+-- and the caller stores the body as its inbox row and queues its dispatch
+-- job in the same transaction (ingest). Adoptable (the condition written
+-- out in cur and adopt): no inbox row, payload not purged, and
+-- retryable_failed, dead_lettered, or processing under lease policy
+-- reclaim with its lease ended (its holder lost it, as a claim would take
+-- it over); not a record an operator resolved failed (dead lettered by a
+-- resolved_failed decision: the operator said it is not to run; resolved
+-- retry, it is adoptable again). The state tests come first: a completed
+-- or received record (most redeliveries) never probes inbox_events. Not
+-- adopted, answered as before: completed and stale (settled), unknown (an
+-- operator resolves it; resolved to retry, the next delivery adopts it;
+-- resolved failed, never), processing with a live lease (a shadow forward
+-- in flight: its outcome is relayed to the provider, which delivers a
+-- failure again), processing under review (the sweeper makes it unknown).
+-- The adopt CTE locks the record (FOR UPDATE) and, in READ COMMITTED,
+-- re-checks its state on the version it locked, so of concurrent
+-- deliveries exactly one adopts; the others find it received and are
+-- duplicates. Clearing the claim token fences a settle of the former
+-- holder that lands later: it no longer matches, changes nothing and is
+-- answered lease_lost.
+--
+-- Cost: a plain redelivery of a completed or received record (the normal
+-- case) is decided by cur; of another state it also probes inbox_events by
+-- its primary key, in the same statement. The adopt CTE runs only when cur
+-- found nothing (a one-time filter).
+--
+-- Arguments: the key (action ''), event_type, receipt_hash, object_id and
+-- object_version (NULL: none), the source policy's max_attempts,
+-- lease_policy, backoff_base_seconds and backoff_cap_seconds, door (the
+-- source name), fingerprint (of the request), retry (the provider's retry
+-- signal). After the record columns, inserted and adopted, each row
+-- carries the cause logged with a duplicate ("" for none).
+WITH cur AS (
+	-- A plain redelivery: the record exists with this very receipt hash
+	-- (set once, never changed) and is not adoptable, so nothing of it
+	-- would change; it is answered from the statement's snapshot without
+	-- locking or rewriting the row, and only its delivery is logged.
+	SELECT * FROM claims
+	WHERE claims.tenant = @tenant AND claims.source = @source AND claims.event_id = @event_id AND claims.action = ''
+	  AND claims.receipt_hash = sqlc.narg(receipt_hash)::text
+	  AND NOT ((claims.state IN ('retryable_failed', 'dead_lettered')
+	     OR (claims.state = 'processing' AND claims.lease_policy = 'reclaim' AND claims.lease_until <= statement_timestamp()))
+	  AND claims.payload_purged_at IS NULL
+	  AND NOT EXISTS (SELECT 1 FROM inbox_events ie WHERE ie.claim_id = claims.id)
+	  AND NOT (claims.state = 'dead_lettered' AND EXISTS (SELECT 1 FROM claim_deliveries d
+		WHERE d.claim_id = claims.id AND d.outcome = 'resolved_failed')))
+), adopt AS (
+	SELECT claims.id FROM claims
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
+	  AND claims.tenant = @tenant AND claims.source = @source AND claims.event_id = @event_id AND claims.action = ''
+	  AND (claims.receipt_hash = sqlc.narg(receipt_hash)::text OR claims.receipt_hash IS NULL)
+	  AND (claims.state IN ('retryable_failed', 'dead_lettered')
+	     OR (claims.state = 'processing' AND claims.lease_policy = 'reclaim' AND claims.lease_until <= statement_timestamp()))
+	  AND claims.payload_purged_at IS NULL
+	  AND NOT EXISTS (SELECT 1 FROM inbox_events ie WHERE ie.claim_id = claims.id)
+	  AND NOT (claims.state = 'dead_lettered' AND EXISTS (SELECT 1 FROM claim_deliveries d
+		WHERE d.claim_id = claims.id AND d.outcome = 'resolved_failed'))
+	FOR UPDATE
+), a AS (
+	UPDATE claims cl SET state = 'received', last_outcome = 'received', max_attempts = cl.attempt + @max_attempts::int,
+		claim_token = NULL, lease_until = NULL, next_attempt_at = NULL, request_id = NULL, payload_hash = NULL,
+		receipt_hash = COALESCE(cl.receipt_hash, sqlc.narg(receipt_hash)::text), updated_at = statement_timestamp()
+	FROM adopt WHERE cl.id = adopt.id
+	RETURNING cl.*
+), c AS (
+	INSERT INTO claims AS cl (tenant, source, event_id, action, event_type, state, last_outcome,
+		attempt, max_attempts, lease_policy, backoff_base, backoff_cap, receipt_hash, object_id, object_version)
+	SELECT @tenant::text, @source::text, @event_id::text, '', sqlc.narg(event_type)::text, 'received', 'received', 0,
+		@max_attempts::int, @lease_policy::text, @backoff_base_seconds::float8, @backoff_cap_seconds::float8,
+		sqlc.narg(receipt_hash)::text, sqlc.narg(object_id)::text, sqlc.narg(object_version)::bigint
+	WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM adopt)
+	ON CONFLICT (tenant, source, event_id, action) DO UPDATE SET
+		conflict_count = cl.conflict_count + CASE WHEN cl.receipt_hash IS NOT NULL
+			AND cl.receipt_hash <> excluded.receipt_hash THEN 1 ELSE 0 END,
+		receipt_hash = COALESCE(cl.receipt_hash, excluded.receipt_hash)
+	RETURNING *, (xmax = 0) AS inserted
+), entry AS (
+	-- The delivery-log entry, and for a duplicate why it came
+	-- (duplicate_cause, migration 00014), decided here.
+	SELECT e.*, CASE WHEN e_outcome = 'ingest_duplicate' THEN duplicate_cause(e_id, 'ingest', sqlc.narg(door)::text,
+		sqlc.narg(fingerprint)::bytea, sqlc.narg(retry)::text, NULL, NULL, NULL, NULL) END AS why
+	FROM (
+		SELECT c.id AS e_id, CASE WHEN c.inserted THEN 'received'
+		                          WHEN c.receipt_hash <> sqlc.narg(receipt_hash)::text THEN 'ingest_conflict'
+		                          ELSE 'ingest_duplicate' END AS e_outcome, c.attempt AS e_attempt,
+			'provider delivery' AS e_detail FROM c
+		UNION ALL
+		SELECT cur.id, 'ingest_duplicate', cur.attempt, 'provider delivery' FROM cur
+		UNION ALL
+		SELECT a.id, 'received', a.attempt, 'provider delivery: adopted a record without an inbox row (made by a claim, e.g. in shadow)' FROM a
+	) e
+), log AS (
+	INSERT INTO claim_deliveries (claim_id, outcome, attempt, payload_hash, detail, door, fingerprint, cause, cause_note)
+	SELECT e_id, e_outcome, e_attempt, sqlc.narg(receipt_hash)::text, e_detail, sqlc.narg(door)::text,
+		sqlc.narg(fingerprint)::bytea, (why).cause, (why).note
+	FROM entry
+)
+SELECT c.id, c.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, '') AS event_type, c.state,
+	c.last_outcome, c.attempt, c.max_attempts, c.lease_policy, c.lease_until, c.next_attempt_at,
+	COALESCE(c.payload_hash, '') AS payload_hash, COALESCE(c.result_ref, '') AS result_ref,
+	COALESCE(c.last_error, '') AS last_error, COALESCE(c.object_id, '') AS object_id, c.object_version,
+	c.conflict_count, c.created_at, c.updated_at, c.claimed_at, c.completed_at, c.claim_token,
+	COALESCE(c.receipt_hash, '') AS receipt_hash, COALESCE(c.origin, '') AS origin,
+	COALESCE(c.reconciler, '') AS reconciler,
+	c.inserted, false AS adopted, COALESCE((SELECT (why).cause FROM entry), '')::text AS cause
+FROM c
+UNION ALL
+SELECT cur.id, cur.tenant, cur.source, cur.event_id, cur.action,
+	COALESCE(cur.event_type, '') AS event_type, cur.state, cur.last_outcome, cur.attempt,
+	cur.max_attempts, cur.lease_policy, cur.lease_until, cur.next_attempt_at,
+	COALESCE(cur.payload_hash, '') AS payload_hash, COALESCE(cur.result_ref, '') AS result_ref,
+	COALESCE(cur.last_error, '') AS last_error, COALESCE(cur.object_id, '') AS object_id,
+	cur.object_version, cur.conflict_count, cur.created_at, cur.updated_at, cur.claimed_at,
+	cur.completed_at, cur.claim_token, COALESCE(cur.receipt_hash, '') AS receipt_hash,
+	COALESCE(cur.origin, '') AS origin, COALESCE(cur.reconciler, '') AS reconciler,
+	false, false, COALESCE((SELECT (why).cause FROM entry), '')::text
+FROM cur
+UNION ALL
+SELECT a.id, a.tenant, a.source, a.event_id, a.action, COALESCE(a.event_type, '') AS event_type, a.state,
+	a.last_outcome, a.attempt, a.max_attempts, a.lease_policy, a.lease_until, a.next_attempt_at,
+	COALESCE(a.payload_hash, '') AS payload_hash, COALESCE(a.result_ref, '') AS result_ref,
+	COALESCE(a.last_error, '') AS last_error, COALESCE(a.object_id, '') AS object_id, a.object_version,
+	a.conflict_count, a.created_at, a.updated_at, a.claimed_at, a.completed_at, a.claim_token,
+	COALESCE(a.receipt_hash, '') AS receipt_hash, COALESCE(a.origin, '') AS origin,
+	COALESCE(a.reconciler, '') AS reconciler,
+	false, true, ''::text
+FROM a;
