@@ -107,6 +107,12 @@ func ConnectRefused(err error) *RefusedError {
 // *pgconn.ConnectError wraps (the failure of each host pgx tried, joined),
 // distinct and in order; nil when there is none, or when any step of the
 // attempt failed for a reason a wait may fix.
+//
+// It walks the error tree itself, one node at a time, on purpose:
+// errors.As would stop at the first *pgconn.PgError of a joined error and
+// leave the other hosts' failures unread.
+//
+//nolint:errorlint // each node of the tree is looked at as it is (see above)
 func refusals(attempt error) []*pgconn.PgError {
 	var answers []*pgconn.PgError
 	waitMayFix := false
@@ -160,7 +166,10 @@ func refusesSession(e *pgconn.PgError) bool {
 // is a state a wait may end: the network (refused, reset, timed out, no
 // such host yet), the connection ending early, the attempt's time
 // running out, a server of the wrong role for target_session_attrs (a
-// standby during a failover), a server the fence refused.
+// standby during a failover), a server the fence refused. e is one node
+// of the tree refusals walks, not a chain (refusals unwraps).
+//
+//nolint:errorlint // one node of the tree, compared as it is (see refusals)
 func passing(e error) bool {
 	if _, ok := e.(net.Error); ok {
 		return true

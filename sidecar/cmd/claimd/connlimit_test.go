@@ -21,7 +21,15 @@ import (
 func TestConnectionBoundsFromSettings(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDatabase(t)
-	healthz := func(t *testing.T, addr string) *http.Response {
+	// healthz asks on a connection of its own, kept open until the test
+	// ends, and returns the answer read whole.
+	type reply struct {
+		status int
+		header http.Header
+		close  bool
+		body   []byte
+	}
+	healthz := func(t *testing.T, addr string) reply {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
@@ -29,25 +37,28 @@ func TestConnectionBoundsFromSettings(t *testing.T) {
 		require.NoError(t, err)
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		require.NoError(t, err)
-		return res
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return reply{status: res.StatusCode, header: res.Header, close: res.Close, body: body}
 	}
 
 	p := startServe(t, map[string]string{"DATABASE_URL": db, "CLAIMD_MAX_CONNS_PER_IP": "2"})
 	addr := strings.TrimPrefix(p.url, "http://")
 	for range 2 {
-		require.Equal(t, http.StatusOK, healthz(t, addr).StatusCode)
+		require.Equal(t, http.StatusOK, healthz(t, addr).status)
 	}
 	res := healthz(t, addr)
-	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
-	require.Equal(t, "1", res.Header.Get("Retry-After"))
-	require.True(t, res.Close)
+	require.Equal(t, http.StatusTooManyRequests, res.status)
+	require.Equal(t, "1", res.header.Get("Retry-After"))
+	require.True(t, res.close)
 	var e struct{ Error struct{ Code string } }
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&e))
+	require.NoError(t, json.Unmarshal(res.body, &e))
 	require.Equal(t, "rate_limited", e.Error.Code)
 
 	p = startServe(t, map[string]string{"DATABASE_URL": db, "CLAIMD_MAX_CONNS_PER_IP": "0"})
 	addr = strings.TrimPrefix(p.url, "http://")
 	for range 300 {
-		require.Equal(t, http.StatusOK, healthz(t, addr).StatusCode)
+		require.Equal(t, http.StatusOK, healthz(t, addr).status)
 	}
 }

@@ -190,6 +190,7 @@ func TestShutdownTimeoutIsAHardBound(t *testing.T) {
 	require.NoError(t, err)
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
+	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", body)
 	require.Equal(t, "1", res.Header.Get("Retry-After"))
