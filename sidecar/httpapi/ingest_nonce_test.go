@@ -119,9 +119,9 @@ func TestIngestMailgunTokenReplay(t *testing.T) {
 
 // TestIngestMailgunTokenReplayConcurrent: new deliveries and replays of
 // stored ones' signatures with other event-data, all at once (deliveries
-// arriving together share transactions, group.go): each new one is
-// stored, each replay refused, and the replays store nothing. A token
-// whose row expired but is not purged yet is bound anew.
+// arriving together share transactions, ingest/receipt_groups.go): each
+// new one is stored, each replay refused, and the replays store nothing.
+// A token whose row expired but is not purged yet is bound anew.
 func TestIngestMailgunTokenReplayConcurrent(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, mailgunNonceSources, ingestOptions{maxConns: 12})

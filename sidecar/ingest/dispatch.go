@@ -82,7 +82,7 @@ type Options struct {
 	PollInterval time.Duration
 	// RiverLogger receives River's own log records; default none.
 	RiverLogger *slog.Logger
-	// Group sets group commit of Receive (group.go); nil follows the
+	// Group sets group commit of Receive (receipt_groups.go); nil follows the
 	// Ledger's (claim.Ledger.GroupConfig), Workers 0 turns it off (every
 	// delivery its own transaction).
 	Group *claim.GroupConfig

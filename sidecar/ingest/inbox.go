@@ -88,12 +88,12 @@ type Inbox struct {
 	jitter func() float64
 	// dispatching: this process runs dispatch workers.
 	dispatching bool
-	// receipts groups concurrent deliveries (group.go); nil when grouping
-	// is off.
+	// receipts groups concurrent deliveries (receipt_groups.go); nil
+	// when grouping is off.
 	receipts *group.Grouper[*delivery, []Receipt]
 	// loads, reserves and marks group the dispatcher's reads, attempt
-	// reservations and 2xx marks (dispatch_group.go); nil when grouping
-	// is off.
+	// reservations and 2xx marks (dispatch_statement_groups.go); nil
+	// when grouping is off.
 	loads    *group.Grouper[string, loaded]
 	reserves *group.Grouper[reserveReq, reserved]
 	marks    *group.Grouper[mark, bool]
@@ -164,7 +164,7 @@ func (in *Inbox) Receive(ctx context.Context, src *Source, events []verify.Event
 // The caller answers 2xx only after Store returns nil. headers are the
 // forwardable request headers.
 //
-// Concurrent deliveries share transactions (group commit, see group.go):
+// Concurrent deliveries share transactions (group commit, see receipt_groups.go):
 // each still gets exactly the receipts it would get alone, only after the
 // commit. Errors: Invalid (no event, or a request the ledger refuses), and
 // Unavailable for any database error (storeError), also when ctx ends

@@ -64,8 +64,8 @@ type delivery struct {
 }
 
 // newGroupers sets the groupers of receipts (and of the dispatcher's
-// statements, dispatch_group.go) for gc; none when grouping is off
-// (gc.Workers 0).
+// statements, dispatch_statement_groups.go) for gc; none when grouping is
+// off (gc.Workers 0).
 func (in *Inbox) newGroupers(gc claim.GroupConfig) {
 	if gc.Workers <= 0 {
 		return

@@ -20,11 +20,11 @@ import (
 // for many jobs), every dispatch reads its stored event and, once the
 // target answered 2xx, marks it dispatched with its delivery-log row: a
 // read and a commit per event, and each attempt is reserved before its
-// POST (reserve): a commit more. Concurrent dispatches share them, with the
-// grouping rules of the receipts (group.go, the same GroupConfig): the
-// reads of a group are one statement (claim_id = ANY), the marks of a
-// group one transaction of one pipelined batch in claim id order (so that
-// overlapping groups never deadlock); a serialization failure or deadlock
+// POST (reserve): a commit more. Concurrent dispatches share them, with
+// the grouping rules of the receipts (receipt_groups.go, the same
+// GroupConfig): the reads of a group are one statement (claim_id = ANY),
+// the marks of a group one transaction of one pipelined batch in claim
+// id order (so that overlapping groups never deadlock); a serialization failure or deadlock
 // runs the group's transaction again; a retryable database error is every
 // caller's answer; any other error runs each alone. A dispatch that waits
 // for its group is already past its POST (marks) or before it (reads):

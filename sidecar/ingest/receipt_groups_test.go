@@ -19,7 +19,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
-// Group commit of receipts (group.go): concurrent deliveries share
+// Group commit of receipts (receipt_groups.go): concurrent deliveries share
 // transactions, and each still gets exactly the receipts it would get
 // alone.
 
