@@ -53,6 +53,8 @@ die() {
 }
 
 export IC_PROGRESS_SECONDS=${IC_PROGRESS_SECONDS:-15}
+# No "new version of npm available" notices between the progress lines.
+export npm_config_update_notifier=false
 N8N_PORT=${TRY_N8N_PORT:-5688}
 CLAIMD_PORT=${TRY_CLAIMD_PORT:-8088}
 DIR=${TRY_DIR:-$ROOT/.run/try}
