@@ -12,6 +12,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
@@ -74,8 +75,9 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	src := w.Scanner.Inbox.TriggerSource(a.Source)
 	if src == nil || src.Tenant != a.Tenant || src.Backfill == nil {
 		w.Scanner.Log.Info().Str("source", a.Source).Msg("backfill scan skipped: the source has no backfill now")
-		if _, err := w.Scanner.Inbox.Pool().Exec(ctx, `UPDATE backfill_scans SET result = $3, error = $2,
-			finished_at = now() WHERE id = $1 AND result = $4`, a.ScanID, errNoBackfillNow, ResultError, ResultQueued); err != nil {
+		msg := errNoBackfillNow
+		if err := queries.EndQueuedScan(ctx, w.Scanner.Inbox.Pool(), dbsqlc.EndQueuedScanParams{ID: a.ScanID, Error: &msg,
+			Result: ResultError, Queued: ResultQueued}); err != nil {
 			return db.Error(err)
 		}
 		return nil
@@ -150,10 +152,10 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 		// it. Should that row end before it is read, the source is free
 		// and the insert is tried again.
 		for try := 0; try < 3; try++ {
-			s, err := scanScan(tx.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, result,
-				range_start, range_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING `+scanColumns,
-				src.Tenant, src.Name, trig.Kind, actor, string(mode), ResultQueued, from, to))
+			row, err := queries.QueueScan(ctx, tx, dbsqlc.QueueScanParams{Tenant: src.Tenant, Source: src.Name,
+				Trigger: trig.Kind, Actor: actor, Mode: string(mode), Result: ResultQueued, RangeStart: from, RangeEnd: to})
 			if err == nil {
+				s := scanOf(dbsqlc.GetScanRow(row))
 				if _, err := in.EnqueueTx(ctx, tx, ScanArgs{Tenant: src.Tenant, Source: src.Name, Trigger: trig.Kind,
 					Actor: trig.Actor, Mode: string(mode), ScanID: s.ID, From: from, To: to}, InsertOpts()); err != nil {
 					return err
@@ -164,10 +166,10 @@ func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Tri
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			s, err = scanScan(tx.QueryRow(ctx, `SELECT `+scanColumns+` FROM backfill_scans
-				WHERE tenant = $1 AND source = $2 AND result IN ($3, $4)`, src.Tenant, src.Name, ResultQueued, ResultRunning))
+			active, err := queries.ActiveScan(ctx, tx, dbsqlc.ActiveScanParams{Tenant: src.Tenant, Source: src.Name,
+				Queued: ResultQueued, Running: ResultRunning})
 			if err == nil {
-				sc, already = s, true
+				sc, already = scanOf(dbsqlc.GetScanRow(active)), true
 				return nil
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
@@ -206,20 +208,11 @@ var errActiveEnding = errors.New("the source's active scan kept ending")
 // Without it such a row would say queued or running for ever, and keep
 // its source from being scanned (one queued or running row per source).
 func expireStale(ctx context.Context, dbtx claim.DBTX, tenant, source string) error {
-	_, err := dbtx.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
-		WHERE s.result = $5 AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
-		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $6
-			AND j.args->>'scan_id' = s.id::text
-			AND j.state IN ('available', 'pending', 'running', 'retryable', 'scheduled'))`,
-		tenant, source, errNeverRan, ResultError, ResultQueued, ScanArgs{}.Kind())
+	_, err := dbtx.Exec(ctx, expireQueuedSQL, tenant, source, errNeverRan, ResultError, ResultQueued, ScanArgs{}.Kind())
 	if err != nil {
 		return db.Error(err)
 	}
-	_, err = dbtx.Exec(ctx, `UPDATE backfill_scans s SET result = $4, error = $3, finished_at = now()
-		WHERE s.result = $5 AND ($1 = '' OR (s.tenant = $1 AND s.source = $2))
-		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $6 AND j.state = 'running'
-			AND j.args->>'scan_id' = s.id::text)`,
-		tenant, source, errStopped, ResultError, ResultRunning, ScanArgs{}.Kind())
+	_, err = dbtx.Exec(ctx, expireRunningSQL, tenant, source, errStopped, ResultError, ResultRunning, ScanArgs{}.Kind())
 	if err != nil {
 		return db.Error(err)
 	}
@@ -247,9 +240,8 @@ func Schedule(ctx context.Context, in *ingest.Inbox, now time.Time) (int, error)
 		if src.Backfill.Interval <= 0 {
 			continue
 		}
-		var due bool
-		if err := in.Pool().QueryRow(ctx, `SELECT COALESCE((SELECT next_scan_at <= $3 FROM backfill_state
-			WHERE tenant = $1 AND source = $2), true)`, src.Tenant, src.Name, now).Scan(&due); err != nil {
+		due, err := queries.ScanDue(ctx, in.Pool(), dbsqlc.ScanDueParams{Tenant: src.Tenant, Source: src.Name, Now: now})
+		if err != nil {
 			return n, db.Error(err)
 		}
 		if !due {
@@ -283,10 +275,9 @@ func Purge(ctx context.Context, dbtx claim.DBTX, before time.Time) (int64, error
 	if err := expireStale(ctx, dbtx, "", ""); err != nil {
 		return 0, err
 	}
-	tag, err := dbtx.Exec(ctx, `DELETE FROM backfill_scans WHERE id IN (SELECT id FROM backfill_scans
-		WHERE finished_at < $1 ORDER BY id LIMIT 1000)`, before)
+	n, err := queries.PurgeScans(ctx, dbtx, before)
 	if err != nil {
 		return 0, db.Error(err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

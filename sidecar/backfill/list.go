@@ -12,6 +12,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Finding is one missed event (backfill_events), as the API shows it.
@@ -92,22 +93,18 @@ func limitOf(n, def int) int {
 // the Before of the page after it, 0 at the end.
 func ListScans(ctx context.Context, dbtx claim.DBTX, tenant, source string, q ScanQuery) (scans []Scan, next int64, err error) {
 	limit := limitOf(q.Limit, DefaultScanLimit)
-	rows, err := dbtx.Query(ctx, `SELECT `+scanColumns+` FROM backfill_scans
-		WHERE tenant = $1 AND source = $2 AND ($3::bigint <= 0 OR id < $3) ORDER BY id DESC LIMIT $4`,
-		tenant, source, q.Before, limit+1)
+	rows, err := queries.ListScans(ctx, dbtx, dbsqlc.ListScansParams{Tenant: tenant, Source: source, Before: q.Before,
+		MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, 0, db.Error(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Scan, error) { return scanScan(r) })
-	if err != nil {
-		return nil, 0, db.Error(err)
+	out := make([]Scan, len(rows))
+	for i, r := range rows {
+		out[i] = scanOf(dbsqlc.GetScanRow(r))
 	}
 	if len(out) > limit {
 		out = out[:limit]
 		next = out[limit-1].ID
-	}
-	if out == nil {
-		out = []Scan{}
 	}
 	return out, next, nil
 }
@@ -115,56 +112,32 @@ func ListScans(ctx context.Context, dbtx claim.DBTX, tenant, source string, q Sc
 // GetScan returns the tenant's scan id of source; found false when there
 // is none (or it is another tenant's or source's).
 func GetScan(ctx context.Context, dbtx claim.DBTX, tenant, source string, id int64) (Scan, bool, error) {
-	sc, err := scanScan(dbtx.QueryRow(ctx, `SELECT `+scanColumns+` FROM backfill_scans
-		WHERE tenant = $1 AND source = $2 AND id = $3`, tenant, source, id))
+	row, err := queries.GetScan(ctx, dbtx, dbsqlc.GetScanParams{Tenant: tenant, Source: source, ID: id})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Scan{}, false, nil
 	}
 	if err != nil {
 		return Scan{}, false, db.Error(err)
 	}
-	return sc, true, nil
+	return scanOf(row), true, nil
 }
 
-// scanColumns are the backfill_scans columns scanScan reads.
-const scanColumns = `id, source, trigger, COALESCE(actor, ''), mode, requested_at, started_at, finished_at, range_start,
-	range_end, pages, listed, missed, backfilled, redelivered, result, COALESCE(error, ''), backlog_from, backlog_to,
-	COALESCE(notes, '')`
-
-// scanScan reads scanColumns; a range not known yet (a queued scan of
-// the source's default range) is left nil.
-func scanScan(r pgx.Row) (Scan, error) {
-	var s Scan
-	err := r.Scan(&s.ID, &s.Source, &s.Trigger, &s.Actor, &s.Mode, &s.RequestedAt, &s.StartedAt, &s.FinishedAt, &s.RangeStart,
-		&s.RangeEnd, &s.Pages, &s.Listed, &s.Missed, &s.Backfilled, &s.Redelivered, &s.Result, &s.Error, &s.BacklogFrom,
-		&s.BacklogTo, &s.Notes)
-	return s, err
+// scanOf is the Scan of a row of the statements that return one (each
+// selects GetScan's columns, so that its row converts to GetScanRow); a
+// range not known yet (a queued scan of the source's default range) is
+// left nil.
+func scanOf(r dbsqlc.GetScanRow) Scan {
+	return Scan{ID: r.ID, Source: r.Source, Trigger: r.Trigger, Actor: r.Actor, Mode: r.Mode, RequestedAt: r.RequestedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RangeStart: r.RangeStart, RangeEnd: r.RangeEnd, Pages: int(r.Pages),
+		Listed: int(r.Listed), Missed: int(r.Missed), Backfilled: int(r.Backfilled), Redelivered: int(r.Redelivered),
+		Result: r.Result, Error: r.Error, BacklogFrom: r.BacklogFrom, BacklogTo: r.BacklogTo, Notes: r.Notes}
 }
 
-// findingsSQL reads a source's findings with their state now: a stored
-// state is what the last scan saw, and the ledger may have moved since —
-// a fetched event whose record now has a receipt hash got its real
-// delivery after the backfill (late_real); a missed event, or one whose
-// redelivery was requested, whose key the ledger now holds has arrived
-// (with that record's id). The next scan persists the same states.
-const findingsSQL = `SELECT event_id, provider_id, event_type, provider_created_at, detected_at, scan_id, state, claim_id FROM (
-	SELECT e.event_id, e.provider_id, COALESCE(e.event_type, '') AS event_type, e.provider_created_at, e.detected_at, e.scan_id,
-		CASE WHEN e.state = 'fetched' AND cf.receipt_hash IS NOT NULL THEN 'late_real'
-			WHEN e.state IN ('missed', 'redelivery_requested') AND ck.id IS NOT NULL THEN 'arrived'
-			ELSE e.state END AS state,
-		COALESCE(e.claim_id::text, ck.id::text, '') AS claim_id
-	FROM backfill_events e
-	LEFT JOIN claims cf ON cf.id = e.claim_id AND cf.tenant = e.tenant
-	LEFT JOIN claims ck ON e.state IN ('missed', 'redelivery_requested') AND ck.tenant = e.tenant
-		AND ck.source = e.scope AND ck.event_id = e.event_id AND ck.action = ''
-	WHERE e.tenant = $1 AND e.source = $2
-		AND ($4::timestamptz IS NULL OR e.detected_at < $4 OR (e.detected_at = $4 AND e.event_id > $5))
-	) f
-	WHERE ($3 = '' OR state = $3)
-	ORDER BY detected_at DESC, event_id LIMIT $6`
+// queries runs the package's statements (sidecar/db/queries/backfill.sql).
+var queries = dbsqlc.New()
 
 // ListEvents returns a page of a source's findings, newest first, each
-// in the state it is in now (findingsSQL), filtered on that state
+// in the state it is in now (dbsqlc.Findings), filtered on that state
 // (q.State, "" any), and next: the Before of the page after it, "" at
 // the end. Errors: ErrBadCursor for a q.Before it did not make, else the
 // database's.
@@ -179,25 +152,19 @@ func ListEvents(ctx context.Context, dbtx claim.DBTX, tenant, source string, q E
 		}
 		at, afterID = &t, id
 	}
-	rows, err := dbtx.Query(ctx, findingsSQL, tenant, source, q.State, at, afterID, limit+1)
+	rows, err := queries.Findings(ctx, dbtx, dbsqlc.FindingsParams{Tenant: tenant, Source: source, State: q.State,
+		BeforeAt: at, AfterEventID: afterID, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, "", db.Error(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finding, error) {
-		var f Finding
-		err := r.Scan(&f.EventID, &f.ProviderID, &f.EventType, &f.ProviderCreatedAt, &f.DetectedAt, &f.ScanID, &f.State, &f.ClaimID)
-		return f, err
-	})
-	if err != nil {
-		return nil, "", db.Error(err)
+	out := make([]Finding, len(rows))
+	for i, r := range rows {
+		out[i] = Finding(r)
 	}
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
 		next = EventCursor(last.DetectedAt, last.EventID)
-	}
-	if out == nil {
-		out = []Finding{}
 	}
 	return out, next, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
@@ -199,15 +200,15 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	if trig.ScanID != 0 {
 		// The row made when the scan was asked for runs, if it is still
 		// there and still queued; else nothing does.
-		err := pool.QueryRow(ctx, `UPDATE backfill_scans SET result = $6, started_at = $4, mode = $5
-			WHERE id = $1 AND tenant = $2 AND source = $3 AND result = $7 RETURNING id, requested_at`,
-			trig.ScanID, src.Tenant, src.Name, now, string(mode), ResultRunning, ResultQueued).Scan(&sc.ID, &sc.RequestedAt)
+		row, err := queries.StartScan(ctx, pool, dbsqlc.StartScanParams{ID: trig.ScanID, Tenant: src.Tenant, Source: src.Name,
+			StartedAt: &now, Mode: string(mode), Running: ResultRunning, Queued: ResultQueued})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Scan{}, ErrNotQueued
 		}
 		if err != nil {
 			return Scan{}, db.Error(err)
 		}
+		sc.ID, sc.RequestedAt = row.ID, row.RequestedAt
 	}
 	win := Window(src, now)
 	st, err := loadState(ctx, pool, src)
@@ -248,14 +249,10 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	// requested redelivery whose key the ledger now holds has arrived; a
 	// fetched event whose record now has a receipt hash got its real
 	// delivery late.
-	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = '`+StateArrived+`', claim_id = c.id, updated_at = now()
-		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state IN ('`+StateRedeliveryRequested+`', '`+StateMissed+`')
-		AND c.tenant = e.tenant AND c.source = e.scope AND c.event_id = e.event_id AND c.action = ''`, src.Tenant, src.Name); err != nil {
+	if err := queries.FindingsArrived(ctx, pool, dbsqlc.FindingsArrivedParams{Tenant: src.Tenant, Source: src.Name}); err != nil {
 		return Scan{}, db.Error(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE backfill_events e SET state = 'late_real', updated_at = now()
-		FROM claims c WHERE e.tenant = $1 AND e.source = $2 AND e.state = 'fetched' AND c.id = e.claim_id
-		AND c.receipt_hash IS NOT NULL`, src.Tenant, src.Name); err != nil {
+	if err := queries.FindingsLateReal(ctx, pool, dbsqlc.FindingsLateRealParams{Tenant: src.Tenant, Source: src.Name}); err != nil {
 		return Scan{}, db.Error(err)
 	}
 	if !explicit && recovers(src, mode) {
@@ -289,8 +286,8 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	}
 	sc.RangeStart, sc.RangeEnd = &span.From, &span.To
 	if sc.ID != 0 {
-		if _, err := pool.Exec(ctx, `UPDATE backfill_scans SET range_start = $2, range_end = $3 WHERE id = $1`,
-			sc.ID, span.From, span.To); err != nil {
+		if err := queries.SetScanRange(ctx, pool, dbsqlc.SetScanRangeParams{ID: sc.ID, RangeStart: &span.From,
+			RangeEnd: &span.To}); err != nil {
 			return Scan{}, db.Error(err)
 		}
 	} else {
@@ -298,9 +295,10 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 		if trig.Actor != "" {
 			actor = &trig.Actor
 		}
-		err := pool.QueryRow(ctx, `INSERT INTO backfill_scans (tenant, source, trigger, actor, mode, result, requested_at,
-			started_at, range_start, range_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING id`,
-			src.Tenant, src.Name, trig.Kind, actor, string(mode), ResultRunning, now, span.From, span.To).Scan(&sc.ID)
+		var err error
+		sc.ID, err = queries.InsertRunningScan(ctx, pool, dbsqlc.InsertRunningScanParams{Tenant: src.Tenant, Source: src.Name,
+			Trigger: trig.Kind, Actor: actor, Mode: string(mode), Result: ResultRunning, Now: now, RangeStart: &span.From,
+			RangeEnd: &span.To})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Scan{}, ErrSourceBusy
 		}
@@ -404,26 +402,19 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 	}
 	wctx := context.WithoutCancel(ctx)
 	err = db.RunTx(wctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(wctx, `UPDATE backfill_scans SET finished_at = $2, pages = $3, listed = $4, missed = $5,
-			backfilled = $6, redelivered = $7, result = $8, error = $9, backlog_from = $10, backlog_to = $11, notes = $12
-			WHERE id = $1`, sc.ID, fin, sc.Pages, sc.Listed, sc.Missed, sc.Backfilled, sc.Redelivered, sc.Result,
-			nullable(sc.Error), sc.BacklogFrom, sc.BacklogTo, nullable(sc.Notes)); err != nil {
+		if err := queries.FinishScan(wctx, tx, dbsqlc.FinishScanParams{ID: sc.ID, FinishedAt: &fin, Pages: int32(sc.Pages),
+			Listed: int32(sc.Listed), Missed: int32(sc.Missed), Backfilled: int32(sc.Backfilled), Redelivered: int32(sc.Redelivered),
+			Result: sc.Result, Error: nullable(sc.Error), BacklogFrom: sc.BacklogFrom, BacklogTo: sc.BacklogTo,
+			Notes: nullable(sc.Notes)}); err != nil {
 			return err
 		}
 		next := fin.Add(b.Interval)
 		if b.Interval == 0 {
 			next = fin.Add(100 * 365 * 24 * time.Hour)
 		}
-		_, err := tx.Exec(wctx, `INSERT INTO backfill_state (tenant, source, scanned_until, next_scan_at, backlog_from, backlog_to, backlog_cursor)
-			VALUES ($1, $2, $3, $4, $6, $7, $8)
-			ON CONFLICT (tenant, source) DO UPDATE SET
-			scanned_until = COALESCE(GREATEST(excluded.scanned_until, backfill_state.scanned_until), backfill_state.scanned_until),
-			next_scan_at = excluded.next_scan_at,
-			backlog_from = CASE WHEN $5 THEN excluded.backlog_from ELSE backfill_state.backlog_from END,
-			backlog_to = CASE WHEN $5 THEN excluded.backlog_to ELSE backfill_state.backlog_to END,
-			backlog_cursor = CASE WHEN $5 THEN excluded.backlog_cursor ELSE backfill_state.backlog_cursor END`,
-			src.Tenant, src.Name, scanned, next, setBacklog, blFrom, blTo, blCursor)
-		return err
+		return queries.SaveScanState(wctx, tx, dbsqlc.SaveScanStateParams{Tenant: src.Tenant, Source: src.Name,
+			ScannedUntil: scanned, NextScanAt: next, SetBacklog: setBacklog, BacklogFrom: blFrom, BacklogTo: blTo,
+			BacklogCursor: blCursor})
 	})
 	if err != nil {
 		return sc, db.Error(err)
@@ -500,13 +491,14 @@ type scanState struct {
 }
 
 func loadState(ctx context.Context, dbtx claim.DBTX, src *ingest.Source) (scanState, error) {
-	var st scanState
-	err := dbtx.QueryRow(ctx, `SELECT scanned_until, backlog_from, backlog_to, backlog_cursor FROM backfill_state
-		WHERE tenant = $1 AND source = $2`, src.Tenant, src.Name).Scan(&st.until, &st.backFrom, &st.backTo, &st.cursor)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return st, db.Error(err)
+	row, err := queries.ScanState(ctx, dbtx, dbsqlc.ScanStateParams{Tenant: src.Tenant, Source: src.Name})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return scanState{}, nil
 	}
-	return st, nil
+	if err != nil {
+		return scanState{}, db.Error(err)
+	}
+	return scanState{until: row.ScannedUntil, backFrom: row.BacklogFrom, backTo: row.BacklogTo, cursor: row.BacklogCursor}, nil
 }
 
 // backlog is the stored backlog cut to the window (nil when there is
@@ -553,14 +545,15 @@ func recovers(src *ingest.Source, mode ingest.BackfillMode) bool {
 // recorded missed at or after from (nil: none), and how many recorded
 // missed were created before from (no longer listable).
 func recordedMisses(ctx context.Context, dbtx claim.DBTX, src *ingest.Source, from time.Time) (*time.Time, int, error) {
-	var oldest *time.Time
-	var gone int
-	if err := dbtx.QueryRow(ctx, `SELECT min(provider_created_at) FILTER (WHERE provider_created_at >= $3),
-		count(*) FILTER (WHERE provider_created_at < $3) FROM backfill_events
-		WHERE tenant = $1 AND source = $2 AND state = 'missed'`, src.Tenant, src.Name, from).Scan(&oldest, &gone); err != nil {
+	row, err := queries.RecordedMisses(ctx, dbtx, dbsqlc.RecordedMissesParams{Tenant: src.Tenant, Source: src.Name, FromAt: &from})
+	if err != nil {
 		return nil, 0, db.Error(err)
 	}
-	return oldest, gone, nil
+	var oldest *time.Time
+	if t, ok := row.Oldest.(time.Time); ok { // NULL (none) scans as nil
+		oldest = &t
+	}
+	return oldest, int(row.Gone), nil
 }
 
 // stamp is a time in notes: RFC 3339, UTC, whole seconds.
@@ -678,22 +671,12 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 	// Findings of earlier scans: not missed again; a requested
 	// redelivery whose key is now known has arrived.
 	found := map[string]string{}
-	rows, err := pool.Query(ctx, `SELECT event_id, state FROM backfill_events WHERE tenant = $1 AND scope = $2 AND event_id = ANY($3::text[])`,
-		src.Tenant, src.Scope, ids)
+	states, err := queries.FindingStates(ctx, pool, dbsqlc.FindingStatesParams{Tenant: src.Tenant, Scope: src.Scope, EventIDs: ids})
 	if err != nil {
 		return db.Error(err)
 	}
-	for rows.Next() {
-		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
-			rows.Close()
-			return db.Error(err)
-		}
-		found[id] = st
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return db.Error(err)
+	for _, f := range states {
+		found[f.EventID] = f.State
 	}
 	now := s.now()
 	// Counted once durable (stored, or recorded in backfill_events), and
@@ -722,9 +705,8 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 		st, seen := found[id]
 		if known[id] {
 			if seen && (st == StateRedeliveryRequested || st == StateMissed) {
-				if _, err := pool.Exec(ctx, `UPDATE backfill_events SET state = 'arrived', updated_at = now(),
-					claim_id = (SELECT id FROM claims WHERE tenant = $1 AND source = $2 AND event_id = $3 AND action = '')
-					WHERE tenant = $1 AND scope = $2 AND event_id = $3`, src.Tenant, src.Scope, id); err != nil {
+				if err := queries.FindingArrived(ctx, pool, dbsqlc.FindingArrivedParams{Tenant: src.Tenant, Scope: src.Scope,
+					EventID: id}); err != nil {
 					return db.Error(err)
 				}
 			}
@@ -841,14 +823,10 @@ func recordTx(ctx context.Context, dbtx claim.DBTX, src *ingest.Source, scanID i
 	if !cd.it.CreatedAt.IsZero() {
 		created = &cd.it.CreatedAt
 	}
-	_, err := dbtx.Exec(ctx, `INSERT INTO backfill_events (tenant, scope, event_id, source, provider_id, event_type,
-		provider_created_at, scan_id, state, payload_hash, claim_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::uuid)
-		ON CONFLICT (tenant, scope, event_id) DO UPDATE SET state = excluded.state, scan_id = excluded.scan_id,
-			payload_hash = COALESCE(excluded.payload_hash, backfill_events.payload_hash),
-			claim_id = COALESCE(excluded.claim_id, backfill_events.claim_id), updated_at = now()`,
-		src.Tenant, src.Scope, cd.ev.Request.EventID, src.Name, cd.it.ProviderID, nullable(cd.ev.Request.EventType),
-		created, scanID, state, nullable(cd.ev.Request.PayloadHash), nullable(claimID))
+	err := queries.RecordFinding(ctx, dbtx, dbsqlc.RecordFindingParams{Tenant: src.Tenant, Scope: src.Scope,
+		EventID: cd.ev.Request.EventID, Source: src.Name, ProviderID: cd.it.ProviderID, EventType: nullable(cd.ev.Request.EventType),
+		ProviderCreatedAt: created, ScanID: scanID, State: state, PayloadHash: nullable(cd.ev.Request.PayloadHash),
+		ClaimID: nullable(claimID)})
 	if err != nil {
 		return db.Error(err)
 	}
