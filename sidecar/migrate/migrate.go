@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/idempotent-claim/idempotent-claim/schema"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // lockKey is the advisory lock held while migrating ("claimd" in ASCII).
@@ -61,7 +62,7 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	if err := lockMigrations(ctx, conn.Conn()); err != nil {
 		return 0, err
 	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) }()
+	defer func() { _ = queries.MigrationUnlock(context.WithoutCancel(ctx), conn, lockKey) }()
 	p, db, err := provider(pool)
 	if err != nil {
 		return 0, err
@@ -82,6 +83,9 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return len(res) + len(rres.Versions), nil
 }
 
+// queries runs the package's statements (sidecar/db/queries/migrate.sql).
+var queries = dbsqlc.New()
+
 // lockPoll is the pause between two tries of the migration lock.
 const lockPoll = 200 * time.Millisecond
 
@@ -96,8 +100,8 @@ const lockPoll = 200 * time.Millisecond
 // way.
 func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		var locked bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&locked); err != nil {
+		locked, err := queries.TryMigrationLock(ctx, conn, lockKey)
+		if err != nil {
 			return err
 		}
 		if locked {
