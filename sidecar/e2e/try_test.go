@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -126,7 +125,7 @@ func deliverSample(t *testing.T, url, body string) answer {
 // prints twice through n8n (done, then duplicate with the same result
 // reference: the protected API ran once), signs in to n8n with the login
 // it prints, then stops it with SIGINT (Ctrl-C): n8n and claimd exit, their
-// PID files go. The second run (TRY_ONESHOT=1) imports nothing (the examples
+// PID files go, and it exits 0. The second run (TRY_ONESHOT=1) imports nothing (the examples
 // are unchanged), makes no new owner, sends its own sample twice, checks the
 // answers itself and exits 0.
 func TestTry(t *testing.T) {
@@ -220,9 +219,8 @@ func TestTry(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("try.sh did not exit within 2 min of SIGINT")
 	}
-	var exit *exec.ExitError
-	if err == nil || !errors.As(err, &exit) || exit.ExitCode() != 130 {
-		t.Errorf("try.sh after SIGINT: %v, want exit status 130", err)
+	if err != nil {
+		t.Errorf("try.sh after SIGINT: %v, want exit status 0 (a stop after the summary is how it ends)", err)
 	}
 	for name, pid := range map[string]int{"n8n": n8nPID, "claimd": claimdPID} {
 		if running(pid) {

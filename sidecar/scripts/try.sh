@@ -9,7 +9,8 @@
 # workflows (n8n-node/examples) with a credential for this claimd, publishes
 # the inline one, creates n8n's owner account, and prints the editor's URL,
 # the login and a delivery to paste. Ctrl-C (or SIGTERM) stops n8n and
-# claimd, by the PIDs it started, and removes their PID files; the database
+# claimd, by the PIDs it started, removes their PID files and exits 0 (130
+# or 143 when it comes before the summary); the database
 # keeps running (make db-stop) and everything else stays for the next
 # make try, which reuses it (an import runs again only when the example
 # files changed). Start over: rm -rf .run/try.
@@ -199,9 +200,12 @@ cleanup() {
 	rm -f "$DIR/try.pid"
 	exit "$rc"
 }
+ready=0
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# Ctrl-C and SIGTERM are how make try is meant to end: once everything it
+# started has stopped, it exits 0 (while it is still starting: 130 and 143).
+trap 'if [ "$ready" = 1 ]; then exit 0; else exit 130; fi' INT
+trap 'if [ "$ready" = 1 ]; then exit 0; else exit 143; fi' TERM
 trap 'exit 129' HUP
 
 # --- build and install ---------------------------------------------------------
@@ -598,6 +602,7 @@ EOF
 
 if [ "$ONESHOT" != 1 ]; then
 	echo
+	ready=1
 	# Until Ctrl-C, or until one of them exits on its own. (wait -n: any
 	# child; a trapped signal ends it at once.)
 	while alive "$n8n_pid" && alive "$claimd_pid"; do
