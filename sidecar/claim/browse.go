@@ -7,13 +7,11 @@ package claim
 import (
 	"context"
 	"sort"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // SourceSummary is one source of a tenant's overview: the numbers the
@@ -36,27 +34,6 @@ type SourceSummary struct {
 	DispatchDeadLettered int64
 }
 
-// overviewOpenSQL counts tenant $1's open records per source and state,
-// with the oldest received and processing ages (seconds), through the
-// partial index claims_list_idx (tenant, state, …).
-const overviewOpenSQL = `SELECT source, state, count(*),
-	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(created_at) FILTER (WHERE state = 'received')), 0),
-	COALESCE(EXTRACT(EPOCH FROM statement_timestamp() - min(claimed_at) FILTER (WHERE state = 'processing')), 0)
-	FROM claims
-	WHERE tenant = $1 AND state IN ('received', 'processing', 'retryable_failed', 'dead_lettered', 'unknown')
-	GROUP BY source, state`
-
-// overviewConflictsSQL counts tenant $1's records with conflicts, and the
-// conflicts, per source (partial index claims_conflicts_idx, migration
-// 00010).
-const overviewConflictsSQL = `SELECT source, count(*), sum(conflict_count)::bigint FROM claims
-	WHERE tenant = $1 AND conflict_count > 0 GROUP BY source`
-
-// overviewDispatchSQL counts tenant $1's dead-lettered dispatches per
-// source of their record (partial index inbox_events_dispatch_dead_idx).
-const overviewDispatchSQL = `SELECT c.source, count(*) FROM inbox_events e JOIN claims c ON c.id = e.claim_id
-	WHERE e.tenant = $1 AND e.dispatch_state = 'dead_lettered' AND c.tenant = $1 GROUP BY c.source`
-
 // Overview returns tenant's summary per source, sorted by source name:
 // every source with an open record, a conflict or a dead-lettered
 // dispatch. Its three statements read partial indexes of open, conflicting
@@ -72,49 +49,34 @@ func (l *Ledger) Overview(ctx context.Context, tenant string) ([]SourceSummary, 
 		}
 		return s
 	}
-	rows, err := l.pool.Query(ctx, overviewOpenSQL, tenant)
+	open, err := queries.OverviewOpen(ctx, l.pool, tenant)
 	if err != nil {
 		return nil, db.Error(err)
 	}
-	var src string
-	var state State
-	var n int64
-	var oldRec, oldProc float64
-	_, err = pgx.ForEachRow(rows, []any{&src, &state, &n, &oldRec, &oldProc}, func() error {
-		s := get(src)
-		s.Open[state] = n
-		switch state {
+	for _, r := range open {
+		s := get(r.Source)
+		s.Open[State(r.State)] = r.Records
+		switch State(r.State) {
 		case StateReceived:
-			s.OldestReceived = seconds(oldRec)
+			s.OldestReceived = seconds(r.OldestReceivedSeconds)
 		case StateProcessing:
-			s.OldestProcessing = seconds(oldProc)
+			s.OldestProcessing = seconds(r.OldestProcessingSeconds)
 		}
-		return nil
-	})
+	}
+	conflicts, err := queries.OverviewConflicts(ctx, l.pool, tenant)
 	if err != nil {
 		return nil, db.Error(err)
 	}
-	var records, conflicts int64
-	rows, err = l.pool.Query(ctx, overviewConflictsSQL, tenant)
+	for _, r := range conflicts {
+		s := get(r.Source)
+		s.ConflictRecords, s.Conflicts = r.Records, r.Conflicts
+	}
+	dead, err := queries.OverviewDeadDispatches(ctx, l.pool, tenant)
 	if err != nil {
 		return nil, db.Error(err)
 	}
-	if _, err = pgx.ForEachRow(rows, []any{&src, &records, &conflicts}, func() error {
-		s := get(src)
-		s.ConflictRecords, s.Conflicts = records, conflicts
-		return nil
-	}); err != nil {
-		return nil, db.Error(err)
-	}
-	rows, err = l.pool.Query(ctx, overviewDispatchSQL, tenant)
-	if err != nil {
-		return nil, db.Error(err)
-	}
-	if _, err = pgx.ForEachRow(rows, []any{&src, &n}, func() error {
-		get(src).DispatchDeadLettered = n
-		return nil
-	}); err != nil {
-		return nil, db.Error(err)
+	for _, r := range dead {
+		get(r.Source).DispatchDeadLettered = r.Dispatches
 	}
 	out := make([]SourceSummary, 0, len(by))
 	for _, s := range by {
@@ -156,27 +118,6 @@ type BrowseFilter struct {
 	Cursor string
 }
 
-// browseTemplate returns one page of tenant $1's records, newest first by
-// ({T}, id), {T} being updated_at or created_at, after the cursor position
-// ($7, $8) when given. $2 state, $3 source, $4 event id prefix (each NULL:
-// any), $5 from, $6 to (NULL: unbounded), $9 row limit. The prefix is
-// compared with starts_with, so no byte of it is a wildcard.
-const browseTemplate = `SELECT ` + recordColumns + ` FROM claims
-	WHERE tenant = $1
-	  AND ($2::text IS NULL OR state = $2)
-	  AND ($3::text IS NULL OR source = $3)
-	  AND ($4::text IS NULL OR starts_with(event_id, $4))
-	  AND ($5::timestamptz IS NULL OR {T} >= $5)
-	  AND ($6::timestamptz IS NULL OR {T} < $6)
-	  AND ($7::timestamptz IS NULL OR ({T}, id) < ($7::timestamptz, $8::uuid))
-	ORDER BY {T} DESC, id DESC
-	LIMIT $9`
-
-var (
-	browseUpdatedSQL = strings.ReplaceAll(browseTemplate, "{T}", "updated_at")
-	browseCreatedSQL = strings.ReplaceAll(browseTemplate, "{T}", "created_at")
-)
-
 // Browse returns one page of tenant's records, newest first by f.Field
 // (and id), without delivery logs, and the cursor of the next page: empty
 // when there is no more. A record that changes while a caller pages by
@@ -206,11 +147,8 @@ func (l *Ledger) Browse(ctx context.Context, tenant string, f BrowseFilter) ([]R
 	if f.Limit < 0 || f.Limit > MaxListLimit {
 		return nil, "", apperr.Field("limit", "must be from 1 to %d", MaxListLimit)
 	}
-	sql := browseUpdatedSQL
 	switch f.Field {
-	case "", ByUpdated:
-	case ByCreated:
-		sql = browseCreatedSQL
+	case "", ByUpdated, ByCreated:
 	default:
 		return nil, "", apperr.Field("time_field", "must be updated or created")
 	}
@@ -218,9 +156,28 @@ func (l *Ledger) Browse(ctx context.Context, tenant string, f BrowseFilter) ([]R
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := l.pool.Query(ctx, sql, tenant, nullable(string(f.State)), nullable(f.Source),
-		nullable(f.EventIDPrefix), timeOrNil(f.From), timeOrNil(f.To), after, afterID, limit+1)
-	return collectPage(rows, err, limit, func(r Record) time.Time {
+	arg := dbsqlc.BrowseByUpdatedParams{Tenant: tenant, State: nullable(string(f.State)), Source: nullable(f.Source),
+		EventIDPrefix: nullable(f.EventIDPrefix), FromAt: timeOrNil(f.From), UntilAt: timeOrNil(f.To),
+		AfterAt: after, AfterID: afterID, MaxRows: int32(limit + 1)}
+	recs := []Record{}
+	if f.Field == ByCreated {
+		rows, err := queries.BrowseByCreated(ctx, l.pool, dbsqlc.BrowseByCreatedParams(arg))
+		for _, r := range rows {
+			recs = append(recs, recordOf(dbsqlc.RecordRow(r)))
+		}
+		if err != nil {
+			return nil, "", db.Error(err)
+		}
+	} else {
+		rows, err := queries.BrowseByUpdated(ctx, l.pool, arg)
+		for _, r := range rows {
+			recs = append(recs, recordOf(dbsqlc.RecordRow(r)))
+		}
+		if err != nil {
+			return nil, "", db.Error(err)
+		}
+	}
+	return page(recs, limit, func(r Record) time.Time {
 		if f.Field == ByCreated {
 			return r.CreatedAt
 		}

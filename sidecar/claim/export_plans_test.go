@@ -29,5 +29,11 @@ func (l *Ledger) ReceiveArgs(r Request) []any {
 // ReconcileDiscoverStatement is discovery's statement and arguments under
 // the ledger's policies; ok false when no reconciler is configured.
 func (l *Ledger) ReconcileDiscoverStatement(limit int) (sql string, args []any, ok bool) {
-	return l.reconcileDiscoverArgs(limit)
+	discover, ok := l.reconcileDiscovery(limit)
+	if !ok {
+		return "", nil, false
+	}
+	b := &pgx.Batch{}
+	_, _ = discover(context.Background(), db.Queue(b))
+	return b.QueuedQueries[0].SQL, b.QueuedQueries[0].Arguments, true
 }

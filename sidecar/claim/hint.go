@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Retry hints: when a caller answered in_progress or retry_later should
@@ -39,22 +41,6 @@ const (
 	// dropped, and when none is, the whole cache.
 	retryHintMaxEntries = 10000
 )
-
-// retryHintSQL is the quantile $5 of the claim-to-complete times, in
-// seconds, of the latest $4 completions of (tenant $1, source $2, action
-// $3), and how many there were. claims_completed_idx (tenant, source,
-// action, completed_at) WHERE state = 'completed' serves it newest first,
-// reading at most $4 entries whatever the table's size.
-const retryHintSQL = `
-SELECT count(*), COALESCE(percentile_disc($5) WITHIN GROUP (ORDER BY d), 0)
-FROM (
-	SELECT EXTRACT(EPOCH FROM completed_at - claimed_at)::float8 AS d
-	FROM claims
-	WHERE tenant = $1 AND source = $2 AND action = $3 AND state = 'completed'
-	  AND claimed_at IS NOT NULL AND completed_at >= claimed_at
-	ORDER BY completed_at DESC
-	LIMIT $4
-) recent`
 
 // RetryAfter returns when the caller of the claim answered res should try
 // again, and false for outcomes that carry no hint (every one but
@@ -146,15 +132,14 @@ func (h *retryHints) estimate(ctx context.Context, l *Ledger, k hintKey) time.Du
 	h.entries[k] = e
 	h.mu.Unlock()
 
-	var n int
-	var secs float64
-	err := l.pool.QueryRow(ctx, retryHintSQL, k.tenant, k.source, k.action, RetryHintSample, RetryHintQuantile).Scan(&n, &secs)
+	r, err := queries.RetryHint(ctx, l.pool, dbsqlc.RetryHintParams{Tenant: k.tenant, Source: k.source, Action: k.action,
+		MaxEntries: RetryHintSample, Quantile: RetryHintQuantile})
 	ttl := retryHintTTL
 	switch {
 	case err != nil:
 		ttl = retryHintErrorTTL
-	case n > 0:
-		e.est = max(time.Duration(secs*float64(time.Second)), time.Millisecond)
+	case r.Completions > 0:
+		e.est = max(time.Duration(r.Seconds*float64(time.Second)), time.Millisecond)
 	}
 	e.expires = time.Now().Add(ttl)
 	close(e.ready)

@@ -139,7 +139,8 @@ func TestRetryHintReadsTheIndex(t *testing.T) {
 	_, err = b.pool.Exec(b.ctx, `ANALYZE claims`)
 	require.NoError(t, err)
 	var plan string
-	rows, err := b.pool.Query(b.ctx, `EXPLAIN `+claim.RetryHintSQL, "a", "src7", "", claim.RetryHintSample, claim.RetryHintQuantile)
+	// The statement's arguments: quantile, tenant, source, action, max_entries.
+	rows, err := b.pool.Query(b.ctx, `EXPLAIN `+claim.RetryHintSQL, claim.RetryHintQuantile, "a", "src7", "", claim.RetryHintSample)
 	require.NoError(t, err)
 	for rows.Next() {
 		var line string

@@ -1117,27 +1117,6 @@ func claimedOf(row dbsqlc.ClaimOneRow) Record {
 	return rec
 }
 
-// scanRecord scans recordColumns, then extra destinations for columns
-// selected after them.
-func scanRecord(row pgx.Row, extra ...any) (Record, error) {
-	var r Record
-	var token *string
-	dest := append([]any{&r.ID, &r.Tenant, &r.Source, &r.EventID, &r.Action, &r.EventType, &r.State,
-		&r.LastOutcome, &r.Attempt, &r.MaxAttempts, &r.LeasePolicy, &r.LeaseUntil, &r.NextAttemptAt,
-		&r.PayloadHash, &r.ResultRef, &r.LastError, &r.ObjectID, &r.ObjectVersion, &r.ConflictCount,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.CompletedAt, &token, &r.ReceiptHash, &r.Origin,
-		&r.Reconciler}, extra...)
-	err := row.Scan(dest...)
-	if err != nil {
-		return Record{}, err
-	}
-	if token != nil {
-		r.token = *token
-	}
-	r.IdempotencyKey = IdempotencyKey(r.Tenant, r.Key)
-	return r, nil
-}
-
 // Page sizes of List.
 const (
 	DefaultListLimit = 100
@@ -1241,22 +1220,9 @@ func pageStart(limit int, cursor, badCursor string) (int, *time.Time, *string, e
 	return limit, &at, &id, nil
 }
 
-// collectPage scans a keyset page queried with limit+1 rows: at most limit
-// records, and the cursor of the next page ("" on the last), positioned at
+// page is recs, a keyset page queried with limit+1 rows, as at most limit
+// records and the cursor of the next page ("" on the last), positioned at
 // the last record's at and id.
-func collectPage(rows pgx.Rows, err error, limit int, at func(Record) time.Time) ([]Record, string, error) {
-	if err != nil {
-		return nil, "", db.Error(err)
-	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
-	if err != nil {
-		return nil, "", db.Error(err)
-	}
-	return page(recs, limit, at)
-}
-
-// page is recs, read with one record more than limit, as a page of at most
-// limit records and the cursor of the next page ("" for none).
 func page(recs []Record, limit int, at func(Record) time.Time) ([]Record, string, error) {
 	if len(recs) <= limit {
 		return recs, "", nil

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -71,19 +72,6 @@ func DeliveryHash(reqs []Request) []byte {
 	return h.Sum(nil)
 }
 
-// recordNonceSQL records a nonce ($3) for a delivery ($4), kept $5
-// seconds, and answers whether the nonce is now bound to this delivery:
-// true when it is new (or its row expired, not yet purged: replaced), or
-// was recorded with this same delivery; false when it is bound to another.
-// The conflicting row is locked (DO UPDATE), so two deliveries of one
-// nonce at once are decided one after the other.
-const recordNonceSQL = `INSERT INTO delivery_nonces AS n (tenant, scope, nonce_hash, delivery_hash, expires_at)
-	VALUES ($1, $2, $3, $4, statement_timestamp() + make_interval(secs => $5))
-	ON CONFLICT (tenant, scope, nonce_hash) DO UPDATE SET
-		delivery_hash = CASE WHEN n.expires_at <= statement_timestamp() THEN EXCLUDED.delivery_hash ELSE n.delivery_hash END,
-		expires_at = CASE WHEN n.expires_at <= statement_timestamp() THEN EXCLUDED.expires_at ELSE n.expires_at END
-	RETURNING n.delivery_hash = $4`
-
 // RecordNoncesTx records ns in tx, in (tenant, scope, hash) order (so
 // that transactions recording several lock them in one order; call it
 // before the transaction's claims rows, as every caller does), one
@@ -106,23 +94,25 @@ func RecordNoncesTx(ctx context.Context, tx pgx.Tx, ns []Nonce) ([]int, error) {
 		return bytes.Compare(x.Hash, y.Hash)
 	})
 	b := &pgx.Batch{}
+	queue := db.Queue(b)
 	for _, i := range order {
 		n := ns[i]
-		b.Queue(recordNonceSQL, n.Tenant, n.Scope, n.Hash, n.Delivery, max(n.TTL, time.Second).Seconds())
+		_, _ = queries.RecordNonce(ctx, queue, dbsqlc.RecordNonceParams{Tenant: n.Tenant, Scope: n.Scope,
+			NonceHash: n.Hash, DeliveryHash: n.Delivery, TTLSeconds: max(n.TTL, time.Second).Seconds()})
 	}
-	br := tx.SendBatch(ctx, b)
+	results := db.Results(tx.SendBatch(ctx, b))
 	var replayed []int
 	for _, i := range order {
-		var same bool
-		if err := br.QueryRow().Scan(&same); err != nil {
-			br.Close()
+		same, err := queries.RecordNonce(ctx, results, dbsqlc.RecordNonceParams{})
+		if err != nil {
+			results.Close()
 			return nil, err
 		}
 		if !same {
 			replayed = append(replayed, i)
 		}
 	}
-	if err := br.Close(); err != nil {
+	if err := results.Close(); err != nil {
 		return nil, err
 	}
 	slices.Sort(replayed)
@@ -152,31 +142,17 @@ func (l *Ledger) RecordNonce(ctx context.Context, n Nonce) error {
 	return nil
 }
 
-// purgeNoncesSQL deletes one batch ($1 rows) of expired nonces, oldest
-// first, skipping rows another transaction holds. Index:
-// delivery_nonces_expires_idx.
-const purgeNoncesSQL = `
-WITH doomed AS (
-	SELECT tenant, scope, nonce_hash FROM delivery_nonces
-	WHERE expires_at <= statement_timestamp()
-	ORDER BY expires_at
-	LIMIT $1
-	FOR UPDATE SKIP LOCKED
-)
-DELETE FROM delivery_nonces n USING doomed d
-WHERE n.tenant = d.tenant AND n.scope = d.scope AND n.nonce_hash = d.nonce_hash`
-
 // purgeNonces deletes expired nonces in batches of at most batch rows
 // until none is left or ctx ends, and returns how many it deleted.
 func (l *Ledger) purgeNonces(ctx context.Context, batch int) (int, error) {
 	total := 0
 	for {
-		tag, err := l.pool.Exec(ctx, purgeNoncesSQL, batch)
+		n, err := queries.PurgeNonces(ctx, l.pool, int32(batch))
 		if err != nil {
 			return total, db.Error(err)
 		}
-		total += int(tag.RowsAffected())
-		if tag.RowsAffected() < int64(batch) {
+		total += int(n)
+		if n < int64(batch) {
 			return total, nil
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -285,95 +284,30 @@ type ReconcileDiscovered struct {
 // an inbox row.
 type Redispatch func(ctx context.Context, tx pgx.Tx, tenant, claimID string) error
 
-// reconcileColumns is the column list reconcile reads return, in
-// scanReconcile order.
-const reconcileColumns = `claim_id::text, tenant, reconciler, state, episode_attempt, calls, max_calls,
-	next_call_at, call_deadline, COALESCE(verdict, ''), COALESCE(result_ref, ''), COALESCE(note, ''),
-	COALESCE(last_error, ''), created_at, updated_at, COALESCE(call_token::text, '')`
-
-// scanReconcile scans reconcileColumns, then extra destinations for
-// columns selected after them.
-func scanReconcile(row pgx.Row, extra ...any) (ReconcileState, error) {
-	var s ReconcileState
-	err := row.Scan(append([]any{&s.ClaimID, &s.Tenant, &s.Reconciler, &s.State, &s.EpisodeAttempt, &s.Calls,
-		&s.MaxCalls, &s.NextCallAt, &s.CallDeadline, &s.Verdict, &s.ResultRef, &s.Note, &s.LastError, &s.CreatedAt,
-		&s.UpdatedAt, &s.token}, extra...)...)
-	return s, err
+// reconcileOf is the ReconcileState of row. Every statement that returns a
+// reconcile selects the columns of dbsqlc.ReconcileOfRow, so its row
+// converts to one.
+func reconcileOf(row dbsqlc.ReconcileOfRow) ReconcileState {
+	return ReconcileState{ClaimID: row.ClaimID, Tenant: row.Tenant, Reconciler: row.Reconciler,
+		State: ReconcileStatus(row.State), EpisodeAttempt: int(row.EpisodeAttempt), Calls: int(row.Calls),
+		MaxCalls: int(row.MaxCalls), NextCallAt: row.NextCallAt, CallDeadline: row.CallDeadline,
+		Verdict: ReconcileVerdict(row.Verdict), ResultRef: row.ResultRef, Note: row.Note, LastError: row.LastError,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, token: row.CallToken}
 }
 
-// reconcileDiscoverSQL starts the reconciles of unknown claims. $1
-// configured reconciler names, $2 their max_calls, $8 their delay in
-// seconds (ReconcilerPolicy.Delay); $3 the sources with a
-// policy of their own, $4 their default reconciler ("" none); $5 the
-// default policy's reconciler (NULL none) for every other source; $6 the
-// limit; $7 the sources whose default reconciler is configured; {OTHER}
-// is reconcileDiscoverOther when the default policy's reconciler is
-// configured, else empty (a statement of its own, so that no plan of it
-// reads the unknown claims of every source for a default that is not
-// there). A claim's
-// reconciler is its own (claims.reconciler), else its source's default.
-// It inserts a waiting row (its first call due the reconciler's delay after
-// the claim went unknown: its updated_at; now if that has passed), for at most $6 unknown claims with a
-// configured reconciler and no row for their current episode (no row, or
-// one of an earlier episode whose call is not in flight: reset), oldest change first; a concurrent
-// discovery of the same claim inserts or resets it once (ON CONFLICT, its
-// WHERE judged on the row as the other left it). It returns the rows
-// started and how many unknown claims (at most $6) name a reconciler of
-// their own that is not configured.
-// Cost: only unknown claims that can be reconciled are visited (their
-// own reconciler configured, or none and a source whose default is), by
-// claims_unknown_reconciler_idx (migration 00026), with a primary-key
-// probe of reconciles each; unknown claims without a reconciler are not
-// read. Those with a reconcile of their current episode (waiting, gave up
-// for an operator) are still read on each run.
-const reconcileDiscoverSQL = `
-WITH cfg AS (
-	SELECT * FROM unnest($1::text[], $2::int[], $8::float8[]) AS r(name, max_calls, delay)
-), src AS (
-	SELECT * FROM unnest($3::text[], $4::text[]) AS s(source, reconciler)
-), cand AS (
-	SELECT c.id, c.tenant, c.attempt, c.claim_token, c.updated_at,
-		COALESCE(c.reconciler, CASE WHEN s.source IS NOT NULL THEN NULLIF(s.reconciler, '') ELSE $5::text END) AS rname
-	FROM claims c LEFT JOIN src s ON s.source = c.source
-	WHERE c.state = 'unknown'
-	  AND (c.reconciler = ANY($1::text[])
-		OR (c.reconciler IS NULL AND c.source = ANY($7::text[])){OTHER})
-	  AND NOT EXISTS (SELECT 1 FROM reconciles r WHERE r.claim_id = c.id AND (r.state = 'calling'
-		OR (r.episode_attempt = c.attempt AND r.episode_token IS NOT DISTINCT FROM c.claim_token)))
-), ins AS (
-	INSERT INTO reconciles AS r (claim_id, tenant, reconciler, episode_attempt, episode_token, state, calls,
-		max_calls, next_call_at, created_at, updated_at)
-	SELECT cand.id, cand.tenant, cand.rname, cand.attempt, cand.claim_token, 'waiting', 0, cfg.max_calls,
-		GREATEST(cand.updated_at + make_interval(secs => cfg.delay), statement_timestamp()),
-		statement_timestamp(), statement_timestamp()
-	FROM cand JOIN cfg ON cfg.name = cand.rname
-	ORDER BY cand.updated_at, cand.id
-	LIMIT $6
-	ON CONFLICT (claim_id) DO UPDATE SET reconciler = excluded.reconciler,
-		episode_attempt = excluded.episode_attempt, episode_token = excluded.episode_token,
-		state = 'waiting', calls = 0, max_calls = excluded.max_calls, next_call_at = excluded.next_call_at,
-		call_token = NULL, call_deadline = NULL, verdict = NULL, result_ref = NULL, note = NULL,
-		last_error = NULL, updated_at = statement_timestamp()
-	WHERE r.episode_attempt <> excluded.episode_attempt OR r.episode_token IS DISTINCT FROM excluded.episode_token
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM ins),
-	(SELECT count(*) FROM (SELECT 1 FROM claims c
-		WHERE c.state = 'unknown' AND c.reconciler IS NOT NULL AND c.reconciler <> ALL($1::text[])
-		  AND NOT EXISTS (SELECT 1 FROM reconciles r WHERE r.claim_id = c.id
-			AND r.episode_attempt = c.attempt AND r.episode_token IS NOT DISTINCT FROM c.claim_token)
-		LIMIT $6) k)`
-
-// reconcileDiscoverOther is reconcileDiscoverSQL's {OTHER}: the unknown
-// claims naming no reconciler of every source without a policy of its
-// own, under the default policy's reconciler.
-const reconcileDiscoverOther = `
-		OR (c.reconciler IS NULL AND c.source <> ALL($3::text[]))`
-
-// reconcileDiscoverSQLs are reconcileDiscoverSQL without and with
-// reconcileDiscoverOther.
-var reconcileDiscoverSQLs = [2]string{strings.Replace(reconcileDiscoverSQL, "{OTHER}", "", 1),
-	strings.Replace(reconcileDiscoverSQL, "{OTHER}", reconcileDiscoverOther, 1)}
+// lockReconcile locks the reconcile of claimID (of tenant; nil: any) and
+// says whether its call's deadline has passed (LockReconcile).
+func lockReconcile(ctx context.Context, tx pgx.Tx, claimID string, tenant *string) (ReconcileState, bool, error) {
+	row, err := queries.LockReconcile(ctx, tx, dbsqlc.LockReconcileParams{ClaimID: claimID, Tenant: tenant})
+	if err != nil {
+		return ReconcileState{}, false, err
+	}
+	return reconcileOf(dbsqlc.ReconcileOfRow{ClaimID: row.ClaimID, Tenant: row.Tenant, Reconciler: row.Reconciler,
+		State: row.State, EpisodeAttempt: row.EpisodeAttempt, Calls: row.Calls, MaxCalls: row.MaxCalls,
+		NextCallAt: row.NextCallAt, CallDeadline: row.CallDeadline, Verdict: row.Verdict, ResultRef: row.ResultRef,
+		Note: row.Note, LastError: row.LastError, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		CallToken: row.CallToken}), row.Late, nil
+}
 
 // ReconcileDiscover starts the reconciles of at most limit claims that
 // are unknown, have a reconciler (their own, else their source's default,
@@ -388,13 +322,14 @@ var reconcileDiscoverSQLs = [2]string{strings.Replace(reconcileDiscoverSQL, "{OT
 // and sends no statement. Safe on any number of replicas at once.
 // Errors: Unavailable (db.Error).
 func (l *Ledger) ReconcileDiscover(ctx context.Context, limit int) (ReconcileDiscovered, error) {
-	sql, args, ok := l.reconcileDiscoverArgs(limit)
+	discover, ok := l.reconcileDiscovery(limit)
 	if !ok {
 		return ReconcileDiscovered{}, nil
 	}
 	var d ReconcileDiscovered
-	err := db.Retry(ctx, func() error {
-		return l.pool.QueryRow(ctx, sql, args...).Scan(&d.Created, &d.Skipped)
+	err := db.Retry(ctx, func() (err error) {
+		d, err = discover(ctx, l.pool)
+		return err
 	})
 	if err != nil {
 		return ReconcileDiscovered{}, db.Error(err)
@@ -402,16 +337,17 @@ func (l *Ledger) ReconcileDiscover(ctx context.Context, limit int) (ReconcileDis
 	return d, nil
 }
 
-// reconcileDiscoverArgs is discovery's statement (reconcileDiscoverSQLs)
-// and its arguments under the current policies; ok false when no
-// reconciler is configured.
-func (l *Ledger) reconcileDiscoverArgs(limit int) (sql string, args []any, ok bool) {
+// reconcileDiscovery is discovery's statement (DiscoverReconciles, or
+// DiscoverReconcilesWithDefault when the default policy's reconciler is
+// configured) with its arguments under the current policies; ok false
+// when no reconciler is configured.
+func (l *Ledger) reconcileDiscovery(limit int) (discover func(context.Context, dbsqlc.DBTX) (ReconcileDiscovered, error), ok bool) {
 	if limit <= 0 {
 		limit = 100
 	}
 	ps := l.policies.Load()
 	if len(ps.Reconcilers) == 0 {
-		return "", nil, false
+		return nil, false
 	}
 	names, maxCalls := make([]string, 0, len(ps.Reconcilers)), make([]int32, 0, len(ps.Reconcilers))
 	delays := make([]float64, 0, len(ps.Reconcilers))
@@ -427,51 +363,20 @@ func (l *Ledger) reconcileDiscoverArgs(limit int) (sql string, args []any, ok bo
 			reconciled = append(reconciled, name)
 		}
 	}
-	sql = reconcileDiscoverSQLs[0]
+	arg := dbsqlc.DiscoverReconcilesParams{Names: names, MaxCalls: maxCalls, DelaySeconds: delays, Sources: sources,
+		SourceReconcilers: defaults, DefaultReconciler: nullable(ps.Default.Reconciler), MaxRows: int32(limit),
+		ReconciledSources: reconciled}
 	if _, ok := ps.Reconcilers[ps.Default.Reconciler]; ok && ps.Default.Reconciler != "" {
-		sql = reconcileDiscoverSQLs[1]
+		return func(ctx context.Context, q dbsqlc.DBTX) (ReconcileDiscovered, error) {
+			r, err := queries.DiscoverReconcilesWithDefault(ctx, q, dbsqlc.DiscoverReconcilesWithDefaultParams(arg))
+			return ReconcileDiscovered{Created: int(r.Created), Skipped: int(r.Skipped)}, err
+		}, true
 	}
-	return sql, []any{names, maxCalls, sources, defaults, nullable(ps.Default.Reconciler), limit, reconciled, delays}, true
+	return func(ctx context.Context, q dbsqlc.DBTX) (ReconcileDiscovered, error) {
+		r, err := queries.DiscoverReconciles(ctx, q, arg)
+		return ReconcileDiscovered{Created: int(r.Created), Skipped: int(r.Skipped)}, err
+	}, true
 }
-
-// episodeMatch is whether claim c is unknown in the episode of reconcile
-// r.
-const episodeMatch = `c.state = 'unknown' AND c.attempt = r.episode_attempt
-	AND c.claim_token IS NOT DISTINCT FROM r.episode_token`
-
-// reconcileTakeSQL takes at most $3 due calls of configured reconcilers
-// ($1 names, $2 each one's call plus answer seconds), oldest due first,
-// FOR UPDATE SKIP LOCKED (a call is taken by one replica): a due row
-// whose claim is still unknown in its episode becomes calling, with a
-// fresh call token, one more call counted and its deadline (last_error,
-// verdict and note stay as the previous call left them until this one
-// ends); one whose
-// claim left unknown or changed episode is dropped. It returns the calls
-// taken, with what their requests need.
-const reconcileTakeSQL = `
-WITH cfg AS (
-	SELECT * FROM unnest($1::text[], $2::float8[]) AS r(name, secs)
-), due AS (
-	SELECT claim_id FROM reconciles
-	WHERE state = 'waiting' AND next_call_at <= statement_timestamp() AND reconciler = ANY($1::text[])
-	ORDER BY next_call_at
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), gone AS (
-	UPDATE reconciles r SET state = 'dropped', updated_at = statement_timestamp()
-	FROM due WHERE r.claim_id = due.claim_id
-	  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.id = r.claim_id AND ` + episodeMatch + `)
-), taken AS (
-	UPDATE reconciles r SET state = 'calling', call_token = gen_random_uuid(), calls = r.calls + 1,
-		call_deadline = statement_timestamp() + make_interval(secs => cfg.secs), updated_at = statement_timestamp()
-	FROM due, cfg, claims c
-	WHERE r.claim_id = due.claim_id AND cfg.name = r.reconciler AND c.id = r.claim_id AND ` + episodeMatch + `
-	RETURNING r.claim_id, r.tenant, c.source, c.event_id, c.action, COALESCE(c.event_type, ''),
-		COALESCE(c.payload_hash, ''), COALESCE(c.result_ref, ''), COALESCE(c.last_error, ''), c.attempt,
-		r.call_token::text, r.calls, r.max_calls, r.call_deadline, r.reconciler,
-		EXISTS (SELECT 1 FROM inbox_events e WHERE e.claim_id = c.id)
-)
-SELECT * FROM taken ORDER BY call_deadline, claim_id`
 
 // ReconcileTake takes at most limit due calls of configured reconcilers
 // for this replica to make: each becomes the one call in flight of its
@@ -492,99 +397,29 @@ func (l *Ledger) ReconcileTake(ctx context.Context, limit int) ([]ReconcileCall,
 	for name, r := range ps.Reconcilers {
 		names, secs = append(names, name), append(secs, (r.Call+r.Answer).Seconds())
 	}
-	var calls []ReconcileCall
-	err := db.Retry(ctx, func() error {
-		rows, err := l.pool.Query(ctx, reconcileTakeSQL, names, secs, limit)
-		if err != nil {
-			return err
-		}
-		calls, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReconcileCall, error) {
-			var c ReconcileCall
-			err := row.Scan(&c.ClaimID, &c.Tenant, &c.Source, &c.EventID, &c.Action, &c.EventType, &c.PayloadHash,
-				&c.ResultRef, &c.LastError, &c.Attempt, &c.Token, &c.Call, &c.MaxCalls, &c.Deadline, &c.Reconciler,
-				&c.Ingested)
-			c.IdempotencyKey = IdempotencyKey(c.Tenant, Key{Source: c.Source, EventID: c.EventID, Action: c.Action})
-			return c, err
-		})
+	var rows []dbsqlc.TakeReconcileCallsRow
+	err := db.Retry(ctx, func() (err error) {
+		rows, err = queries.TakeReconcileCalls(ctx, l.pool, dbsqlc.TakeReconcileCallsParams{Names: names, Seconds: secs,
+			MaxRows: int32(limit)})
 		return err
 	})
 	if err != nil {
 		return nil, db.Error(err)
 	}
+	calls := make([]ReconcileCall, len(rows))
+	for i, r := range rows {
+		c := ReconcileCall{ClaimID: r.ClaimID, Tenant: r.Tenant, Source: r.Source, EventID: r.EventID,
+			Action: r.Action, EventType: r.EventType, PayloadHash: r.PayloadHash, ResultRef: r.ResultRef,
+			LastError: r.LastError, Attempt: int(r.Attempt), Token: r.CallToken, Call: int(r.Calls),
+			MaxCalls: int(r.MaxCalls), Reconciler: r.Reconciler, Ingested: r.Ingested}
+		if r.CallDeadline != nil {
+			c.Deadline = *r.CallDeadline
+		}
+		c.IdempotencyKey = IdempotencyKey(c.Tenant, Key{Source: c.Source, EventID: c.EventID, Action: c.Action})
+		calls[i] = c
+	}
 	return calls, nil
 }
-
-// reconcileLockSQL locks a claim's reconcile row ($1 claim id; $2 tenant,
-// NULL for any); after reconcileColumns, whether its call's deadline
-// has passed.
-const reconcileLockSQL = `SELECT ` + reconcileColumns + `, COALESCE(call_deadline <= statement_timestamp(), false)
-	FROM reconciles WHERE claim_id = $1 AND ($2::text IS NULL OR tenant = $2) FOR UPDATE`
-
-// reconcileEpisodeSQL locks the claim of reconcile $1 (FOR NO KEY
-// UPDATE: what its update takes, so no Complete, claim or operator
-// decision lands between this check and the answer's write) and says
-// whether it is unknown in the reconcile's episode.
-const reconcileEpisodeSQL = `SELECT ` + episodeMatch + ` FROM claims c JOIN reconciles r ON r.claim_id = c.id
-	WHERE c.id = $1 FOR NO KEY UPDATE OF c`
-
-// reconcileDropSQL drops reconcile $1.
-const reconcileDropSQL = `UPDATE reconciles SET state = 'dropped', updated_at = statement_timestamp()
-	WHERE claim_id = $1 RETURNING ` + reconcileColumns
-
-// reconcileSettleSQL applies a done or not_done verdict to the claim
-// (locked, unknown in the episode; see reconcileEpisodeSQL), as an
-// operator's Resolve completed or retry would: done → completed with the
-// result_ref found ($3, NULL keeps the claim's) and its object version
-// recorded; not_done → retryable_failed, claimable at once, one more
-// attempt allowed. Logged with actor $4 and detail $5. $1 claim id,
-// $2 verdict.
-const reconcileSettleSQL = `
-WITH c AS (
-	UPDATE claims SET
-		state = CASE WHEN $2 = 'done' THEN 'completed' ELSE 'retryable_failed' END,
-		result_ref = CASE WHEN $2 = 'done' THEN COALESCE($3, result_ref) ELSE result_ref END,
-		completed_at = CASE WHEN $2 = 'done' THEN statement_timestamp() END,
-		next_attempt_at = CASE WHEN $2 = 'not_done' THEN statement_timestamp() END,
-		max_attempts = CASE WHEN $2 = 'not_done' THEN GREATEST(max_attempts, attempt + 1) ELSE max_attempts END,
-		lease_until = NULL, updated_at = statement_timestamp()
-	WHERE id = $1 AND state = 'unknown'
-	RETURNING *
-), v AS (
-	` + completedObjectVersionSQL + `
-), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
-	SELECT id, CASE WHEN $2 = 'done' THEN 'reconciled_done' ELSE 'reconciled_not_done' END, attempt, $5, $4::text FROM c
-)
-SELECT ` + recordColumns + ` FROM c`
-
-// reconcileAnsweredSQL records a done or not_done answer on reconcile $1:
-// $2 verdict, $3 result_ref, $4 note.
-const reconcileAnsweredSQL = `UPDATE reconciles SET state = 'answered', verdict = $2, result_ref = $3, note = $4,
-	last_error = NULL, updated_at = statement_timestamp() WHERE claim_id = $1 RETURNING ` + reconcileColumns
-
-// reconcileAgainSQL ends reconcile $1's call without a decision: waiting
-// for the next call after $2 seconds, or gave_up when $6 (the calls
-// reached max_calls), with the gave-up entry logged (actor $7, detail
-// $8). $3 verdict (NULL for a failed call), $4 note, $5 error class.
-const reconcileAgainSQL = `
-WITH r AS (
-	UPDATE reconciles SET state = CASE WHEN $6 THEN 'gave_up' ELSE 'waiting' END,
-		next_call_at = CASE WHEN $6 THEN next_call_at ELSE statement_timestamp() + make_interval(secs => $2) END,
-		verdict = $3, note = $4, last_error = $5, result_ref = NULL, updated_at = statement_timestamp()
-	WHERE claim_id = $1
-	RETURNING *
-), log AS (
-	INSERT INTO claim_deliveries (claim_id, outcome, attempt, detail, actor)
-	SELECT c.id, 'reconcile_gave_up', c.attempt, $8, $7::text FROM r JOIN claims c ON c.id = r.claim_id WHERE $6
-)
-SELECT ` + reconcileColumns + ` FROM r`
-
-// reconcileExpiredSQL locks at most $1 calls past their deadline.
-const reconcileExpiredSQL = `SELECT ` + reconcileColumns + ` FROM reconciles
-	WHERE state = 'calling' AND call_deadline <= statement_timestamp()
-	ORDER BY call_deadline LIMIT $1 FOR UPDATE SKIP LOCKED`
-
-const reconcileOfSQL = `SELECT ` + reconcileColumns + ` FROM reconciles WHERE claim_id = $1 AND tenant = $2`
 
 // reconcileActor is the delivery-log actor of a reconciler's entries.
 func reconcileActor(name string) string { return "reconciler:" + name }
@@ -633,8 +468,7 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 	var refusal error
 	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out, refusal = ReconcileResult{}, nil
-		var late bool
-		r, err := scanReconcile(tx.QueryRow(ctx, reconcileLockSQL, claimID, tenant), &late)
+		r, late, err := lockReconcile(ctx, tx, claimID, &tenant)
 		if errors.Is(err, pgx.ErrNoRows) {
 			refusal = apperr.New(apperr.NotFound, "no reconcile of this claim")
 			return nil
@@ -658,12 +492,12 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 			refusal = staleCall(r)
 			return nil
 		}
-		var same bool
-		if err := tx.QueryRow(ctx, reconcileEpisodeSQL, claimID).Scan(&same); err != nil {
+		same, err := queries.LockReconcileEpisode(ctx, tx, claimID)
+		if err != nil {
 			return err
 		}
 		if !same {
-			st, err := scanReconcile(tx.QueryRow(ctx, reconcileDropSQL, claimID))
+			st, err := dropReconcile(ctx, tx, claimID)
 			if err != nil {
 				return err
 			}
@@ -676,16 +510,18 @@ func (l *Ledger) ReconcileAnswer(ctx context.Context, tenant, claimID, callToken
 		actor := reconcileActor(r.Reconciler)
 		switch verdict {
 		case ReconcileDone, ReconcileNotDone:
-			rec, err := scanRecord(tx.QueryRow(ctx, reconcileSettleSQL, claimID, string(verdict), nullable(resultRef),
-				actor, detail))
+			row, err := queries.SettleReconciled(ctx, tx, dbsqlc.SettleReconciledParams{ClaimID: claimID,
+				Verdict: string(verdict), ResultRef: nullable(resultRef), Actor: actor, Detail: detail})
 			if err != nil {
 				return err
 			}
-			st, err := scanReconcile(tx.QueryRow(ctx, reconcileAnsweredSQL, claimID, string(verdict),
-				nullable(resultRef), nullable(note)))
+			rec := recordOf(dbsqlc.RecordRow(row))
+			answered, err := queries.AnswerReconcile(ctx, tx, dbsqlc.AnswerReconcileParams{ClaimID: claimID,
+				Verdict: string(verdict), ResultRef: nullable(resultRef), Note: nullable(note)})
 			if err != nil {
 				return err
 			}
+			st := reconcileOf(dbsqlc.ReconcileOfRow(answered))
 			if verdict == ReconcileNotDone && redispatch != nil {
 				if err := redispatch(ctx, tx, tenant, claimID); err != nil {
 					return err
@@ -780,8 +616,16 @@ func (l *Ledger) reconcileAgain(ctx context.Context, tx pgx.Tx, r ReconcileState
 	if note != "" {
 		detail += "; note: " + note
 	}
-	return scanReconcile(tx.QueryRow(ctx, reconcileAgainSQL, r.ClaimID, wait, nullable(string(verdict)), nullable(note),
-		nullable(errClass), gaveUp, reconcileActor(r.Reconciler), detail))
+	row, err := queries.ReconcileAgain(ctx, tx, dbsqlc.ReconcileAgainParams{ClaimID: r.ClaimID, WaitSeconds: wait,
+		Verdict: nullable(string(verdict)), Note: nullable(note), ErrorClass: nullable(errClass), GaveUp: gaveUp,
+		Actor: reconcileActor(r.Reconciler), Detail: detail})
+	return reconcileOf(dbsqlc.ReconcileOfRow(row)), err
+}
+
+// dropReconcile drops the reconcile of claimID (DropReconcile).
+func dropReconcile(ctx context.Context, tx pgx.Tx, claimID string) (ReconcileState, error) {
+	row, err := queries.DropReconcile(ctx, tx, claimID)
+	return reconcileOf(dbsqlc.ReconcileOfRow(row)), err
 }
 
 // ReconcileFail records that the call in flight with callToken on claim
@@ -812,8 +656,7 @@ func (l *Ledger) ReconcileFail(ctx context.Context, claimID, callToken, errClass
 	var refusal error
 	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out, refusal = ReconcileState{}, nil
-		var late bool
-		r, err := scanReconcile(tx.QueryRow(ctx, reconcileLockSQL, claimID, nil), &late)
+		r, _, err := lockReconcile(ctx, tx, claimID, nil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			refusal = apperr.New(apperr.NotFound, "no reconcile of this claim")
 			return nil
@@ -837,12 +680,12 @@ func (l *Ledger) ReconcileFail(ctx context.Context, claimID, callToken, errClass
 // reconcileEnd ends the failed call of r (locked): dropped when its claim
 // left the episode, else reconcileAgain with errClass.
 func (l *Ledger) reconcileEnd(ctx context.Context, tx pgx.Tx, r ReconcileState, errClass string) (ReconcileState, error) {
-	var same bool
-	if err := tx.QueryRow(ctx, reconcileEpisodeSQL, r.ClaimID).Scan(&same); err != nil {
+	same, err := queries.LockReconcileEpisode(ctx, tx, r.ClaimID)
+	if err != nil {
 		return ReconcileState{}, err
 	}
 	if !same {
-		return scanReconcile(tx.QueryRow(ctx, reconcileDropSQL, r.ClaimID))
+		return dropReconcile(ctx, tx, r.ClaimID)
 	}
 	return l.reconcileAgain(ctx, tx, r, "", "", errClass)
 }
@@ -867,16 +710,12 @@ func (l *Ledger) ReconcileExpire(ctx context.Context, limit int) ([]ReconcileSta
 	var out []ReconcileState
 	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out = nil
-		rows, err := tx.Query(ctx, reconcileExpiredSQL, limit)
+		expired, err := queries.LockExpiredReconcileCalls(ctx, tx, int32(limit))
 		if err != nil {
 			return err
 		}
-		expired, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReconcileState, error) { return scanReconcile(row) })
-		if err != nil {
-			return err
-		}
-		for _, r := range expired {
-			st, err := l.reconcileEnd(ctx, tx, r, ReconcileErrTimeout)
+		for _, row := range expired {
+			st, err := l.reconcileEnd(ctx, tx, reconcileOf(dbsqlc.ReconcileOfRow(row)), ReconcileErrTimeout)
 			if err != nil {
 				return err
 			}
@@ -897,13 +736,14 @@ func (l *Ledger) ReconcileOf(ctx context.Context, tenant, claimID string) (*Reco
 	if !isUUID(claimID) {
 		return nil, nil
 	}
-	st, err := scanReconcile(l.pool.QueryRow(ctx, reconcileOfSQL, claimID, tenant))
+	row, err := queries.ReconcileOf(ctx, l.pool, dbsqlc.ReconcileOfParams{ClaimID: claimID, Tenant: tenant})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, db.Error(err)
 	}
+	st := reconcileOf(row)
 	return &st, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // RollupWindow is how late a delivery-log row may commit after its "at"
@@ -96,105 +97,6 @@ func WouldPercent(h HourStats) int64 {
 	return int64(math.Round(100 * float64(h.WouldDuplicates) / float64(h.ShadowDeliveries)))
 }
 
-// rollupFeatures says which optional columns and tables of other features
-// the rollup can read in this database.
-const rollupFeaturesSQL = `SELECT
-	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'claim_deliveries'::regclass
-		AND attname = 'cause' AND NOT attisdropped),
-	to_regclass('backfill_events') IS NOT NULL`
-
-// hourExpr is the UTC hour of a time column, whatever the session's time
-// zone.
-func hourExpr(col string) string {
-	return "date_trunc('hour', " + col + " AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
-}
-
-// claimOutcomesSQL lists the outcomes the claim statement logs (one per
-// claim attempt; won_replayed is the same request asking again, no new
-// copy), as SQL literals.
-var claimOutcomesSQL = func() string {
-	q := make([]string, len(Outcomes))
-	for i, o := range Outcomes {
-		q[i] = "'" + string(o) + "'"
-	}
-	return strings.Join(q, ", ")
-}()
-
-// rollupSQL builds the statements of one rollup from hour $1 on: the
-// counts of the delivery log (joined to claims for tenant and source) and,
-// when backfill's table exists, of backfill_events (keyed by the hour an
-// event was detected; scope is claims.source).
-//
-// A record claimd made itself from a provider's event list (origin
-// 'backfill', logged 'received' with a detail starting "backfilled ",
-// sidecar/backfill) is no delivery: backfill_events counts it. Neither is
-// the workflow's claim of an ingested or backfilled record (it has a
-// receipt hash or an origin): the claim statement's outcomes count as
-// deliveries only for records that came through neither door, or when
-// the entry names the door the copy came through (claim_deliveries.door,
-// migration 00014: a trigger's claim, an ingest door's in shadow mode,
-// whose records keep the receipt hash an enforcing door compares with).
-func rollupSQL(withCause, withBackfill bool) (hourly, causes string) {
-	cause, viaDoor := "''", ""
-	if withCause {
-		cause = "COALESCE(d.cause, '')"
-		viaDoor = " OR d.door IS NOT NULL"
-	}
-	delivery := `((d.outcome IN ('received', 'ingest_duplicate', 'ingest_conflict')
-				AND COALESCE(d.detail, '') NOT LIKE 'backfilled %')
-			OR (d.outcome IN (` + claimOutcomesSQL + `) AND ((c.receipt_hash IS NULL AND c.origin IS NULL)` + viaDoor + `)))`
-	logRows := `SELECT c.tenant, c.source, ` + hourExpr("d.at") + ` AS hour,
-		count(*) FILTER (WHERE ` + delivery + `) AS deliveries,
-		count(*) FILTER (WHERE ` + delivery + ` AND d.shadow) AS shadow_deliveries,
-		count(*) FILTER (WHERE d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress') AND NOT d.shadow) AS duplicates_stopped,
-		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict') AND NOT d.shadow) AS conflicts,
-		count(*) FILTER (WHERE d.outcome IN ('duplicate', 'in_progress') AND d.shadow) AS would_duplicates,
-		count(*) FILTER (WHERE d.outcome IN ('ingest_conflict', 'conflict') AND d.shadow) AS would_conflicts,
-		0::bigint AS missed, 0::bigint AS backfilled,
-		count(*) FILTER (WHERE d.outcome = 'dispatched') AS dispatched,
-		COALESCE(sum(EXTRACT(EPOCH FROM d.at - c.created_at) * 1000) FILTER (WHERE d.outcome = 'dispatched'), 0)::float8 AS lag_sum,
-		COALESCE(max(EXTRACT(EPOCH FROM d.at - c.created_at) * 1000) FILTER (WHERE d.outcome = 'dispatched'), 0)::float8 AS lag_max
-	FROM claim_deliveries d JOIN claims c ON c.id = d.claim_id
-	WHERE d.at >= $1
-	GROUP BY 1, 2, 3`
-	if withBackfill {
-		logRows += `
-	UNION ALL
-	SELECT tenant, scope, ` + hourExpr("detected_at") + `, 0, 0, 0, 0, 0, 0,
-		count(*), count(*) FILTER (WHERE state IN ('fetched', 'arrived', 'late_real')), 0, 0, 0
-	FROM backfill_events WHERE detected_at >= $1
-	GROUP BY 1, 2, 3`
-	}
-	// shadow_deliveries, would_duplicates, would_conflicts: the shadow
-	// rows of the delivery log (migration 00017, shadow mode; the columns
-	// are migration 00022's).
-	hourly = `INSERT INTO stats_hourly (tenant, source, hour, deliveries, shadow_deliveries, duplicates_stopped, conflicts,
-		would_duplicates, would_conflicts, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max)
-	SELECT tenant, source, hour, sum(deliveries), sum(shadow_deliveries), sum(duplicates_stopped), sum(conflicts),
-		sum(would_duplicates), sum(would_conflicts), sum(missed), sum(backfilled), sum(dispatched), sum(lag_sum), max(lag_max)
-	FROM (` + logRows + `) r
-	GROUP BY 1, 2, 3
-	ON CONFLICT (tenant, source, hour) DO UPDATE SET
-		deliveries          = GREATEST(stats_hourly.deliveries, excluded.deliveries),
-		shadow_deliveries   = GREATEST(stats_hourly.shadow_deliveries, excluded.shadow_deliveries),
-		duplicates_stopped  = GREATEST(stats_hourly.duplicates_stopped, excluded.duplicates_stopped),
-		conflicts           = GREATEST(stats_hourly.conflicts, excluded.conflicts),
-		would_duplicates    = GREATEST(stats_hourly.would_duplicates, excluded.would_duplicates),
-		would_conflicts     = GREATEST(stats_hourly.would_conflicts, excluded.would_conflicts),
-		missed              = GREATEST(stats_hourly.missed, excluded.missed),
-		backfilled          = GREATEST(stats_hourly.backfilled, excluded.backfilled),
-		dispatched          = GREATEST(stats_hourly.dispatched, excluded.dispatched),
-		dispatch_lag_ms_sum = GREATEST(stats_hourly.dispatch_lag_ms_sum, excluded.dispatch_lag_ms_sum),
-		dispatch_lag_ms_max = GREATEST(stats_hourly.dispatch_lag_ms_max, excluded.dispatch_lag_ms_max)`
-	causes = `INSERT INTO stats_causes_hourly (tenant, source, hour, cause, n)
-	SELECT c.tenant, c.source, ` + hourExpr("d.at") + `, ` + cause + `, count(*)
-	FROM claim_deliveries d JOIN claims c ON c.id = d.claim_id
-	WHERE d.at >= $1 AND d.outcome IN ('ingest_duplicate', 'duplicate', 'in_progress') AND NOT d.shadow
-	GROUP BY 1, 2, 3, 4
-	ON CONFLICT (tenant, source, hour, cause) DO UPDATE SET n = GREATEST(stats_causes_hourly.n, excluded.n)`
-	return hourly, causes
-}
-
 // RollupStats recomputes the hourly numbers of every tenant and source
 // from the start of from's hour (UTC) on, in one transaction under an
 // advisory lock, and keeps for each number the larger of the stored and
@@ -211,26 +113,18 @@ func (l *Ledger) RollupStats(ctx context.Context, from time.Time) (rows int64, s
 	from = from.UTC().Truncate(time.Hour)
 	err = db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		rows, skipped = 0, false
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLockKey).Scan(&locked); err != nil {
+		locked, err := queries.TryRollupLock(ctx, tx, rollupLockKey)
+		if err != nil {
 			return err
 		}
 		if !locked {
 			skipped = true
 			return nil
 		}
-		var withCause, withBackfill bool
-		if err := tx.QueryRow(ctx, rollupFeaturesSQL).Scan(&withCause, &withBackfill); err != nil {
+		if rows, err = queries.RollupHourly(ctx, tx, from); err != nil {
 			return err
 		}
-		hourly, causes := rollupSQL(withCause, withBackfill)
-		tag, err := tx.Exec(ctx, hourly, from)
-		if err != nil {
-			return err
-		}
-		rows = tag.RowsAffected()
-		_, err = tx.Exec(ctx, causes, from)
-		return err
+		return queries.RollupCauses(ctx, tx, from)
 	})
 	if err != nil {
 		return 0, false, db.Error(err)
@@ -263,40 +157,30 @@ func (l *Ledger) SourceStats(ctx context.Context, tenant, source string, from, t
 		at[h] = len(out)
 		out = append(out, HourStats{Hour: h, Causes: map[string]int64{}})
 	}
-	rows, err := l.pool.Query(ctx, `SELECT hour, deliveries, shadow_deliveries, duplicates_stopped, conflicts,
-		would_duplicates, would_conflicts, missed, backfilled, dispatched, dispatch_lag_ms_sum, dispatch_lag_ms_max
-		FROM stats_hourly WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
+	hours, err := queries.SourceHours(ctx, l.pool, dbsqlc.SourceHoursParams{Tenant: tenant, Source: source,
+		FromHour: from, ToHour: to})
 	if err != nil {
 		return nil, db.Error(err)
 	}
-	var h HourStats
-	if _, err := pgx.ForEachRow(rows, []any{&h.Hour, &h.Deliveries, &h.ShadowDeliveries, &h.DuplicatesStopped, &h.Conflicts,
-		&h.WouldDuplicates, &h.WouldConflicts, &h.Missed, &h.Backfilled, &h.Dispatched, &h.DispatchLagSumMs, &h.DispatchLagMaxMs}, func() error {
-		i, ok := at[h.Hour.UTC()]
+	for _, r := range hours {
+		i, ok := at[r.Hour.UTC()]
 		if !ok {
-			return fmt.Errorf("claim: stats hour %s outside the range read", h.Hour)
+			return nil, db.Error(fmt.Errorf("claim: stats hour %s outside the range read", r.Hour))
 		}
-		h.Hour, h.Causes = h.Hour.UTC(), out[i].Causes
-		out[i] = h
-		return nil
-	}); err != nil {
-		return nil, db.Error(err)
+		out[i] = HourStats{Hour: r.Hour.UTC(), Deliveries: r.Deliveries, ShadowDeliveries: r.ShadowDeliveries,
+			DuplicatesStopped: r.DuplicatesStopped, Conflicts: r.Conflicts, WouldDuplicates: r.WouldDuplicates,
+			WouldConflicts: r.WouldConflicts, Missed: r.Missed, Backfilled: r.Backfilled, Dispatched: r.Dispatched,
+			DispatchLagSumMs: r.DispatchLagMsSum, DispatchLagMaxMs: r.DispatchLagMsMax, Causes: out[i].Causes}
 	}
-	rows, err = l.pool.Query(ctx, `SELECT hour, cause, n FROM stats_causes_hourly
-		WHERE tenant = $1 AND source = $2 AND hour >= $3 AND hour < $4`, tenant, source, from, to)
+	causes, err := queries.SourceHourCauses(ctx, l.pool, dbsqlc.SourceHourCausesParams{Tenant: tenant, Source: source,
+		FromHour: from, ToHour: to})
 	if err != nil {
 		return nil, db.Error(err)
 	}
-	var hour time.Time
-	var cause string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&hour, &cause, &n}, func() error {
-		if i, ok := at[hour.UTC()]; ok {
-			out[i].Causes[cause] = n
+	for _, r := range causes {
+		if i, ok := at[r.Hour.UTC()]; ok {
+			out[i].Causes[r.Cause] = r.N
 		}
-		return nil
-	}); err != nil {
-		return nil, db.Error(err)
 	}
 	return out, nil
 }
@@ -341,29 +225,19 @@ func (l *Ledger) Savings(ctx context.Context, tenant, source string, from, to ti
 		return Savings{}, err
 	}
 	s := Savings{ByCause: map[string]int64{}}
-	src := any(nil)
-	if source != "" {
-		src = source
-	}
-	if err := l.pool.QueryRow(ctx, `SELECT COALESCE(sum(duplicates_stopped), 0)::bigint, COALESCE(sum(conflicts), 0)::bigint,
-		COALESCE(sum(missed), 0)::bigint, COALESCE(sum(backfilled), 0)::bigint
-		FROM stats_hourly WHERE tenant = $1 AND ($2::text IS NULL OR source = $2) AND hour >= $3 AND hour < $4`,
-		tenant, src, from, to).Scan(&s.DuplicatesStopped, &s.Conflicts, &s.Missed, &s.Backfilled); err != nil {
-		return Savings{}, db.Error(err)
-	}
-	rows, err := l.pool.Query(ctx, `SELECT cause, sum(n)::bigint FROM stats_causes_hourly
-		WHERE tenant = $1 AND ($2::text IS NULL OR source = $2) AND hour >= $3 AND hour < $4 GROUP BY cause`,
-		tenant, src, from, to)
+	t, err := queries.SavingsTotals(ctx, l.pool, dbsqlc.SavingsTotalsParams{Tenant: tenant, Source: nullable(source),
+		FromHour: from, ToHour: to})
 	if err != nil {
 		return Savings{}, db.Error(err)
 	}
-	var cause string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&cause, &n}, func() error {
-		s.ByCause[cause] = n
-		return nil
-	}); err != nil {
+	s.DuplicatesStopped, s.Conflicts, s.Missed, s.Backfilled = t.DuplicatesStopped, t.Conflicts, t.Missed, t.Backfilled
+	causes, err := queries.SavingsCauses(ctx, l.pool, dbsqlc.SavingsCausesParams{Tenant: tenant, Source: nullable(source),
+		FromHour: from, ToHour: to})
+	if err != nil {
 		return Savings{}, db.Error(err)
+	}
+	for _, r := range causes {
+		s.ByCause[r.Cause] = r.N
 	}
 	return s, nil
 }
@@ -375,9 +249,7 @@ func (l *Ledger) SourceKnown(ctx context.Context, tenant, source string) (bool, 
 	if strings.TrimSpace(source) == "" {
 		return false, nil
 	}
-	var ok bool
-	err := l.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM claims WHERE tenant = $1 AND source = $2)
-		OR EXISTS (SELECT 1 FROM stats_hourly WHERE tenant = $1 AND source = $2)`, tenant, source).Scan(&ok)
+	ok, err := queries.SourceKnown(ctx, l.pool, dbsqlc.SourceKnownParams{Tenant: tenant, Source: source})
 	if err != nil {
 		return false, db.Error(err)
 	}
@@ -387,12 +259,8 @@ func (l *Ledger) SourceKnown(ctx context.Context, tenant, source string) (bool, 
 // StatsSources returns the sources of tenant with hourly numbers from
 // hour from on, sorted. Errors: Unavailable.
 func (l *Ledger) StatsSources(ctx context.Context, tenant string, from time.Time) ([]string, error) {
-	rows, err := l.pool.Query(ctx, `SELECT DISTINCT source FROM stats_hourly WHERE tenant = $1 AND hour >= $2 ORDER BY 1`,
-		tenant, from.UTC().Truncate(time.Hour))
-	if err != nil {
-		return nil, db.Error(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := queries.StatsSources(ctx, l.pool, dbsqlc.StatsSourcesParams{Tenant: tenant,
+		FromHour: from.UTC().Truncate(time.Hour)})
 	if err != nil {
 		return nil, db.Error(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // An execution's workflow version, told after its claims.
@@ -90,70 +91,6 @@ type CauseRevisionObserver interface {
 	CauseRevised(r CauseRevision)
 }
 
-// executionRecordsSQL locks (FOR NO KEY UPDATE, in id order) the records
-// of tenant $1 that hold entries of execution $2 without a version, whose
-// workflow is not named or is $4, at most $3 of them (claims index
-// claim_deliveries_unversioned_execution_idx, migration 00021).
-const executionRecordsSQL = `SELECT c.id FROM claims c
-	WHERE c.tenant = $1 AND c.id IN (
-		SELECT d.claim_id FROM claim_deliveries d
-		WHERE d.execution_id = $2 AND d.workflow_version IS NULL
-		  AND d.outcome IN ('won', 'duplicate', 'in_progress', 'conflict')
-		  AND (d.workflow_id IS NULL OR d.workflow_id = $4)
-		LIMIT $3)
-	ORDER BY c.id FOR NO KEY UPDATE OF c`
-
-// executionVersionSQL writes workflow $3 version $4 on the entries of
-// execution $2 of records $1 that name no version.
-const executionVersionSQL = `UPDATE claim_deliveries d
-	SET workflow_version = $4, workflow_id = COALESCE(d.workflow_id, $3)
-	WHERE d.claim_id = ANY($1::uuid[]) AND d.execution_id = $2 AND d.workflow_version IS NULL
-	  AND d.outcome IN ('won', 'duplicate', 'in_progress', 'conflict')
-	  AND (d.workflow_id IS NULL OR d.workflow_id = $3)`
-
-// reexplainSQL explains again the copies of records $1 explained n8n_twice
-// or upstream_repeat against execution $2 (theirs or their winner's: the
-// last won entry before them), when the note still starts as
-// duplicate_cause wrote it for those two executions. Notes in
-// duplicate_cause's words (migration 00020). It returns each entry it
-// changed with its record's source, the cause before and after, and
-// whether it is a shadow entry.
-const reexplainSQL = `WITH cand AS (
-	SELECT e.id, e.claim_id, e.cause AS old_cause, COALESCE(e.cause_note, '') AS old_note, e.shadow,
-		e.execution_id AS e_exec, e.workflow_id AS e_wid, e.workflow_version AS e_ver,
-		w.execution_id AS w_exec, w.workflow_id AS w_wid, w.workflow_version AS w_ver
-	FROM claim_deliveries e
-	CROSS JOIN LATERAL (SELECT execution_id, workflow_id, workflow_version FROM claim_deliveries
-		WHERE claim_id = e.claim_id AND outcome = 'won' AND id < e.id ORDER BY id DESC LIMIT 1) w
-	WHERE e.claim_id = ANY($1::uuid[]) AND e.outcome IN ('duplicate', 'in_progress')
-	  AND e.cause IN ('n8n_twice', 'upstream_repeat') AND e.door IS NULL
-	  AND e.execution_id IS NOT NULL AND w.execution_id IS NOT NULL AND w.execution_id <> e.execution_id
-	  AND $2 IN (e.execution_id, w.execution_id)
-), judged AS (
-	SELECT cand.*,
-		CASE WHEN old_cause = 'n8n_twice'
-			THEN format('executions %s and %s both ran the one delivery claimd dispatched once', w_exec, e_exec)
-			ELSE format('execution %s claimed it again after execution %s; claimd did not dispatch it, '
-				|| 'so the repeat came from what started the workflow', e_exec, w_exec) END AS prefix,
-		(w_ver IS NOT NULL AND e_ver IS NOT NULL AND w_ver <> e_ver
-			AND (w_wid IS NULL OR e_wid IS NULL OR w_wid = e_wid)) AS two
-	FROM cand
-), revised AS (
-	SELECT j.id, j.claim_id, j.old_cause, j.shadow,
-		CASE WHEN j.two THEN 'n8n_two_versions' ELSE j.old_cause END AS new_cause,
-		CASE WHEN j.two THEN format('execution %s ran %s and execution %s ran %s: two versions of the '
-				|| 'workflow were active at once (after an edit or a new activation, the old version''s trigger still ran)',
-				j.w_exec, workflow_words(j.w_wid, j.w_ver), j.e_exec, workflow_words(j.e_wid, j.e_ver))
-			ELSE j.prefix || format('; execution %s ran %s, execution %s ran %s', j.w_exec,
-				workflow_words(j.w_wid, j.w_ver), j.e_exec, workflow_words(j.e_wid, j.e_ver)) END AS new_note
-	FROM judged j
-	WHERE starts_with(j.old_note, j.prefix)
-)
-UPDATE claim_deliveries d SET cause = r.new_cause, cause_note = r.new_note
-FROM revised r JOIN claims c ON c.id = r.claim_id
-WHERE d.id = r.id AND (d.cause, d.cause_note) IS DISTINCT FROM (r.new_cause, r.new_note)
-RETURNING c.source, r.old_cause, r.new_cause, r.shadow`
-
 // RecordExecutionWorkflow records that execution w.ExecutionID of tenant
 // ran version w.WorkflowVersion of workflow w.WorkflowID, on the
 // execution's claim entries that name no version (and no other
@@ -178,11 +115,8 @@ func (l *Ledger) RecordExecutionWorkflow(ctx context.Context, tenant string, w E
 	var revisions []CauseRevision
 	err := db.RunTx(ctx, l.pool, func(tx pgx.Tx) error {
 		out, revisions = ExecutionWorkflowRecorded{}, nil
-		rows, err := tx.Query(ctx, executionRecordsSQL, tenant, w.ExecutionID, MaxExecutionWorkflowRecords+1, w.WorkflowID)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		ids, err := queries.LockExecutionRecords(ctx, tx, dbsqlc.LockExecutionRecordsParams{Tenant: tenant,
+			ExecutionID: w.ExecutionID, WorkflowID: w.WorkflowID, MaxRows: MaxExecutionWorkflowRecords + 1})
 		if err != nil {
 			return err
 		}
@@ -192,30 +126,21 @@ func (l *Ledger) RecordExecutionWorkflow(ctx context.Context, tenant string, w E
 		if len(ids) == 0 {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, executionVersionSQL, ids, w.ExecutionID, w.WorkflowID, w.WorkflowVersion)
+		n, err := queries.SetExecutionVersion(ctx, tx, dbsqlc.SetExecutionVersionParams{ClaimIDs: ids,
+			ExecutionID: w.ExecutionID, WorkflowID: w.WorkflowID, WorkflowVersion: w.WorkflowVersion})
 		if err != nil {
 			return err
 		}
-		out.Entries = int(tag.RowsAffected())
-		rows, err = tx.Query(ctx, reexplainSQL, ids, w.ExecutionID)
-		if err != nil {
-			return err
-		}
-		var (
-			r      CauseRevision
-			from   string
-			to     string
-			shadow bool
-		)
-		_, err = pgx.ForEachRow(rows, []any{&r.Source, &from, &to, &shadow}, func() error {
-			if from != to {
+		out.Entries = int(n)
+		revised, err := queries.ReexplainCopies(ctx, tx, dbsqlc.ReexplainCopiesParams{ClaimIDs: ids, ExecutionID: w.ExecutionID})
+		for _, r := range revised {
+			if r.OldCause != r.NewCause {
 				out.Revised++
-				if !shadow {
-					revisions = append(revisions, CauseRevision{Source: r.Source, From: Cause(from), To: Cause(to)})
+				if !r.Shadow {
+					revisions = append(revisions, CauseRevision{Source: r.Source, From: Cause(r.OldCause), To: Cause(r.NewCause)})
 				}
 			}
-			return nil
-		})
+		}
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 )
 
 // Waiting for a concurrent holder.
@@ -494,48 +495,23 @@ func contains(xs []int, x int) bool {
 	return false
 }
 
-// claimWaitArmSQL marks the records $2 of tenant $1 that are still
-// processing as waited on (wait_notify, see migration 00007) and returns
-// each one's id and the seconds left of its lease, by the database's clock
-// (so a skewed clock on this host cannot make a waiter decide again and
-// again before the lease really ended). A record that is not returned has
-// left processing (or does not exist). Records already marked are only
-// read: the first branch updates the unmarked ones, the second reads the
-// marked ones in the statement's snapshot (where the first branch's
-// updates are not visible, so no record is returned twice). A settle that
-// commits after this statement finds the mark and notifies; one that
-// commits before it is seen by it.
-const claimWaitArmSQL = `
-WITH marked AS (
-	UPDATE claims SET wait_notify = true
-	WHERE tenant = $1 AND id = ANY($2::uuid[]) AND state = 'processing' AND NOT wait_notify
-	RETURNING id, lease_until
-)
-SELECT id::text, EXTRACT(EPOCH FROM lease_until - statement_timestamp())::float8 FROM marked
-UNION ALL
-SELECT id::text, EXTRACT(EPOCH FROM lease_until - statement_timestamp())::float8 FROM claims
-WHERE tenant = $1 AND id = ANY($2::uuid[]) AND state = 'processing' AND wait_notify`
-
-// arm marks ids (see claimWaitArmSQL) and returns, for each record still
+// arm marks ids (see ArmWait in sidecar/db/queries/claim_intake.sql) and returns, for each record still
 // processing, when its lease ends by this host's clock.
 func (w *Waiter) arm(ctx context.Context, tenant string, ids []string) (map[string]time.Time, error) {
 	leases := map[string]time.Time{}
 	err := db.Retry(ctx, func() error {
 		clear(leases)
 		now := time.Now()
-		rows, err := w.ledger.pool.Query(ctx, claimWaitArmSQL, tenant, ids)
+		rows, err := queries.ArmWait(ctx, w.ledger.pool, dbsqlc.ArmWaitParams{Tenant: tenant, IDs: ids})
 		if err != nil {
 			return err
 		}
-		var id string
-		var left *float64
-		_, err = pgx.ForEachRow(rows, []any{&id, &left}, func() error {
-			if left != nil {
-				leases[id] = now.Add(time.Duration(*left * float64(time.Second)))
+		for _, r := range rows {
+			if r.LeaseUntil != nil {
+				leases[r.ID] = now.Add(r.LeaseUntil.Sub(r.DBNow))
 			}
-			return nil
-		})
-		return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, db.Error(err)
