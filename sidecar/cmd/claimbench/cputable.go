@@ -31,13 +31,12 @@ func newCPUMeter(ctx context.Context, sc *sidecar, dbURL string) *cpuMeter {
 		return m
 	}
 	defer conn.Close(ctx)
-	var pid int
-	var db string
-	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid(), current_database()").Scan(&pid, &db); err != nil {
+	self, err := queries.BackendIdentity(ctx, conn)
+	if err != nil {
 		m.pgNA = "pg_backend_pid(): " + err.Error()
 		return m
 	}
-	if m.pg, err = findPgServer(pid, db); err != nil {
+	if m.pg, err = findPgServer(int(self.Pid), self.Database); err != nil {
 		m.pgNA = err.Error()
 	}
 	return m

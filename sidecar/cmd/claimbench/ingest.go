@@ -376,27 +376,18 @@ func (ib *ingestBench) reportDispatch(ctx context.Context, out io.Writer, rate f
 		return err
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT dispatch_state, count(*) FROM inbox_events WHERE source = $1 GROUP BY 1 ORDER BY 1`,
-		ingestSourceName)
+	states, err := queries.DispatchStates(ctx, conn, ingestSourceName)
 	if err != nil {
 		return err
 	}
 	var total, pending int64
 	var parts []string
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return err
+	for _, s := range states {
+		total += s.Count
+		if s.DispatchState == "pending" {
+			pending = s.Count
 		}
-		total += n
-		if st == "pending" {
-			pending = n
-		}
-		parts = append(parts, fmt.Sprintf("%s %d", st, n))
-	}
-	if err := rows.Err(); err != nil {
-		return err
+		parts = append(parts, fmt.Sprintf("%s %d", s.DispatchState, s.Count))
 	}
 	fmt.Fprintf(out, "dispatch:    by the end of the run: inbox %d events (%s);\n"+
 		"             target received %d POSTs for %d distinct events; %.0f events/s over the cells",

@@ -346,7 +346,7 @@ func createDatabase(ctx context.Context, serverURL string) (*database, error) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "claimbench_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, createDatabaseSQL(name)); err != nil {
 		return nil, fmt.Errorf("create the benchmark database (the role needs CREATEDB): %w", err)
 	}
 	u.Path = "/" + name
@@ -364,7 +364,7 @@ func (d *database) drop() {
 		return
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+d.name+" WITH (FORCE)"); err != nil {
+	if _, err := conn.Exec(ctx, dropDatabaseSQL(d.name)); err != nil {
 		fmt.Fprintf(os.Stderr, "claimbench: drop %s: %v\n", d.name, err)
 	}
 }
@@ -409,11 +409,12 @@ func describeEnvironment(ctx context.Context, dbURL string) (environment, error)
 		return e, err
 	}
 	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, `SELECT version(), current_setting('max_connections'),
-		current_setting('synchronous_commit'), (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`,
-	).Scan(&e.serverVersion, &e.maxConnections, &e.synchronousCmts, &e.connsInUse); err != nil {
+	srv, err := queries.BenchServer(ctx, conn)
+	if err != nil {
 		return e, err
 	}
+	e.serverVersion, e.maxConnections, e.synchronousCmts, e.connsInUse = srv.Version, srv.MaxConnections,
+		srv.SynchronousCommit, int(srv.ClientBackends)
 	out, err := exec.CommandContext(ctx, "pgbench", "--version").Output()
 	if err != nil {
 		return e, fmt.Errorf("pgbench --version: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/migrate"
 )
 
@@ -125,11 +126,11 @@ func runRetention(ctx context.Context, out io.Writer, serverURL string, s settin
 	if _, err := migrate.Up(ctx, pool); err != nil {
 		return err
 	}
-	var version, sharedBuffers string
-	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('shared_buffers')`).
-		Scan(&version, &sharedBuffers); err != nil {
+	settings, err := queries.BenchSettings(ctx, pool)
+	if err != nil {
 		return err
 	}
+	version, sharedBuffers := settings.ServerVersion, settings.SharedBuffers
 	fmt.Fprintf(out, "\nretention: what a kept key costs, and the purge with %d keys kept (issue B21)\n", keys)
 	fmt.Fprintf(out, "setup:       PostgreSQL %s (shared_buffers %s), scratch database %s, purge batch %d,\n"+
 		"             default policy (payload retention %s, key retention %s)\n",
@@ -276,23 +277,6 @@ type retentionGen struct {
 	body int
 }
 
-// claimColumns and claimValues write one completed record numbered i
-// (prefix p keeps the sets' event ids apart) last changed at t.
-const claimColumns = `tenant, source, event_id, event_type, state, last_outcome, attempt, max_attempts, lease_policy,
-	backoff_base, backoff_cap, claim_token, payload_hash, receipt_hash, result_ref, created_at, updated_at,
-	claimed_at, completed_at, payload_purged_at`
-
-func claimValues(p string, purged bool) string {
-	purgedAt := "NULL::timestamptz"
-	if purged {
-		purgedAt = "t + interval '30 days'"
-	}
-	return `'` + benchTenant + `', '` + retentionSource + `', 'msg_' || substr(md5('` + p + `' || i), 1, 27), 'invoice.paid',
-	'completed', 'won', 1, 5, 'reclaim', 30, 3600, gen_random_uuid(),
-	encode(sha256(('p` + p + `' || i)::bytea), 'hex'), encode(sha256(('r` + p + `' || i)::bytea), 'hex'),
-	're_' || substr(md5('ref` + p + `' || i), 1, 24), t - interval '3 seconds', t, t - interval '2 seconds', t, ` + purgedAt
-}
-
 // chunks runs fn over [from, to] in chunks of genChunk.
 func chunks(from, to int, fn func(lo, hi int) error) error {
 	for lo := from; lo <= to; lo += genChunk {
@@ -307,15 +291,8 @@ func chunks(from, to int, fn func(lo, hi int) error) error {
 // days ago, each with its payload_purged delivery-log entry.
 func (g *retentionGen) kept(ctx context.Context, from, to int) error {
 	return chunks(from, to, func(lo, hi int) error {
-		_, err := g.pool.Exec(ctx, `WITH c AS (
-			INSERT INTO claims (`+claimColumns+`)
-			SELECT `+claimValues("k", true)+` FROM (SELECT i, now() - interval '31 days'
-				- (i % 368) * interval '1 day' - (i % 86400) * interval '1 second' AS t
-				FROM generate_series($1::int, $2::int) i) g
-			RETURNING id, payload_purged_at)
-			INSERT INTO claim_deliveries (claim_id, at, outcome, attempt, detail)
-			SELECT id, payload_purged_at, 'payload_purged', 1, 'removed 4 entries' FROM c`, lo, hi)
-		return err
+		return queries.GenerateKeptKeys(ctx, g.pool, dbsqlc.GenerateKeptKeysParams{Tenant: benchTenant, Source: retentionSource,
+			FromI: int32(lo), ToI: int32(hi)})
 	})
 }
 
@@ -326,27 +303,8 @@ func (g *retentionGen) due(ctx context.Context, from, to int) error {
 		return nil
 	}
 	return chunks(from, to, func(lo, hi int) error {
-		_, err := g.pool.Exec(ctx, `WITH c AS (
-			INSERT INTO claims (`+claimColumns+`)
-			SELECT `+claimValues("d", false)+` FROM (SELECT i, now() - interval '31 days'
-				- (i % 2) * interval '1 day' - (i % 86400) * interval '1 second' AS t
-				FROM generate_series($1::int, $2::int) i) g
-			RETURNING id, event_id, payload_hash, created_at, completed_at),
-		e AS (
-			INSERT INTO inbox_events (claim_id, tenant, source, body, content_type, headers, received_at,
-				dispatch_state, dispatch_attempts, last_dispatch_status, dispatched_at)
-			SELECT id, '`+benchTenant+`', '`+retentionSource+`',
-				convert_to(rpad('{"type":"invoice.paid","data":{"id":"' || md5(event_id) || '","pad":"', $3::int - 2, md5(id::text)) || '"}', 'UTF8'),
-				'application/json', jsonb_build_object('webhook-id', event_id, 'content-type', 'application/json',
-					'user-agent', 'Svix-Webhooks/1.38', 'webhook-timestamp', extract(epoch FROM created_at)::bigint::text),
-				created_at, 'dispatched', 1, 200, completed_at FROM c)
-		INSERT INTO claim_deliveries (claim_id, at, outcome, attempt, payload_hash, detail)
-		SELECT c.id, c.created_at + o.off * interval '1 second', o.outcome, o.attempt,
-			CASE WHEN o.hash THEN c.payload_hash END, o.detail
-		FROM c CROSS JOIN (VALUES (0, 'received', 0, true, 'provider delivery'), (1, 'won', 1, true, NULL),
-			(2, 'completed', 1, false, NULL), (3, 'dispatched', 1, false, 'HTTP 200')) o(off, outcome, attempt, hash, detail)`,
-			lo, hi, g.body)
-		return err
+		return queries.GenerateDueKeys(ctx, g.pool, dbsqlc.GenerateDueKeysParams{Tenant: benchTenant, Source: retentionSource,
+			FromI: int32(lo), ToI: int32(hi), BodyBytes: int32(g.body)})
 	})
 }
 
@@ -356,21 +314,13 @@ func (g *retentionGen) expired(ctx context.Context, from, to int) error {
 		return nil
 	}
 	return chunks(from, to, func(lo, hi int) error {
-		_, err := g.pool.Exec(ctx, `WITH c AS (
-			INSERT INTO claims (`+claimColumns+`)
-			SELECT `+claimValues("e", true)+` FROM (SELECT i, now() - interval '401 days'
-				- (i % 30) * interval '1 day' - (i % 86400) * interval '1 second' AS t
-				FROM generate_series($1::int, $2::int) i) g
-			RETURNING id, payload_purged_at)
-			INSERT INTO claim_deliveries (claim_id, at, outcome, attempt, detail)
-			SELECT id, payload_purged_at, 'payload_purged', 1, 'removed 4 entries' FROM c`, lo, hi)
-		return err
+		return queries.GenerateExpiredKeys(ctx, g.pool, dbsqlc.GenerateExpiredKeysParams{Tenant: benchTenant,
+			Source: retentionSource, FromI: int32(lo), ToI: int32(hi)})
 	})
 }
 
 func vacuum(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) claims, claim_deliveries, inbox_events, inbox_conflicts`)
-	return err
+	return queries.VacuumLedger(ctx, pool)
 }
 
 // relSize is the size of one table or index, in bytes.
@@ -383,22 +333,15 @@ type relSize struct {
 // sizes lists the ledger tables and their indexes (TOAST counted with its
 // table), in a fixed order.
 func sizes(ctx context.Context, pool *pgxpool.Pool) ([]relSize, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT t.relname, t.relname, false, pg_table_size(t.oid)
-		FROM pg_class t WHERE t.relname IN ('claims', 'claim_deliveries', 'inbox_events', 'inbox_conflicts') AND t.relkind = 'r'
-		UNION ALL
-		SELECT t.relname, i.relname, true, pg_relation_size(i.oid)
-		FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid
-		WHERE t.relname IN ('claims', 'claim_deliveries', 'inbox_events', 'inbox_conflicts')
-		ORDER BY 1, 3, 2`)
+	rows, err := queries.LedgerSizes(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (relSize, error) {
-		var s relSize
-		err := r.Scan(&s.table, &s.name, &s.index, &s.bytes)
-		return s, err
-	})
+	out := make([]relSize, len(rows))
+	for i, r := range rows {
+		out[i] = relSize{table: r.TableName, name: r.Name, index: r.IsIndex, bytes: r.Bytes}
+	}
+	return out, nil
 }
 
 // printSizes prints every relation's size per record (the growth since
@@ -438,14 +381,11 @@ func printSizes(out io.Writer, now, base []relSize, per int) {
 // of its delivery-log entry (pg_column_size of the whole row: the tuple
 // with its header, without the 4-byte line pointer).
 func printRowSizes(ctx context.Context, out io.Writer, pool *pgxpool.Pool, what string) error {
-	var claimRow, logRow float64
-	var n int64
-	err := pool.QueryRow(ctx, `SELECT avg(pg_column_size(c.*)), count(*),
-		(SELECT avg(pg_column_size(d.*)) FROM claim_deliveries d WHERE d.outcome = 'payload_purged')
-		FROM claims c WHERE c.payload_purged_at IS NOT NULL`).Scan(&claimRow, &n, &logRow)
+	r, err := queries.KeptRowSizes(ctx, pool)
 	if err != nil {
 		return err
 	}
+	claimRow, n, logRow := r.ClaimRow, r.Kept, r.LogRow
 	fmt.Fprintf(out, "row sizes:   %s (%d): claims row %.0f bytes, payload_purged entry %.0f bytes (pg_column_size of\n"+
 		"             the row: tuple header included, the 4-byte line pointer not)\n", what, n, claimRow, logRow)
 	return nil
@@ -465,7 +405,9 @@ func explainAll(ctx context.Context, out io.Writer, pool *pgxpool.Pool, tr *purg
 		}
 		a := append([]any(nil), args[k.name]...)
 		if r, ok := retentions[k.name]; ok {
-			a[1] = r.Seconds()
+			// retention_seconds, each purge statement's first argument
+			// (dbsqlc.PurgeKeysParams and its like).
+			a[0] = r.Seconds()
 		}
 		plan, err := explain(ctx, pool, sql, a)
 		if err != nil {
@@ -489,7 +431,7 @@ func explain(ctx context.Context, pool *pgxpool.Pool, sql string, args []any) ([
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+sql, args...)
+	rows, err := tx.Query(ctx, explainSQL(sql), args...)
 	if err != nil {
 		return nil, err
 	}
