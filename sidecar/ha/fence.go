@@ -252,11 +252,11 @@ func (f *Fence) Refusals() int64 { return f.refusals.Load() }
 //     host list is for one cluster, a primary and its standbys.
 //   - A primary on an older timeline of the system than another host
 //     shows (a primary, or a standby following a newer timeline, see
-//     surveySQL): the newest timeline is remembered as the fence's current
-//     identity before any connection is used, so every primary on an older
-//     timeline is refused (logged once, naming the host, counted in
-//     claimd_db_stale_server_refusals_total) and claimd writes to the
-//     newest one, or waits (not ready, 503) while none answers.
+//     dbsqlc.Survey): the newest timeline is remembered as the fence's
+//     current identity before any connection is used, so every primary
+//     on an older timeline is refused (logged once, naming the host,
+//     counted in claimd_db_stale_server_refusals_total) and claimd writes
+//     to the newest one, or waits (not ready, 503) while none answers.
 //
 // Hosts that do not answer, or refuse the session, are skipped (the
 // start-up wait and ConnectRefused deal with them). Hosts are named as the
@@ -333,7 +333,7 @@ func probeIdentity(ctx context.Context, addr string, cfg *pgconn.Config) surveye
 		return s
 	}
 	defer pc.Close(context.Background())
-	res, err := pc.Exec(ctx, surveySQL).ReadAll()
+	res, err := pc.Exec(ctx, dbsqlc.Survey).ReadAll()
 	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 4) {
 		err = errors.New("unexpected answer")
 	}
@@ -387,7 +387,7 @@ func (f *Fence) seed(answers []surveyed) error {
 	if len(systems) > 1 {
 		return &OtherSystemsError{hosts: ok}
 	}
-	var newest surveyed // a standby's timeline counts too (surveySQL)
+	var newest surveyed // a standby's timeline counts too (dbsqlc.Survey)
 	for _, a := range ok {
 		if a.identity.Timeline > newest.identity.Timeline {
 			newest = a

@@ -66,7 +66,7 @@ type Replication struct {
 // wait for the synchronous standbys (when synchronous_standby_names is set).
 var waitingCommitLevels = []string{"on", "remote_write", "remote_apply"}
 
-// EvaluateReplication makes a reading from what replicationSQL returns:
+// EvaluateReplication makes a reading from what dbsqlc.Replication returns:
 // the session's synchronous_commit, synchronous_standby_names, whether the
 // server is in recovery, and each standby's sync_state ("" when it cannot
 // be read).
@@ -186,10 +186,7 @@ func (m *ReplicationMonitor) Get(ctx context.Context) (Replication, error) {
 	if !m.at.IsZero() && m.atGen == gen && time.Since(m.at) < m.maxAge {
 		return m.last, m.lastErr
 	}
-	var commit, names string
-	var inRecovery bool
-	var states []string
-	err := m.pool.QueryRow(Internal(ctx), replicationSQL).Scan(&commit, &names, &inRecovery, &states)
+	r, err := queries.Replication(Internal(ctx), m.pool)
 	// A failover seen while the query ran may have left it on the old
 	// server: answer it, but do not keep it.
 	m.at, m.atGen = time.Now(), gen
@@ -200,7 +197,7 @@ func (m *ReplicationMonitor) Get(ctx context.Context) (Replication, error) {
 		m.last, m.lastErr = Replication{}, err
 		return m.last, err
 	}
-	m.last, m.lastErr = EvaluateReplication(commit, names, inRecovery, states), nil
+	m.last, m.lastErr = EvaluateReplication(r.SynchronousCommit, r.SynchronousStandbyNames, r.InRecovery, r.SyncStates), nil
 	if s := m.last.summary(); s != m.logged && !m.last.InRecovery {
 		m.logged = s
 		m.logReading(m.last)

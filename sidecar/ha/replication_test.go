@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// What the primary's commits wait for, from what replicationSQL reads.
+// What the primary's commits wait for, from what dbsqlc.Replication reads.
 func TestEvaluateReplication(t *testing.T) {
 	t.Parallel()
 	yes, no := true, false

@@ -21,9 +21,11 @@ type FenceRow struct {
 	Timeline string `db:"timeline"`
 }
 
-// The failover fence's, the sync-replication guard's and the start-up
-// gate's statements (package ha), each one round trip. The survey's and
-// the replication report's read views sqlc does not know (see ha/sql.go).
+// The failover fence's and survey's, the replication report's, the
+// sync-replication guard's and the start-up gate's statements (package
+// ha), each one round trip. The statistics views are named with their
+// schema (pg_catalog.pg_stat_replication): sqlc's catalog knows them
+// only so; PostgreSQL resolves the bare name there first all the same.
 // A server's identity: whether it is a standby, its system identifier,
 // and, on a primary, the timeline it writes WAL on now (8 hex digits;
 // empty on a standby). It runs on a connection being validated (pgconn,
@@ -36,6 +38,37 @@ func (q *Queries) Fence(ctx context.Context, db DBTX) (FenceRow, error) {
 	return i, err
 }
 
+const Replication = `-- name: Replication :one
+SELECT current_setting('synchronous_commit')::text AS synchronous_commit,
+	current_setting('synchronous_standby_names')::text AS synchronous_standby_names,
+	pg_is_in_recovery() AS in_recovery,
+	coalesce((SELECT array_agg(coalesce(sync_state, '')) FROM pg_catalog.pg_stat_replication
+		WHERE state IS DISTINCT FROM 'backup'), '{}')::text[] AS sync_states
+`
+
+type ReplicationRow struct {
+	SynchronousCommit       string   `db:"synchronous_commit"`
+	SynchronousStandbyNames string   `db:"synchronous_standby_names"`
+	InRecovery              bool     `db:"in_recovery"`
+	SyncStates              []string `db:"sync_states"`
+}
+
+// What the commits of this session wait for. pg_stat_replication lists
+// every walsender; without pg_monitor (or pg_read_all_stats, or
+// superuser) its rows show only the process id, and sync_state reads
+// NULL ("" here). Base backups in progress are not standbys.
+func (q *Queries) Replication(ctx context.Context, db DBTX) (ReplicationRow, error) {
+	row := db.QueryRow(ctx, Replication)
+	var i ReplicationRow
+	err := row.Scan(
+		&i.SynchronousCommit,
+		&i.SynchronousStandbyNames,
+		&i.InRecovery,
+		&i.SyncStates,
+	)
+	return i, err
+}
+
 const RestoreReadOnly = `-- name: RestoreReadOnly :exec
 RESET default_transaction_read_only
 `
@@ -45,6 +78,42 @@ RESET default_transaction_read_only
 func (q *Queries) RestoreReadOnly(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, RestoreReadOnly)
 	return err
+}
+
+const Survey = `-- name: Survey :one
+SELECT pg_is_in_recovery() AS standby, (SELECT system_identifier FROM pg_control_system())::text AS system,
+	(CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END)::text AS timeline,
+	(CASE WHEN pg_is_in_recovery() THEN greatest(coalesce((SELECT received_tli FROM pg_catalog.pg_stat_wal_receiver), 0),
+		(SELECT timeline_id FROM pg_control_checkpoint()),
+		(SELECT min_recovery_end_timeline FROM pg_control_recovery()))::text ELSE '0' END)::text AS standby_timeline
+`
+
+type SurveyRow struct {
+	Standby         bool   `db:"standby"`
+	System          string `db:"system"`
+	Timeline        string `db:"timeline"`
+	StandbyTimeline string `db:"standby_timeline"`
+}
+
+// A server's identity for the survey: Fence's three columns, then, on a
+// standby, the newest timeline it is known to follow (decimal; 0 when
+// none can be read): the timeline its WAL receiver streams
+// (pg_stat_wal_receiver, visible with pg_read_all_stats or pg_monitor),
+// or that of its control file's last restartpoint or minimum recovery
+// point (pg_control_checkpoint, pg_control_recovery), whichever is
+// newest. A standby that follows a newer timeline than a primary of the
+// list shows that primary is an old one, also while the promoted server
+// itself does not answer. Sent as text, as Fence.
+func (q *Queries) Survey(ctx context.Context, db DBTX) (SurveyRow, error) {
+	row := db.QueryRow(ctx, Survey)
+	var i SurveyRow
+	err := row.Scan(
+		&i.Standby,
+		&i.System,
+		&i.Timeline,
+		&i.StandbyTimeline,
+	)
+	return i, err
 }
 
 const SyncCommit = `-- name: SyncCommit :one
