@@ -10,6 +10,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ha"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
 )
@@ -85,30 +86,22 @@ func (h *poolHooks) prepare(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	return true, nil
 }
 
-// sessionSQL reads, in one round trip on one pooled session, what decides
-// whether claimd can work on this database: the isolation and read-only
-// state of a fresh transaction (the session's defaults, or a standby), the
-// timeouts its statements run under, and what a commit waits for.
-const sessionSQL = `SELECT current_setting('transaction_isolation'),
-	current_setting('transaction_read_only') = 'on', pg_is_in_recovery(),
-	(extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint,
-	(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint,
-	current_setting('synchronous_commit'), current_setting('synchronous_standby_names') <> ''`
-
 // minSessionTimeout is the smallest statement_timeout or lock_timeout
 // (other than 0, none) claimd can work under: a claim may wait for the row
 // of a concurrent claim of its key, or behind a batch of up to MaxBatch
 // claims, and the purge and the lease sweep run batches of PurgeBatch rows.
 const minSessionTimeout = time.Second
 
-// readSession returns the database facts of one of pool's sessions.
+// readSession returns the database facts of one of pool's sessions
+// (dbsqlc.SessionFacts, one round trip).
 func readSession(ctx context.Context, pool *pgxpool.Pool) (httpapi.DatabaseFacts, error) {
-	var f httpapi.DatabaseFacts
-	err := pool.QueryRow(ctx, sessionSQL).Scan(&f.TransactionIsolation, &f.ReadOnly, &f.InRecovery,
-		&f.StatementTimeoutMS, &f.LockTimeoutMS, &f.SynchronousCommit, &f.SynchronousStandby)
+	r, err := dbsqlc.New().SessionFacts(ctx, pool)
 	if err != nil {
 		return httpapi.DatabaseFacts{}, err
 	}
+	f := httpapi.DatabaseFacts{TransactionIsolation: r.TransactionIsolation, ReadOnly: r.ReadOnly, InRecovery: r.InRecovery,
+		StatementTimeoutMS: r.StatementTimeoutMs, LockTimeoutMS: r.LockTimeoutMs, SynchronousCommit: r.SynchronousCommit,
+		SynchronousStandby: r.SynchronousStandby}
 	switch {
 	case f.SynchronousCommit == "off":
 		f.Durability = httpapi.DurabilityNone
