@@ -595,8 +595,9 @@ func TestSourcesExampleParses(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"stripe", "github"}, keysOf(cfg.Sources))
 	require.Contains(t, cfg.Policies, "orders", "claim-only sources carry a policy")
-	// The trigger source of the trigger recipe (README, "Deploy with Docker
-	// Compose"): Stripe's rules, no forward, review on lease expiry.
+	// The trigger source of the trigger recipe
+	// (sidecar/docs/compose.md#deploy-with-docker-compose): Stripe's rules,
+	// no forward, review on lease expiry.
 	require.ElementsMatch(t, []string{"stripe-trigger"}, keysOf(cfg.Triggers))
 	trig := cfg.Triggers["stripe-trigger"]
 	require.True(t, trig.TriggerOnly())

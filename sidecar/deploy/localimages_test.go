@@ -20,7 +20,7 @@ import (
 const localImagePrefix = "localhost/idempotent-claim-local/"
 
 // loadComposeLocal loads docker-compose.yml with the local-images override
-// on top, as compose-test.sh and the README's "Without a registry" do.
+// on top, as compose-test.sh and sidecar/docs/compose.md#without-a-registry do.
 func loadComposeLocal(t *testing.T, profiles ...string) *types.Project {
 	t.Helper()
 	root := repoRoot(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/docref"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
@@ -96,11 +97,13 @@ func loadAlertRules(t *testing.T) []alertRule {
 
 // TestAlertRulesSayWhatToDo: every alert waits (for), has a severity an
 // Alertmanager route can match, and annotations that say what it means
-// and where it is settled; every alert is exercised by the unit tests; and
+// and where it is settled (a runbook: a document of the repository and a
+// heading it has); every alert is exercised by the unit tests; and
 // the alerts cover what the design asks to watch.
 func TestAlertRulesSayWhatToDo(t *testing.T) {
 	t.Parallel()
 	rules := loadAlertRules(t)
+	docs := &docref.Checker{Root: repoRoot(t)}
 	tests, err := os.ReadFile(filepath.Join(monitoringDir(t), rulesTestFile))
 	require.NoError(t, err)
 	var names []string
@@ -112,7 +115,14 @@ func TestAlertRulesSayWhatToDo(t *testing.T) {
 		require.NotEmpty(t, r.Annotations["summary"], "%s: summary", r.Alert)
 		d := r.Annotations["description"]
 		require.GreaterOrEqual(t, len(d), 200, "%s: the description says what it means and what to do", r.Alert)
-		require.Contains(t, d, "README: ", "%s: the description names where the README explains it", r.Alert)
+		_, runbook, ok := strings.Cut(d, "Runbook: ")
+		require.True(t, ok, "%s: the description ends with \"Runbook: \" and the document that explains it", r.Alert)
+		refs := docref.Find(runbook)
+		require.NotEmpty(t, refs, "%s: the runbook names a document by its path from the repository's root", r.Alert)
+		for _, ref := range refs {
+			require.Contains(t, ref, "#", "%s: the runbook %s names a section", r.Alert, ref)
+			require.NoError(t, docs.Check(ref), "%s: the runbook's document and section", r.Alert)
+		}
 		require.True(t, strings.Contains(string(tests), "alertname: "+r.Alert+"\n"), "%s has no promtool unit test", r.Alert)
 	}
 	require.Len(t, slices.Compact(slices.Sorted(slices.Values(names))), len(names), "alert names are unique")

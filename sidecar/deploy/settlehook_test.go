@@ -21,7 +21,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
 )
 
-// The settle hook (n8n-node/hooks/, n8n-node/README.md "Settle hook") is not
+// The settle hook (n8n-node/hooks/, n8n-node/README.md#settle-hook-self-hosted-n8n) is not
 // in the npm package: the n8n image carries it and docker-compose.yml makes
 // every n8n process load it.
 

@@ -7,7 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"unicode"
+
+	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/docref"
 )
 
 // The documents whose links are checked, relative to the repository root.
@@ -33,7 +34,6 @@ var (
 	fence      = regexp.MustCompile("(?ms)^[ \t]*```.*?^[ \t]*```[^\n]*$")
 	inlineCode = regexp.MustCompile("`[^`\n]*`")
 	linkTarget = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
-	heading    = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *#*$`)
 )
 
 // TestDocLinksResolve: every relative link of the documents, and every
@@ -51,7 +51,7 @@ func TestDocLinksResolve(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		a := headingAnchors(string(raw))
+		a := docref.Anchors(string(raw))
 		anchors[path] = a
 		return a, nil
 	}
@@ -125,51 +125,4 @@ func links(md string) []string {
 		out = append(out, m[1])
 	}
 	return out
-}
-
-// headingAnchors returns the anchors GitHub gives the headings of md.
-func headingAnchors(md string) map[string]bool {
-	md = fence.ReplaceAllString(md, "")
-	out := map[string]bool{}
-	seen := map[string]int{}
-	for _, m := range heading.FindAllStringSubmatch(md, -1) {
-		slug := slugify(m[1])
-		if n := seen[slug]; n > 0 {
-			out[fmt.Sprintf("%s-%d", slug, n)] = true
-		} else {
-			out[slug] = true
-		}
-		seen[slug]++
-	}
-	return out
-}
-
-// slugify is GitHub's heading anchor: lower case, spaces to hyphens, every
-// character but letters, digits, hyphens and underscores left out.
-func slugify(h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(h) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func TestSlugify(t *testing.T) {
-	t.Parallel()
-	for h, want := range map[string]string{
-		"Numbers beyond 2^53 in the forwarded body":                            "numbers-beyond-253-in-the-forwarded-body",
-		"Against n8n's Remove Duplicates":                                      "against-n8ns-remove-duplicates",
-		"How long `make test` takes":                                           "how-long-make-test-takes",
-		"In n8n: the Idempotent Claim Trigger (the first recipe for webhooks)": "in-n8n-the-idempotent-claim-trigger-the-first-recipe-for-webhooks",
-		"Walk-through: `inline-claim.json`":                                    "walk-through-inline-claimjson",
-	} {
-		if got := slugify(h); got != want {
-			t.Errorf("slugify(%q) = %q, want %q", h, got, want)
-		}
-	}
 }
