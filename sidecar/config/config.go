@@ -68,7 +68,7 @@ type Config struct {
 	// synchronous standby.
 	RequireSyncReplication bool
 
-	// The HTTP edge (see the README's Security section).
+	// The HTTP edge (see sidecar/docs/security.md#security-what-faces-the-internet).
 
 	// ReadTimeout bounds the arrival of one request's headers and body.
 	ReadTimeout time.Duration
@@ -100,7 +100,7 @@ type Config struct {
 }
 
 // Var documents one setting; Vars is the table printed by `claimd settings`
-// and reproduced in the README.
+// and reproduced in sidecar/docs/manual.md#configuration.
 type Var struct{ Env, Flag, Default, Help string }
 
 // Vars lists every setting.
@@ -109,10 +109,10 @@ var Vars = []Var{
 	{"CLAIMD_ADDR", "addr", "127.0.0.1:8080", "Listen address."},
 	{"CLAIMD_API_KEYS", "api-keys", "", "Static keys, tenant:key,tenant:key (keys ≥ 16 chars). Tenant * makes an admin key, which acts for the tenant named in the X-Tenant header. Database keys: claimd keys create."},
 	{"CLAIMD_MIGRATE", "migrate", "true", "Apply pending migrations on start."},
-	{"CLAIMD_REQUIRE_SYNC_REPLICATION", "require-sync-replication", "false", "No write is acknowledged unless its commit waits for a connected synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply, a standby in sync or quorum state): every write route answers 503 with Retry-After otherwise, nothing kept (reads are served), and /readyz is 503. With asynchronous replication a failover can lose claims already acknowledged, and their redelivery runs the effect again. Costs one query per database connection taken from the pool. Reading the standbys' state needs pg_monitor (or superuser); see \"High availability\"."},
+	{"CLAIMD_REQUIRE_SYNC_REPLICATION", "require-sync-replication", "false", "No write is acknowledged unless its commit waits for a connected synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply, a standby in sync or quorum state): every write route answers 503 with Retry-After otherwise, nothing kept (reads are served), and /readyz is 503. With asynchronous replication a failover can lose claims already acknowledged, and their redelivery runs the effect again. Costs one query per database connection taken from the pool. Reading the standbys' state needs pg_monitor (or superuser); see sidecar/docs/ha.md#what-claimd-tells-you-synchronous-or-not."},
 	{"CLAIMD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error."},
 	{"CLAIMD_LOG_FORMAT", "log-format", "json", "json or console."},
-	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON sources file: ingest providers, secrets (${ENV} references), forward targets and per-source policies (see README)."},
+	{"CLAIMD_SOURCES_FILE", "sources", "", "YAML or JSON sources file: ingest providers, secrets (${ENV} references), forward targets and per-source policies (see sidecar/docs/ingest.md#durable-ingest-providers-post-to-the-sidecar)."},
 	{"CLAIMD_LEASE_POLICY", "lease-policy", "review", "Default lease-expiry policy: review (an expired lease moves the record to unknown for an operator to resolve; no claim wins it again by itself) or reclaim (the next claim wins and may run the effect a second time: only for destinations that honour the forwarded idempotency key). A source's lease_policy, or a claim's, overrides it."},
 	{"CLAIMD_LEASE_SECONDS", "lease-seconds", "300", "Default lease length when a claim asks for none."},
 	{"CLAIMD_MAX_LEASE_SECONDS", "max-lease-seconds", "86400", "Longest lease a claim or extend may ask for."},
@@ -137,7 +137,7 @@ var Vars = []Var{
 	{"CLAIMD_RECONCILE_CONCURRENCY", "reconcile-concurrency", "4", "Reconcile calls in flight at once on this replica, 1 to 64."},
 	{"CLAIMD_READ_TIMEOUT_SECONDS", "read-timeout-seconds", "30", "Time for a request's headers and body to arrive; past it 408 request_timeout and the connection is closed."},
 	{"CLAIMD_MAX_HEADER_BYTES", "max-header-bytes", "8192", "Largest request line plus headers, in bytes; past it 431 header_too_large."},
-	{"CLAIMD_MAX_CONNECTIONS", "max-connections", "4096", "Connections served at once; at it a new connection takes the place of one doing no work (kept alive between requests, else slowest in its header block; see \"Connections: what one holds and when it is reclaimed\"), and when every connection is at work it is answered 503 unavailable (JSON, Retry-After: 1) and closed."},
+	{"CLAIMD_MAX_CONNECTIONS", "max-connections", "4096", "Connections served at once; at it a new connection takes the place of one doing no work (kept alive between requests, else slowest in its header block; see sidecar/docs/security.md#connections-what-one-holds-and-when-it-is-reclaimed), and when every connection is at work it is answered 503 unavailable (JSON, Retry-After: 1) and closed."},
 	{"CLAIMD_MAX_CONNS_PER_IP", "max-conns-per-ip", "256", "Connections of one client address (IPv6: its /64) at once; past it a new connection is answered 429 rate_limited (JSON, Retry-After: 1) and closed. 256 is 1/16 of the default CLAIMD_MAX_CONNECTIONS and far above what n8n keeps open to claimd from a shared address. Behind a proxy or load balancer every client has the proxy's address: raise it to the proxy's connection pool or set 0 (no bound)."},
 	{"CLAIMD_API_BODY_BYTES_IN_FLIGHT", "api-body-bytes-in-flight", "67108864", "Bytes of /v1 request bodies held at once (read only after the API key is checked); a request that finds no room within the request timeout is answered 503 with Retry-After."},
 	{"CLAIMD_INGEST_BODY_BYTES_IN_FLIGHT", "ingest-body-bytes-in-flight", "33554432", "Bytes of /ingest request bodies held at once (read before the signature can be checked; a budget of their own, so unauthenticated senders never starve /v1); no room within the request timeout is 503 with Retry-After."},
@@ -148,7 +148,7 @@ var Vars = []Var{
 	{"CLAIMD_GROUP_WORKERS", "group-workers", "2", "Group commit: concurrent claims (and, apart, Completes and Fails, and, apart, ingest deliveries) share transactions; a group closes when it is full or nothing else waits. One group of each kind is in flight while the next fills; up to this many, each on a pooled connection, only while the waiting calls fill a group or the one in flight has run over 10 ms (0 = off: every call its own transaction)."},
 	{"CLAIMD_GROUP_MAX_CALLS", "group-max-calls", "64", "Largest group: calls decided in one transaction (rows it locks; for ingest also the events of its deliveries)."},
 	{"CLAIMD_METRICS_ADDR", "metrics-addr", "", "Serve /metrics on this address only (e.g. 127.0.0.1:9464 or :9464 on a private network) instead of CLAIMD_ADDR."},
-	{"CLAIMD_CONSOLE", "console", "true", "Serve the web console at /ui (sign-in with one tenant's API key; see README). false leaves /ui unrouted."},
+	{"CLAIMD_CONSOLE", "console", "true", "Serve the web console at /ui (sign-in with one tenant's API key; see sidecar/docs/operations.md#console). false leaves /ui unrouted."},
 	{"CLAIMD_CONSOLE_SECURE_COOKIE", "console-secure-cookie", "false", "Mark the console's session cookie Secure: set it when browsers reach the console over HTTPS through a proxy that terminates TLS (claimd serves plain HTTP and trusts no X-Forwarded-Proto)."},
 	{"CLAIMD_METRICS_TOKEN", "metrics-token", "", "Bearer token GET /metrics requires (Authorization: Bearer TOKEN; Prometheus: authorization.credentials). Empty: /metrics is open to whoever reaches its address."},
 }

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// MarkdownTable renders Vars as the README's configuration table
-// (`claimd settings -markdown` prints it; a test keeps the README in sync).
+// MarkdownTable renders Vars as the configuration table of
+// sidecar/docs/manual.md#configuration (`claimd settings -markdown` prints
+// it; a test keeps the manual in sync).
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| Environment variable | Flag | Default | Meaning |\n|---|---|---|---|\n")

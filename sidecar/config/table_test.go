@@ -11,13 +11,14 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 )
 
-// The README's configuration table is generated; this keeps it true.
+// The configuration table of sidecar/docs/manual.md#configuration is
+// generated; this keeps it true.
 func TestReadmeConfigTableIsCurrent(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../docs/manual.md")
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(readme), config.MarkdownTable()),
-		"README.md configuration table is stale: replace it with the output of `go run ./sidecar/cmd/claimd settings -markdown`")
+		"sidecar/docs/manual.md's configuration table (## Configuration) is stale: replace it with the output of `go run ./sidecar/cmd/claimd settings -markdown`")
 }
 
 func TestLoadDefaultsAndErrors(t *testing.T) {

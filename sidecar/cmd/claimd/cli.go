@@ -242,7 +242,7 @@ func newCLI(getenv func(string) string, stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:  "settings",
 				Usage: "print every setting: flag, environment variable, default, meaning",
-				Flags: []cli.Flag{&cli.BoolFlag{Name: "markdown", Usage: "print the README's configuration table instead"}},
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "markdown", Usage: "print the configuration table of sidecar/docs/manual.md#configuration instead"}},
 				Action: func(_ context.Context, c *cli.Command) error {
 					if err := noArgs(c); err != nil {
 						return err

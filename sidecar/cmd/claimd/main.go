@@ -9,13 +9,13 @@
 //	claimd help [COMMAND]             usage (COMMAND --help too)
 //
 // Configuration comes from environment variables and flags; see
-// `claimd settings` and the README. The command line is in cli.go, the
-// one-shot commands in commands.go. This file is serve: Main wires the
-// packages that do the work (claim, ingest, httpapi, reconcile, backfill;
-// ha for the start-up wait, the failover fence and the replication
-// report; sourcesfile for the sources-file reloads) and runs them until
-// SIGTERM. pool.go opens the database pool, riverlog.go gives River
-// claimd's log.
+// `claimd settings` and sidecar/docs/manual.md#configuration. The command
+// line is in cli.go, the one-shot commands in commands.go. This file is
+// serve: Main wires the packages that do the work (claim, ingest, httpapi,
+// reconcile, backfill; ha for the start-up wait, the failover fence and the
+// replication report; sourcesfile for the sources-file reloads) and runs
+// them until SIGTERM. pool.go opens the database pool, riverlog.go gives
+// River claimd's log.
 package main
 
 import (
