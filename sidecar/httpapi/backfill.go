@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/url"
 	"strconv"
 	"time"
@@ -288,7 +289,7 @@ func (s *Server) backfillEvents(c *fiber.Ctx) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
 	evs, next, err := backfill.ListEvents(ctx, s.cfg.Inbox.Pool(), src.Tenant, src.Name, q)
-	if err == backfill.ErrBadCursor {
+	if errors.Is(err, backfill.ErrBadCursor) {
 		return badBefore
 	}
 	if err != nil {

@@ -157,7 +157,7 @@ func TestBackfillScansAskedAtOnce(t *testing.T) {
 			if i%2 == 1 {
 				body = `{"mode":"report"}`
 			}
-			req, err := http.NewRequest("POST", e.base+"/v1/sources/stripe-bf/backfill/scans", strings.NewReader(body))
+			req, err := http.NewRequest(http.MethodPost, e.base+"/v1/sources/stripe-bf/backfill/scans", strings.NewReader(body))
 			if err != nil {
 				answers[i].err = err
 				return

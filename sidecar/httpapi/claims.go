@@ -164,7 +164,7 @@ func fieldError(field string, err error) error {
 // overflowing: a huge lease_seconds must reach the ledger's range check as
 // huge, not wrap around to a small or negative lease.
 func seconds(n int) time.Duration {
-	const most = int64(math.MaxInt64 / int64(time.Second))
+	const most = math.MaxInt64 / int64(time.Second)
 	switch {
 	case int64(n) > most:
 		return math.MaxInt64

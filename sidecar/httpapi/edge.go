@@ -395,13 +395,11 @@ func (s *Server) readArrivingBody(c *fiber.Ctx, limit int, b *ingestBudget) erro
 	// that has not.
 	var buf bytes.Buffer
 	buf.Grow(min(max(declared, 0), 64<<10))
-	src := io.Reader(r)
+	most := int64(limit) + 1
 	if declared > 0 {
-		src = io.LimitReader(r, int64(declared))
-	} else {
-		src = io.LimitReader(r, int64(limit)+1)
+		most = int64(declared)
 	}
-	_, err := buf.ReadFrom(src)
+	_, err := buf.ReadFrom(io.LimitReader(r, most))
 	body := buf.Bytes()
 	switch {
 	case err == nil && declared > 0 && len(body) < declared:

@@ -108,11 +108,13 @@ func readReply(t *testing.T, c net.Conn) rawReply {
 	return replies[0]
 }
 
-// The attack, scaled: senders from many addresses each declare the
-// source's whole limit (together three times the budget) and send only
-// part of it. They hold what they sent, not what they declared, so signed
-// deliveries are stored while every attacking connection stays open. (No
-// minimum rate and no preemption here: a grace of an hour.)
+// A starvation attack, scaled (the real binary's is
+// TestIngestStarvationAttack in sidecar/cmd/claimd): senders from many
+// addresses each declare the source's whole limit (together three times the
+// budget) and send only part of it. They hold what they sent, not what they
+// declared, so signed deliveries are stored while every attacking
+// connection stays open. (No minimum rate and no preemption here: a grace
+// of an hour.)
 func TestSlowSendersHoldOnlyWhatArrived(t *testing.T) {
 	t.Parallel()
 	e := setupBudget(t, func(c *httpapi.Config) { c.IngestBodyGrace = time.Hour; c.IngestMinBodyRate = 1 })
@@ -212,6 +214,7 @@ func preemptStalled(t *testing.T, firstHost int, trickle bool) {
 				return // closed by the cleanup
 			}
 			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
 			replies <- rawReply{status: res.StatusCode, header: res.Header, body: body, closed: res.Close}
 		}()
 	}
@@ -316,6 +319,7 @@ func TestHonestBodiesPastAShareAreNotPreempted(t *testing.T) {
 						return
 					}
 					body, _ := io.ReadAll(res.Body)
+					_ = res.Body.Close()
 					replies <- rawReply{status: res.StatusCode, body: body}
 				}()
 			}

@@ -427,6 +427,7 @@ func TestDrainReadsASmallBodyBeforeTheRefusal(t *testing.T) {
 			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			require.NoError(t, err)
 			got, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
 			require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", got)
 			require.Equal(t, "1", res.Header.Get("Retry-After"))
 			require.True(t, res.Close)

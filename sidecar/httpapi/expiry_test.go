@@ -14,10 +14,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// Per-key expiry on the wire (issue 27, part 4): every answer that carries
-// a claim record says when its key may be forgotten, key_expires_at and
-// key_expiry, from claim.Ledger.KeyExpiry; an answer without a record
-// (a batch item's error, a trigger test event) carries neither.
+// Per-key expiry on the wire: every answer that carries a claim record says
+// when its key may be forgotten, key_expires_at and key_expiry, from
+// claim.Ledger.KeyExpiry; an answer without a record (a batch item's error,
+// a trigger test event) carries neither.
 
 // stableRecord is a record's JSON without key_expires_at when its
 // key_expiry is not_before: an open record's date is "not before now +
@@ -189,7 +189,7 @@ func TestKeyExpiryOnEveryRoute(t *testing.T) {
 		require.NotContains(t, res[1].(wire), "key_expires_at")
 
 		// Fail for an execution.
-		w = post("/v1/claims", claimBody(s, "fx", "execution_id", "EX-"+s), 200)
+		post("/v1/claims", claimBody(s, "fx", "execution_id", "EX-"+s), 200)
 		fx := post("/v1/claims/fail/execution", map[string]any{"execution_id": "EX-" + s, "error": "crashed", "retry": "unknown"}, 200)
 		require.Len(t, fx["claims"], 1)
 		add(s+" fail execution", fx["claims"].([]any)[0].(wire), src.kr, claim.ExpiryNotBefore)

@@ -48,6 +48,7 @@ func TestReadyzShowsDatabaseFacts(t *testing.T) {
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
+		_ = resp.Body.Close()
 		require.Equal(t, c.status, resp.StatusCode, c.name)
 
 		var got struct {

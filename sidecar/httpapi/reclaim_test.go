@@ -39,6 +39,7 @@ func holdBusy(t *testing.T, local, addr, eventID string) *busyConn {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a failing test's bound, not a measure
 	res, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	_ = res.Body.Close() // a 100 Continue has no body
 	require.Equal(t, http.StatusContinue, res.StatusCode)
 	_ = c.SetReadDeadline(time.Time{})
 	return &busyConn{Conn: c, br: br, body: body}
