@@ -4,11 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { claimParams, claimResult, createContext, run, webhookItems } from './helpers';
 import { event, reply, runTrigger, triggerContext } from './triggerHelpers';
 
-// Per-key expiry (issue 27): claimd says in every claim answer until when it
-// keeps the key (key_expires_at, RFC 3339 UTC) and how exact that is
-// (key_expiry: fixed | not_before). The Claim node's and the trigger's items
-// carry both under `idempotency` as claimd sends them, null when there is no
-// record (a claim error, a test event).
+// Per-key expiry: claimd says in every claim answer until when it keeps the
+// key (key_expires_at, RFC 3339 UTC) and how exact that is (key_expiry:
+// fixed | not_before). The Claim node's and the trigger's items carry both
+// under `idempotency` as claimd sends them, null when there is no record (a
+// claim error, a test event).
 
 const OPEN = { key_expires_at: '2028-01-10T12:00:00.123456Z', key_expiry: 'not_before' };
 const FIXED = { key_expires_at: '2028-01-09T12:00:00Z', key_expiry: 'fixed' };

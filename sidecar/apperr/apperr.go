@@ -46,8 +46,8 @@ const (
 	InvalidState Code = "invalid_state"
 	// TooLarge: the request body exceeds the limit of its route (413):
 	// CLAIMD_BODY_LIMIT_BYTES on /v1, the source's max_body_bytes on
-	// /ingest/{source}. Nothing was stored. (Named "too_large" before
-	// claimd 0.9; clients should accept both.)
+	// /ingest/{source}. Nothing was stored. Clients should also accept
+	// "too_large", the name older sidecars answer it under.
 	TooLarge Code = "body_too_large"
 	// BadRequest: the request is not well-formed HTTP/1.1 (400): a request
 	// line or header the server cannot parse, or framing RFC 9112 section

@@ -10,8 +10,8 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 )
 
-// The record page says, per delivery-log row, why a copy came (issue 27,
-// part 3): the cause in plain words with its evidence.
+// The record page says, per delivery-log row, why a copy came: the cause
+// in plain words with its evidence.
 func TestRecordPageShowsDuplicateCause(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})

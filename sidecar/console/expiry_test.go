@@ -11,9 +11,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 )
 
-// The record page says until when the key is kept (issue 27, part 4): the
-// date of claim.Ledger.KeyExpiry, exact for a terminal record, "not
-// before" for an open one, and that a resend after it is a new event.
+// The record page says until when the key is kept: the date of
+// claim.Ledger.KeyExpiry, exact for a terminal record, "not before" for an
+// open one, and that a resend after it is a new event.
 func TestRecordPageShowsKeyExpiry(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})

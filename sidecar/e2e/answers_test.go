@@ -9,12 +9,11 @@ import (
 	"time"
 )
 
-// The inline example's answers while the protected effect runs or hangs
-// (issue "The node keeps exactly-once through outages…", §2 "Safe
-// defaults"): an in-progress delivery is answered 409 with a Retry-After of
-// seconds, never 200 through Duplicate; a copy that arrives while the
-// holder runs waits for it and answers with its result; a protected call
-// that times out is failed as unknown, not retryable.
+// The inline example's answers while the protected effect runs or hangs,
+// with the node's safe defaults: an in-progress delivery is answered 409
+// with a Retry-After of seconds, never 200 through Duplicate; a copy that
+// arrives while the holder runs waits for it and answers with its result; a
+// protected call that times out is failed as unknown, not retryable.
 
 // exampleWait is the inline example's "Wait for a Concurrent Holder".
 const exampleWait = 5 * time.Second

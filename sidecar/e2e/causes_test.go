@@ -20,18 +20,18 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// TestDuplicateCauseN8nRanOneDispatchTwice is issue 27's "every duplicate
-// explained" in a real n8n: claimd dispatches one ingested event once to
-// the durable example, whose execution claims and completes it; the very
-// request claimd forwarded is then run by n8n a second time (posted again
-// to n8n's webhook, as a resend inside n8n would). The second execution's
-// claim is a duplicate, the effect ran once, and the delivery log names
-// the cause n8n_twice with both execution ids. The settle hook tells
-// claimd the workflow version each execution ran: both ran the one
-// published version, so the cause stays n8n_twice and the note names that
-// version for both (two versions active at once, n8n_two_versions, is
-// covered by the httpapi tests: n8n does not run two versions of one
-// workflow's webhook side by side on demand).
+// TestDuplicateCauseN8nRanOneDispatchTwice: every duplicate is explained,
+// in a real n8n: claimd dispatches one ingested event once to the durable
+// example, whose execution claims and completes it; the very request claimd
+// forwarded is then run by n8n a second time (posted again to n8n's
+// webhook, as a resend inside n8n would). The second execution's claim is a
+// duplicate, the effect ran once, and the delivery log names the cause
+// n8n_twice with both execution ids. The settle hook tells claimd the
+// workflow version each execution ran: both ran the one published version,
+// so the cause stays n8n_twice and the note names that version for both
+// (two versions active at once, n8n_two_versions, is covered by the httpapi
+// tests: n8n does not run two versions of one workflow's webhook side by
+// side on demand).
 func TestDuplicateCauseN8nRanOneDispatchTwice(t *testing.T) {
 	t.Parallel()
 	counter := NewCounter(t)

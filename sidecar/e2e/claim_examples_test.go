@@ -16,7 +16,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// Storm sizes of issue 3's end-to-end list.
+// Storm sizes. The storms are numbered as the subtests of
+// TestExampleWorkflowsRegularMode (1–5, 7); storm 6 is
+// TestExampleWorkflowsQueueMode.
 const (
 	stormCopies  = 20 // storms 1 and 2: one event delivered 20 times
 	storm7Events = 10 // storm 7: 10 distinct events …
@@ -149,10 +151,10 @@ func startRegularDeployment(t *testing.T) *regularDeployment {
 }
 
 // TestExampleWorkflowsRegularMode drives the example workflows in one
-// regular-mode n8n with one sidecar: storms 1–5 and 7 of issue 3 through the
-// inline example, the durable path (signed deliveries to the sidecar's
-// ingest, dispatched to the durable example) and the reconciliation example.
-// Every count is exact.
+// regular-mode n8n with one sidecar: storms 1–5 and 7 (the numbered
+// subtests) through the inline example, the durable path (signed deliveries
+// to the sidecar's ingest, dispatched to the durable example) and the
+// reconciliation example. Every count is exact.
 func TestExampleWorkflowsRegularMode(t *testing.T) {
 	t.Parallel()
 	d := startRegularDeployment(t)
@@ -177,7 +179,7 @@ func TestExampleWorkflowsRegularMode(t *testing.T) {
 	})
 
 	t.Run("claims carry a request id", func(t *testing.T) {
-		// The node sends "execution:node name:run index:item index" (issue
+		// The node sends "execution:node name:run index:item index" (case
 		// B19), read from the real engine ($thisRunIndex), so a retry of
 		// the same claim gets its claim back.
 		ev := newEvent(t, "rid")
@@ -504,12 +506,13 @@ func checkDurableIngest(t *testing.T, d *regularDeployment) {
 	checkEffects(t, d.counter, "one signed delivery sent 20 times to the ingest", 1, key)
 }
 
-// checkNonASCIIIdentity is issue "Every hop keeps the event" §1 (B11) in a
-// real n8n: events keyed by a form name with 2-, 3- and 4-byte UTF-8 and a
-// newline are ingested, dispatched to the durable example, claimed by the
-// workflow from the X-Idempotency-* headers as n8n reads them, and
-// completed: the inbox record itself is the one claimed (dispatched on
-// the first claim, completed), no second record exists, one effect each.
+// checkNonASCIIIdentity is case B11 (an event id keeps its bytes through
+// every hop) in a real n8n: events keyed by a form name with 2-, 3- and
+// 4-byte UTF-8 and a newline are ingested, dispatched to the durable
+// example, claimed by the workflow from the X-Idempotency-* headers as n8n
+// reads them, and completed: the inbox record itself is the one claimed
+// (dispatched on the first claim, completed), no second record exists, one
+// effect each.
 func checkNonASCIIIdentity(t *testing.T, d *regularDeployment) {
 	t.Helper()
 	run := RandomHex(t, 4)

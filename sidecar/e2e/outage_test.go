@@ -213,8 +213,8 @@ func failedExecutionData(t *testing.T, n *N8N, workflowID string) []string {
 
 // TestSidecarOutageBetweenEffectAndComplete crashes the sidecar (SIGKILL)
 // while the protected effects run, in a real n8n (regular mode), and checks
-// issue §1: Complete, sent once per execution for all its items, keeps
-// trying until the claims' lease end.
+// that Complete, sent once per execution for all its items, keeps trying
+// until the claims' lease end.
 //
 //   - Back within 10 s: every record completed, exactly one effect per
 //     event, no failed execution, and redeliveries are duplicates.

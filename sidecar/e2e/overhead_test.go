@@ -93,11 +93,10 @@ import (
 // after each phase. n8n's own time per node comes from the stored
 // executions (runData executionTime).
 //
-// C (two No Op nodes) and D (the same two calls with n8n's HTTP Request
-// node) of the earlier version are dropped: they answered a one-off
-// question (N8N.md, "What the node costs per execution") and would add
-// two more workflows to every round; the per-node times below still show
-// where a recipe's time goes.
+// No recipe measures two No Op nodes, or the same two calls with n8n's HTTP
+// Request node: those answered a one-off question (N8N.md, "What the node
+// costs per execution") and would add two more workflows to every round;
+// the per-node times below still show where a recipe's time goes.
 //
 // Figures only: the test fails on functional errors (a non-2xx answer, a
 // claim not won, a duplicate not recognised, a duplicate that started an

@@ -24,12 +24,12 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// Every duplicate explained (issue 27): each cause of a duplicate copy,
-// produced through the real routes on a real PostgreSQL database (the
-// ingest door, POST /v1/claims, the trigger route, the operator's inbox
-// replay, the dispatcher), is written to the delivery log by the statement
-// that logs the copy, answered in GET /v1/claims/{id} (deliveries[].cause,
-// door, cause_note) and counted in claimd_duplicates_total{source,cause}.
+// Every duplicate explained: each cause of a duplicate copy, produced
+// through the real routes on a real PostgreSQL database (the ingest door,
+// POST /v1/claims, the trigger route, the operator's inbox replay, the
+// dispatcher), is written to the delivery log by the statement that logs
+// the copy, answered in GET /v1/claims/{id} (deliveries[].cause, door,
+// cause_note) and counted in claimd_duplicates_total{source,cause}.
 
 const causeStripeSecret = "whsec_causes_stripe_0001"
 

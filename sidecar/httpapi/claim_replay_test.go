@@ -15,7 +15,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 )
 
-// Issue B19: a claim committed, its answer was lost, and the same request
+// Case B19: a claim committed, its answer was lost, and the same request
 // (same request_id) is sent again. The caller that won gets its claim back;
 // anyone else is decided as before.
 

@@ -74,10 +74,10 @@ func (b *bundle) claimAsync(t *testing.T, body map[string]any) <-chan timedAnswe
 	return out
 }
 
-// TestClaimWaitsForTheHolder is the wait of issue "safe defaults" §2 with
-// the real handler: two concurrent deliveries of one event, the winner's
-// effect takes 2 s; the second, sent with wait_seconds, answers with the
-// winner's outcome within about those 2 s.
+// TestClaimWaitsForTheHolder is the claim's wait for a concurrent holder
+// (wait_seconds) with the real handler: two concurrent deliveries of one
+// event, the winner's effect takes 2 s; the second, sent with wait_seconds,
+// answers with the winner's outcome within about those 2 s.
 func TestClaimWaitsForTheHolder(t *testing.T) {
 	t.Parallel()
 	b := setupWaiting(t)

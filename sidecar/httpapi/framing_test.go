@@ -58,7 +58,7 @@ var data43 = `{"source":"s","event_id":"e","pad":"xxxxx"}`
 // complete body to fasthttp's lenient decoder (so that without the check
 // the request behind it would be read and served).
 var badChunked = map[string]string{
-	// The issue's examples, byte for byte.
+	// Stray bytes in a chunk line: a bare LF, a control byte, a space.
 	"bare LF in chunk-ext":     "2b;a\nzz\r\n" + data43 + "\r\n0\r\n\r\n",
 	"bare LF after the size":   "2b\n\r\n" + data43 + "\r\n0\r\n\r\n",
 	"CTL in a chunk-ext value": "2b;a=\x01\r\n" + data43 + "\r\n0\r\n\r\n",

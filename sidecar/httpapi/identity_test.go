@@ -11,9 +11,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/strictjson"
 )
 
-// Issue "Exact event identity" §1: every JSON that feeds a key or a hash is
-// decoded strictly on the claims API. Each ambiguous body is a 400 naming
-// the member, and nothing is written.
+// Every JSON that feeds a key or a hash is decoded strictly on the claims
+// API. Each ambiguous body is a 400 naming the member, and nothing is
+// written.
 func TestClaimsRefuseAmbiguousJSON(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -69,9 +69,9 @@ func TestClaimsKeepUnicodeDistinct(t *testing.T) {
 	require.Len(t, distinct, 4, "U+FFFD written two ways is one key; the others are their own")
 }
 
-// Issue §2: numbers keep their exact value in key_fields and payload
-// hashes. Values that differ anywhere are different keys (or a conflict);
-// spellings of one value (1.0 and 1, 1e2 and 100, -0 and 0) are one.
+// Numbers keep their exact value in key_fields and payload hashes. Values
+// that differ anywhere are different keys (or a conflict); spellings of one
+// value (1.0 and 1, 1e2 and 100, -0 and 0) are one.
 func TestClaimsKeepNumbersExact(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -121,9 +121,9 @@ func TestClaimsKeepNumbersExact(t *testing.T) {
 	require.Contains(t, huge.Error.Message, "out of range")
 }
 
-// Issue §3: no empty identities. A null, "", {} or [] anywhere in
-// key_fields, an empty key part, an empty key_parts list: 422 naming it,
-// nothing written — on the single route and on each batch item.
+// No empty identities. A null, "", {} or [] anywhere in key_fields, an
+// empty key part, an empty key_parts list: 422 naming it, nothing written —
+// on the single route and on each batch item.
 func TestClaimsRefuseEmptyIdentities(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -165,9 +165,9 @@ func TestClaimsRefuseEmptyIdentities(t *testing.T) {
 	}
 }
 
-// Issue §5 on the claims route: a source's volatile_fields are left out of
-// the claim's payload hash as ingest leaves them out of its receipt hash,
-// so a retry whose timestamp moved stays a retry, on every attempt.
+// On the claims route too, a source's volatile_fields are left out of the
+// claim's payload hash as ingest leaves them out of its receipt hash, so a
+// retry whose timestamp moved stays a retry, on every attempt.
 func TestClaimsLeaveVolatileFieldsOutOfTheHash(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) {

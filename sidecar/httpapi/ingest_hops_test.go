@@ -25,12 +25,12 @@ func latin1(b string) string {
 	return string(r)
 }
 
-// B11 (issue "Every hop keeps the event" §1): whatever bytes an event id
-// holds, the workflow claims exactly the record the inbox holds. The
-// stored id is header-safe (printable ASCII, percent-encoded where it was
-// not), so the X-Idempotency-Event-Id a Node.js-style target reads back —
-// bytes as Latin-1 — is byte for byte the stored id: the workflow's claim
-// moves the inbox record out of received and the first attempt counts.
+// Case B11: whatever bytes an event id holds, the workflow claims exactly
+// the record the inbox holds. The stored id is header-safe (printable
+// ASCII, percent-encoded where it was not), so the X-Idempotency-Event-Id a
+// Node.js-style target reads back — bytes as Latin-1 — is byte for byte the
+// stored id: the workflow's claim moves the inbox record out of received
+// and the first attempt counts.
 func TestIngestEventIDReachesTheWorkflowByteExact(t *testing.T) {
 	t.Parallel()
 	var base atomic.Value

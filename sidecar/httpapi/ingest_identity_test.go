@@ -1036,12 +1036,12 @@ func (e *ingestEnv) apiPost(t *testing.T, path, body string) ingestAnswer {
 	return e.do(t, req)
 }
 
-// B01 (issue "Exact event identity" §5): retries of an event with volatile
-// fields stay retries. Ingest hashes the body without /createdAt; the
-// workflow claims with the whole stored body as its payload, fails
-// retryably, and claims again after the backoff: won, attempt 2, never a
-// conflict. A provider retry whose createdAt moved is a duplicate at
-// ingest, before and after the workflow's claims.
+// Case B01: retries of an event with volatile fields stay retries. Ingest
+// hashes the body without /createdAt; the workflow claims with the whole
+// stored body as its payload, fails retryably, and claims again after the
+// backoff: won, attempt 2, never a conflict. A provider retry whose
+// createdAt moved is a duplicate at ingest, before and after the workflow's
+// claims.
 func TestIngestClaimFailReclaimComparesLikeWithLike(t *testing.T) {
 	t.Parallel()
 	const token = "documenso-token-0123456789"

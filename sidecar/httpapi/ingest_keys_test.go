@@ -14,10 +14,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// Tests of what each provider's key is made of (issue "Every hop keeps the
-// event" §2), through POST /ingest/{source} on a real PostgreSQL with the
-// dispatcher running against a counting target (require_claim: false). For
-// every provider, and every mode where it has several:
+// Tests of what each provider's key is made of, through POST
+// /ingest/{source} on a real PostgreSQL with the dispatcher running against
+// a counting target (require_claim: false). For every provider, and every
+// mode where it has several:
 //   - distinct: two real events about one object at one moment (and where
 //     it matters events that differ only in who or what they concern, or a
 //     lifecycle notification repeated on purpose) are two records, each

@@ -11,8 +11,8 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// The retries and resends of issue 26 through POST /ingest/{source} on a
-// real PostgreSQL: a provider sending one event again with a changed field,
+// Providers' retries and resends through POST /ingest/{source} on a real
+// PostgreSQL: a provider sending one event again with a changed field,
 // under other header names, or under a new id must store it once.
 
 // TestIngestStripePendingWebhooksIsDuplicate: Stripe retries one event

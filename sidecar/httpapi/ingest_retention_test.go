@@ -16,13 +16,13 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// B21 (issue "Every hop keeps the event" §7): a key outlives its payload.
-// A Standard Webhooks sender (Svix keeps messages 90 days and lets the
-// sender resend them) resends a message after the payload retention
-// purged it: the kept key answers duplicate with the same claim id and is
-// not dispatched again; the workflow's claim is a duplicate with its
-// result_ref; a resend with another payload is a conflict. After the key
-// retention the key is gone and a resend is a new event (documented).
+// Case B21: a key outlives its payload. A Standard Webhooks sender (Svix
+// keeps messages 90 days and lets the sender resend them) resends a message
+// after the payload retention purged it: the kept key answers duplicate
+// with the same claim id and is not dispatched again; the workflow's claim
+// is a duplicate with its result_ref; a resend with another payload is a
+// conflict. After the key retention the key is gone and a resend is a new
+// event (documented).
 
 const retentionSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

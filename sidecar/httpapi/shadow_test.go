@@ -20,11 +20,11 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
 
-// Shadow mode (issue 27): a shadow claim is decided by the real statement
-// on the real record and answered won, with shadow.would_be what claimd
-// decided; a claim token only where it would have won. Turning
-// enforcement on (a reload without shadow) decides the very next copy
-// against the records written in shadow: no gap.
+// Shadow mode: a shadow claim is decided by the real statement on the real
+// record and answered won, with shadow.would_be what claimd decided; a
+// claim token only where it would have won. Turning enforcement on (a
+// reload without shadow) decides the very next copy against the records
+// written in shadow: no gap.
 
 // shadowSources: a trigger source and a claim-only source in shadow, and
 // their enforcing twins (the per-request option is tested on those).

@@ -20,12 +20,12 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
-// Issue 15, parts 1 and 2: every database error that means "try again"
-// is answered 503 unavailable with Retry-After, in the sidecar's own words
-// (the database's are logged with the request id), never 500 internal; a
-// lost connection says the outcome is unknown and the same request again
-// is answered as what happened; a read-only database refuses writes that
-// way and keeps answering lookups.
+// Every database error that means "try again" is answered 503 unavailable
+// with Retry-After, in the sidecar's own words (the database's are logged
+// with the request id), never 500 internal; a lost connection says the
+// outcome is unknown and the same request again is answered as what
+// happened; a read-only database refuses writes that way and keeps
+// answering lookups.
 
 // derivedPool is a second pool on the database of direct, changed by
 // adjust, closed when t ends.

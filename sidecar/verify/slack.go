@@ -43,9 +43,9 @@ const (
 //     (block_actions, view_submission, …), Scope is team.id.
 //
 // Slack has also resent one message as several event_callback deliveries,
-// each under a new event_id and without X-Slack-Retry-Num (issue 26): the
-// default key makes every copy a new event. [SlackOptions].Key "message"
-// is the documented second-line key for that case.
+// each under a new event_id and without X-Slack-Retry-Num: the default key
+// makes every copy a new event. [SlackOptions].Key "message" is the
+// documented second-line key for that case.
 func init() {
 	Register(Provider{
 		Type: TypeSlack,

@@ -12,9 +12,9 @@ import (
 )
 
 // Slack has resent one message as several event_callback deliveries, each
-// under a new event_id and without X-Slack-Retry-Num (issue 26). With
-// options.key "message" a message event is keyed by team + channel + ts,
-// the message's identity (ts is unique per channel,
+// under a new event_id and without X-Slack-Retry-Num. With options.key
+// "message" a message event is keyed by team + channel + ts, the message's
+// identity (ts is unique per channel,
 // https://api.slack.com/events/message), so the copies are duplicates.
 const (
 	slackMsgSecret = "slack-signing-secret-0001"

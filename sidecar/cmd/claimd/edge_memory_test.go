@@ -19,7 +19,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 )
 
-// The attack of the edge issue, measured on the real binary (built
+// Memory held before authentication, measured on the real binary (built
 // without the race detector): 100 connections without an API key, each
 // sending 4,193,999 bytes of a declared 4,194,000 to /v1 and holding, then
 // 100 more doing the same to an ingest source whose limit takes 4 MiB

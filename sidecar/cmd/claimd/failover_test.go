@@ -175,12 +175,12 @@ func TestStartWithoutDatabaseWaits(t *testing.T) {
 	require.Zero(t, v)
 }
 
-// Part 3: started while only a standby answers, claimd stays up, serves
-// /healthz, is not ready with the reason, and answers the API (claims,
-// lookups, ingest) 503 with Retry-After; once the standby is promoted it
-// migrates, starts the dispatcher and the claim waiter, and serves,
-// without a restart. Two sidecars: one on a host list whose first host
-// (the old primary) is down and whose second is the standby
+// Started while only a standby answers, claimd stays up, serves /healthz,
+// is not ready with the reason, and answers the API (claims, lookups,
+// ingest) 503 with Retry-After; once the standby is promoted it migrates,
+// starts the dispatcher and the claim waiter, and serves, without a
+// restart. Two sidecars: one on a host list whose first host (the old
+// primary) is down and whose second is the standby
 // (target_session_attrs=read-write: "no writable primary"), one on the
 // standby's own URL ("the database is a standby").
 func TestStartOnAStandbyWaitsForItsPromotion(t *testing.T) {
@@ -268,11 +268,12 @@ func TestStartOnAStandbyWaitsForItsPromotion(t *testing.T) {
 	}
 }
 
-// Part 4: claimd says whether an acknowledged claim survives a failover.
-// An asynchronous standby: a warning at start, claimd_db_synchronous_replication
-// 0, durability local, and not ready under CLAIMD_REQUIRE_SYNC_REPLICATION.
-// The same standby made synchronous: 1, durability standby, ready. A role
-// without pg_monitor cannot read the standbys' state: unknown, said so.
+// claimd says whether an acknowledged claim survives a failover. An
+// asynchronous standby: a warning at start,
+// claimd_db_synchronous_replication 0, durability local, and not ready
+// under CLAIMD_REQUIRE_SYNC_REPLICATION. The same standby made synchronous:
+// 1, durability standby, ready. A role without pg_monitor cannot read the
+// standbys' state: unknown, said so.
 func TestReplicationReported(t *testing.T) {
 	t.Parallel()
 	primary := pgtest.NewPrimary(t, pgtest.ClusterOptions{})
@@ -360,14 +361,14 @@ func TestReplicationReported(t *testing.T) {
 	waitReady(t, u, 30*time.Second)
 }
 
-// Part 5: an old primary started again after a failover does not take
-// claimd's writes. claimd writes to the primary (timeline 1); the primary
-// crashes, the standby is promoted (timeline 2) and claimd follows it on
-// its host list; the old primary is started again, unchanged, first in
-// that list. New connections skip it for the promoted server (nothing is
-// written to it, the log names it once); with the promoted server gone
-// too, requests answer 503 with Retry-After and /readyz names the stale
-// timeline, and still nothing is written to the old primary.
+// An old primary started again after a failover does not take claimd's
+// writes. claimd writes to the primary (timeline 1); the primary crashes,
+// the standby is promoted (timeline 2) and claimd follows it on its host
+// list; the old primary is started again, unchanged, first in that list.
+// New connections skip it for the promoted server (nothing is written to
+// it, the log names it once); with the promoted server gone too, requests
+// answer 503 with Retry-After and /readyz names the stale timeline, and
+// still nothing is written to the old primary.
 func TestOldPrimaryOnAnOlderTimelineIsRefused(t *testing.T) {
 	t.Parallel()
 	primary := pgtest.NewPrimary(t, pgtest.ClusterOptions{})

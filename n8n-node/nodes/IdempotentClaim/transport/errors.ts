@@ -60,8 +60,8 @@ const POOL_EXHAUSTED = /timeout exceeded when trying to connect/i;
  * HTTP status the sidecar answers for each error code of its contract:
  * every code of openapi.yaml's ErrorCode (a code added there does not
  * compile until it is here), with the status its x-status gives
- * (test/wireContract.test.ts), and too_large, body_too_large's name before
- * claimd 0.9.
+ * (test/wireContract.test.ts), and too_large, the name older sidecars
+ * answer body_too_large under.
  */
 export const STATUS_BY_CODE: Readonly<Record<ErrorCode | 'too_large', number>> = {
 	malformed: 400,
