@@ -198,7 +198,7 @@ func TestLostConnectionIsUnavailableAndTheRetryIsAnswered(t *testing.T) {
 	const (
 		claimStmt    = "INSERT INTO claims AS cl"
 		completeStmt = "UPDATE claims SET state = 'completed'"
-		failStmt     = "SELECT id, 'failed_' || $4"
+		failStmt     = "SELECT c.id, 'failed_' || $1::text"
 		extendStmt   = "'lease_extended'"
 		commitStmt   = "commit"
 	)
