@@ -2,7 +2,6 @@ package claim
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -188,20 +187,6 @@ func (p Policy) Validate() error {
 		}
 	}
 	return nil
-}
-
-// backoffCeiling is the upper bound of the full-jitter delay after the given
-// failed attempt (1-based).
-func (p Policy) backoffCeiling(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	exp := math.Pow(2, float64(attempt-1))
-	d := float64(p.BackoffBase) * exp
-	if d > float64(p.BackoffCap) || math.IsInf(d, 0) {
-		return p.BackoffCap
-	}
-	return time.Duration(d)
 }
 
 // Policies maps source names to policies, with a default for the rest.
