@@ -1911,7 +1911,6 @@ func (q *Queries) Receive(ctx context.Context, db DBTX, arg ReceiveParams) (Rece
 }
 
 const Record = `-- name: Record :one
-
 SELECT id, tenant, source, event_id, action, COALESCE(event_type, '') AS event_type, state,
 	last_outcome, attempt, max_attempts, lease_policy, lease_until, next_attempt_at,
 	COALESCE(payload_hash, '') AS payload_hash, COALESCE(result_ref, '') AS result_ref,
@@ -1957,10 +1956,9 @@ type RecordRow struct {
 	Reconciler    string     `db:"reconciler"`
 }
 
-// The ledger's statements (package claim). A statement that returns a
-// record selects the record columns of Record, in its order, so that its
-// row type converts to dbsqlc.RecordRow (claim's recordOf reads that).
-// The record id of tenant.
+// The record id of tenant. Every statement of package claim that returns
+// a claims record selects these columns, in this order, so that its row
+// converts to RecordRow (claim's recordOf reads that).
 func (q *Queries) Record(ctx context.Context, db DBTX, arg RecordParams) (RecordRow, error) {
 	row := db.QueryRow(ctx, Record, arg.ID, arg.Tenant)
 	var i RecordRow

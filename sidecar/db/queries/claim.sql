@@ -1,9 +1,7 @@
--- The ledger's statements (package claim). A statement that returns a
--- record selects the record columns of Record, in its order, so that its
--- row type converts to dbsqlc.RecordRow (claim's recordOf reads that).
-
 -- name: Record :one
--- The record id of tenant.
+-- The record id of tenant. Every statement of package claim that returns
+-- a claims record selects these columns, in this order, so that its row
+-- converts to RecordRow (claim's recordOf reads that).
 SELECT id, tenant, source, event_id, action, COALESCE(event_type, '') AS event_type, state,
 	last_outcome, attempt, max_attempts, lease_policy, lease_until, next_attempt_at,
 	COALESCE(payload_hash, '') AS payload_hash, COALESCE(result_ref, '') AS result_ref,
