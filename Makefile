@@ -85,8 +85,8 @@ compose-env:
 	@sidecar/scripts/compose-env.sh
 
 ## compose-test: docker-compose.yml for real: images built here, regular + queue mode, storms, restarts, claimd upgrade
-# Not part of make test (too slow for CI when cold; times in the README's
-# "Without a registry"): run it after changing docker-compose.yml,
+# Not part of make test (too slow for CI when cold; times in
+# sidecar/docs/compose.md#without-a-registry): run it after changing docker-compose.yml,
 # sidecar/deploy/, n8n-node/hooks/ or a Dockerfile. It records what it ran
 # in sidecar/deploy/local-images/compose-test.verified, which make test
 # checks. Needs root, podman (or Docker) and debootstrap; see
@@ -202,12 +202,12 @@ compare: n8n build-node
 overhead: n8n build-node
 	IC_OVERHEAD=1 $(TESTENV) $(GO) test ./sidecar/e2e -run '^TestOverhead$$' -v -count=1 -timeout 30m
 
-## screenshot: README screenshot of the inline example (needs Chromium or CHROMIUM_PATH)
+## screenshot: the inline example's screenshot in n8n-node/examples/README.md (needs Chromium or CHROMIUM_PATH)
 # Writes n8n-node/examples/inline-claim.png; Chromium: apt-get install chromium.
 screenshot: n8n build-node playwright
 	IC_SCREENSHOT=1 $(TESTENV) $(GO) test ./sidecar/e2e -run TestScreenshotExampleWorkflow -count=1 -v
 
-## console-screenshots: README screenshots of the console, by its browser test (needs Chromium)
+## console-screenshots: the console's screenshots in sidecar/docs/operations.md, by its browser test (needs Chromium)
 # Writes sidecar/console/screenshots/*.png (TestConsoleBrowser and TestConsoleCharts with
 # IC_CONSOLE_SCREENSHOTS=1: every check runs, the PNGs replace the committed
 # ones only when all passed).

@@ -136,22 +136,23 @@ func (a *orderAPI) waitVia(t *testing.T, via string, n int, deadline time.Durati
 }
 
 // TestBigNumbersRecipeIsREADMEs checks that the Code node the ingest path
-// runs (testdata/big-numbers.json, "Exact Body") is the README's recipe,
+// runs (testdata/big-numbers.json, "Exact Body") is the recipe of
+// sidecar/docs/ingest.md#numbers-beyond-253-in-the-forwarded-body,
 // character for character.
 func TestBigNumbersRecipeIsREADMEs(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "docs", "ingest.md"))
 	if err != nil {
-		t.Fatalf("reading README.md: %v", err)
+		t.Fatalf("reading sidecar/docs/ingest.md: %v", err)
 	}
 	const heading = "## Numbers beyond 2^53 in the forwarded body\n"
 	_, section, ok := strings.Cut(string(readme), heading)
 	if !ok {
-		t.Fatalf("README.md has no section %q", strings.TrimSpace(heading))
+		t.Fatalf("sidecar/docs/ingest.md has no section %q", strings.TrimSpace(heading))
 	}
 	_, block, ok := strings.Cut(section, "```js\n")
 	recipe, _, closed := strings.Cut(block, "\n```\n")
 	if !ok || !closed {
-		t.Fatalf("README.md: no js code block in %q", strings.TrimSpace(heading))
+		t.Fatalf("sidecar/docs/ingest.md: no js code block in %q", strings.TrimSpace(heading))
 	}
 	raw, err := os.ReadFile(filepath.Join("testdata", "big-numbers.json"))
 	if err != nil {
@@ -171,7 +172,7 @@ func TestBigNumbersRecipeIsREADMEs(t *testing.T) {
 	for _, node := range wf.Nodes {
 		if node.Name == "Exact Body" {
 			if strings.TrimRight(node.Parameters.JSCode, "\n") != recipe {
-				t.Errorf("the workflow's Code node differs from the README's recipe:\n%s\nREADME:\n%s", node.Parameters.JSCode, recipe)
+				t.Errorf("the workflow's Code node differs from the recipe of sidecar/docs/ingest.md:\n%s\ningest.md:\n%s", node.Parameters.JSCode, recipe)
 			}
 			return
 		}
@@ -184,8 +185,8 @@ func TestBigNumbersRecipeIsREADMEs(t *testing.T) {
 // with Exact Numbers (one request each, and both in one CloudEvents batch),
 // the trigger with its defaults (n8n's rounding, the fault shown), and
 // claimd's ingest door forwarding to a Webhook node with Raw Body and the
-// README's Code-node recipe. With exact numbers each order is its own
-// effect with its own digits.
+// Code-node recipe of sidecar/docs/ingest.md. With exact numbers each order
+// is its own effect with its own digits.
 func TestBigNumbersReachTheEffectExactly(t *testing.T) {
 	t.Parallel()
 	runBigNumbers(t, false)

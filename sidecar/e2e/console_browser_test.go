@@ -32,8 +32,8 @@ import (
 const (
 	// consoleScript drives headless Chromium through the console.
 	consoleScript = "testdata/console-browser.mjs"
-	// consoleShotsDir is where IC_CONSOLE_SCREENSHOTS=1 writes the README's
-	// console screenshots.
+	// consoleShotsDir is where IC_CONSOLE_SCREENSHOTS=1 writes the console
+	// screenshots of sidecar/docs/operations.md#console-screenshots.
 	consoleShotsDir = "../console/screenshots"
 	// consoleBrowserTimeout bounds the browser run.
 	consoleBrowserTimeout = 4 * time.Minute
@@ -141,7 +141,8 @@ type consoleResult struct {
 // refused ones did not.
 //
 // With IC_CONSOLE_SCREENSHOTS=1 (make console-screenshots) the same run
-// writes the README's screenshots to sidecar/console/screenshots.
+// writes the screenshots of sidecar/docs/operations.md#console-screenshots
+// to sidecar/console/screenshots.
 //
 // Needs Chromium (CHROMIUM_PATH, default /usr/bin/chromium), playwright-core
 // (n8n-node/scripts/install-playwright.sh) and Node.js; a missing one fails

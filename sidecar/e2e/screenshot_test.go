@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// The README screenshot: the inline example in the n8n editor.
+// The screenshot of n8n-node/examples/README.md#walk-through-inline-claimjson: the inline
+// example in the n8n editor.
 const (
 	// screenshotFile is where TestScreenshotExampleWorkflow writes the PNG,
 	// next to the workflow it shows.
@@ -35,7 +36,8 @@ const (
 )
 
 // TestScreenshotExampleWorkflow takes the screenshot of the inline example
-// workflow in the n8n editor that the README shows, and writes it to
+// workflow in the n8n editor that
+// n8n-node/examples/README.md#walk-through-inline-claimjson shows, and writes it to
 // n8n-node/examples/inline-claim.png. It runs only with IC_SCREENSHOT=1.
 //
 // It starts n8n with the node package and the example imported (placeholders
@@ -48,8 +50,8 @@ const (
 // the new one decoded as a PNG of the expected size.
 func TestScreenshotExampleWorkflow(t *testing.T) {
 	if os.Getenv("IC_SCREENSHOT") != "1" {
-		t.Skip("IC_SCREENSHOT=1 takes the README screenshot of the inline example workflow " +
-			"(n8n-node/examples/" + screenshotFile + ") with headless Chromium")
+		t.Skip("IC_SCREENSHOT=1 takes the screenshot of the inline example workflow " +
+			"(n8n-node/examples/" + screenshotFile + ", shown in n8n-node/examples/README.md#walk-through-inline-claimjson) with headless Chromium")
 	}
 	in := FindN8N(t)
 	chromium := os.Getenv("CHROMIUM_PATH")

@@ -126,7 +126,8 @@ func checkClaimdDownAtSettle(t *testing.T, d *triggerDeployment) {
 // effect and before the execution ends. n8n notices the stalled job in the
 // process that enqueued it, and the hook fails the claim as unknown: one
 // effect, and a redelivery starts nothing. The time from the kill to the
-// settled claim is logged (a figure for the README), not asserted.
+// settled claim is logged (a figure for
+// n8n-node/README.md#settle-hook-self-hosted-n8n), not asserted.
 func checkWorkerCrash(t *testing.T, d *triggerDeployment) {
 	ev := newStripeEvent(t, "crash")
 	key := d.key(ev)

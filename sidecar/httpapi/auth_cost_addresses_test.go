@@ -11,8 +11,9 @@ import (
 // A storm of junk keys of claimd's shape spread over many addresses costs
 // the failure limit in queries per address and window (each key is new, so
 // the negative cache never answers it): 50 addresses of 100 keys each make
-// 50 × 20 queries, then every further key is 429 without one. The README's
-// "What a wrong API key costs" quotes this figure.
+// 50 × 20 queries, then every further key is 429 without one.
+// sidecar/docs/security.md#ingest-bodies-what-an-anonymous-sender-holds
+// quotes this figure.
 func TestJunkKeysFromManyAddresses(t *testing.T) {
 	t.Parallel()
 	b := setupCost(t)

@@ -11,7 +11,7 @@
 # something is missing, one install command per platform for all of it.
 #
 #   make run    go (at least the version in go.mod), GNU make 3.82+, curl and
-#               python3 (the README's quick-start commands), and unless
+#               python3 (the commands of README.md#the-first-claim), and unless
 #               DATABASE_URL is set PostgreSQL's server programs (initdb,
 #               pg_ctl, found as `sidecar/scripts/devdb.sh bindir` finds
 #               them) and psql

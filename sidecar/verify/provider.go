@@ -12,9 +12,10 @@ import (
 // Provider is everything claimd knows of one provider type: how to verify
 // its deliveries, which headers carry its credentials, what it sends besides
 // POST, what it expects back, which fields change on every retry, and how it
-// redelivers (the README's provider table is generated from it). A provider
-// is registered once, from the init function of the file that implements
-// it, with [Register]; nothing else in claimd switches on provider types.
+// redelivers (the provider table of sidecar/docs/ingest.md is generated
+// from it). A provider is registered once, from the init function of the
+// file that implements it, with [Register]; nothing else in claimd
+// switches on provider types.
 type Provider struct {
 	// Type is the name written in a source's `provider:` (lower case, digits
 	// and '-'). Required, unique.
@@ -91,11 +92,12 @@ type Provider struct {
 	// Request.RetrySignal); nil when the provider sends none.
 	RetryHeaders []string
 	// Redelivery is how the provider retries and names events, for the
-	// README's provider table. Required.
+	// provider table of sidecar/docs/ingest.md#durable-ingest-providers-post-to-the-sidecar.
+	// Required.
 	Redelivery Redelivery
 	// Setup is what a user configuring a source needs beyond the options
 	// (listed from the Options struct's tags, see [Provider.OptionList]),
-	// for the README's "Configuring each provider" section. Required.
+	// for sidecar/docs/ingest.md#configuring-each-provider. Required.
 	Setup Setup
 }
 

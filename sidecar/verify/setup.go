@@ -150,9 +150,10 @@ func (p *Provider) snippetOptions(all []Option, prefix string) string {
 	return "{" + strings.Join(items, ", ") + "}"
 }
 
-// MarkdownProviderSetup renders the README's "Configuring each provider"
-// table (between ProviderSetupBegin and ProviderSetupEnd; a test keeps the
-// README in sync): per provider its type, what a source's `secrets` hold
+// MarkdownProviderSetup renders the table of
+// sidecar/docs/ingest.md#configuring-each-provider (between
+// ProviderSetupBegin and ProviderSetupEnd; a test keeps the document in
+// sync): per provider its type, what a source's `secrets` hold
 // (Setup.Secrets), its options (required first, then recommended, then
 // the rest; a struct-valued option's own options under it) with their
 // `doc` tags, the methods it sends besides POST, and a minimal source
@@ -197,8 +198,8 @@ func optionsCell(all []Option) string {
 	return strings.Join(lines, "<br>")
 }
 
-// The markers around the generated "Configuring each provider" table in
-// README.md.
+// The markers around the generated table of
+// sidecar/docs/ingest.md#configuring-each-provider.
 const (
 	ProviderSetupBegin = "<!-- provider setup: generated from the registry (sidecar/verify/setup.go), do not edit -->\n"
 	ProviderSetupEnd   = "<!-- end of provider setup -->\n"

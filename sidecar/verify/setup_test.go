@@ -135,25 +135,25 @@ func withoutOption(raw map[string]any, name string) (map[string]any, bool) {
 	return out, had
 }
 
-// checkReadmeSection compares README.md between begin and end with want,
-// rewriting it when IC_WRITE_PROVIDER_TABLE=1.
+// checkReadmeSection compares sidecar/docs/ingest.md between begin and end
+// with want, rewriting it when IC_WRITE_PROVIDER_TABLE=1.
 func checkReadmeSection(t *testing.T, begin, end, want string) {
 	const path = "../docs/ingest.md"
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(raw)
 	b := strings.Index(readme, begin)
-	require.GreaterOrEqual(t, b, 0, "README.md has no marker %q", begin)
+	require.GreaterOrEqual(t, b, 0, "%s has no marker %q", path, begin)
 	start := b + len(begin)
 	n := strings.Index(readme[start:], end)
-	require.GreaterOrEqual(t, n, 0, "README.md has no end marker %q after %q", end, begin)
+	require.GreaterOrEqual(t, n, 0, "%s has no end marker %q after %q", path, end, begin)
 	if readme[start:start+n] == want {
 		return
 	}
 	if os.Getenv(providerTableWriteEnv) == "1" {
 		require.NoError(t, os.WriteFile(path, []byte(readme[:start]+want+readme[start+n:]), 0o644))
-		t.Logf("README.md rewritten after %q", strings.TrimSpace(begin))
+		t.Logf("%s rewritten after %q", path, strings.TrimSpace(begin))
 		return
 	}
-	t.Fatalf("README.md after %q differs from the registry's: regenerate it with\n\t%s=1 go test ./sidecar/verify -run TestReadmeProviderTableIsCurrent", strings.TrimSpace(begin), providerTableWriteEnv)
+	t.Fatalf("%s after %q differs from the registry's: regenerate it with\n\t%s=1 go test ./sidecar/verify -run TestReadmeProviderTableIsCurrent", path, strings.TrimSpace(begin), providerTableWriteEnv)
 }

@@ -6,12 +6,13 @@ import (
 	"strings"
 )
 
-// MarkdownProviderTable renders every registered provider as the README's
-// provider table (between ProviderTableBegin and ProviderTableEnd; a test
-// keeps the README in sync): type, name and documentation, key, retries,
-// how long an id is unique (the key horizon), batches, resends under new
-// ids, the methods it sends besides POST (handshakes) and its default
-// volatile fields.
+// MarkdownProviderTable renders every registered provider as the provider
+// table of sidecar/docs/ingest.md#durable-ingest-providers-post-to-the-sidecar
+// (between ProviderTableBegin and ProviderTableEnd; a test keeps the
+// document in sync): type, name and documentation, key, retries, how long
+// an id is unique (the key horizon), batches, resends under new ids, the
+// methods it sends besides POST (handshakes) and its default volatile
+// fields.
 func MarkdownProviderTable() string {
 	var b strings.Builder
 	b.WriteString("| type | provider (documentation) | key | retries | id unique | batches | resends under a new id | handshake methods | volatile by default |\n")
@@ -28,7 +29,7 @@ func MarkdownProviderTable() string {
 	return b.String()
 }
 
-// The markers around the generated provider table in README.md.
+// The markers around the generated provider table in sidecar/docs/ingest.md.
 const (
 	ProviderTableBegin = "<!-- provider table: generated from the registry (sidecar/verify/table.go), do not edit -->\n"
 	ProviderTableEnd   = "<!-- end of provider table -->\n"

@@ -10,11 +10,11 @@ import (
 )
 
 // ProviderTableWriteEnv, set to 1, makes TestReadmeProviderTableIsCurrent
-// rewrite README.md's provider table instead of failing.
+// rewrite sidecar/docs/ingest.md's provider tables instead of failing.
 const providerTableWriteEnv = "IC_WRITE_PROVIDER_TABLE"
 
-// The README's provider table and its "Configuring each provider" table
-// are generated from the registry; this keeps them true.
+// The provider table of sidecar/docs/ingest.md and its table under
+// "Configuring each provider" are generated from the registry; this keeps them true.
 // IC_WRITE_PROVIDER_TABLE=1 go test ./sidecar/verify -run
 // TestReadmeProviderTableIsCurrent rewrites both.
 func TestReadmeProviderTableIsCurrent(t *testing.T) {

@@ -32,7 +32,9 @@ import (
 // Stripe deliveries arrive from another address. It prints how many
 // deliveries were stored and their latencies; it fails only when one is
 // not stored (a functional failure), never on a time. Runs about two
-// minutes; the README's "Ingest body budget" figures come from it.
+// minutes; the figures of
+// sidecar/docs/security.md#ingest-bodies-what-an-anonymous-sender-holds
+// come from it.
 func TestIngestStarvationAttack(t *testing.T) {
 	bin := os.Getenv("IC_ATTACK_CLAIMD")
 	if bin == "" {

@@ -57,7 +57,7 @@ keeps everything in memory, and listens on a loopback address only unless
 -allow-remote. The webhook secret is never printed (but a flag value is visible
 to other users of this machine in the process list).
 
-Example (README: "Try backfill on your machine"):
+Example (sidecar/docs/ingest.md#try-backfill-on-your-machine):
 
   standin -provider stripe -listen 127.0.0.1:12111 -key "$STRIPE_EVENTS_KEY" \
     -secret "$STRIPE_WEBHOOK_SECRET" -deliver http://127.0.0.1:8080/ingest/stripe

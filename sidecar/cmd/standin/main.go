@@ -1,7 +1,7 @@
 // Command standin serves one provider's event-list API on this machine,
-// so that claimd's gap detection and backfill (README: "Missed events: gap
-// detection and backfill") can be tried without a Stripe, GitHub or
-// Square account:
+// so that claimd's gap detection and backfill
+// (sidecar/docs/ingest.md#missed-events-gap-detection-and-backfill) can be
+// tried without a Stripe, GitHub or Square account:
 //
 //	go run ./sidecar/cmd/standin -provider stripe -listen 127.0.0.1:12111 \
 //	    -key "$STRIPE_EVENTS_KEY" -secret "$STRIPE_WEBHOOK_SECRET" \

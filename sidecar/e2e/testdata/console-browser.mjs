@@ -1,8 +1,8 @@
 // Drives claimd's web console (/ui) in headless Chromium with playwright-core
 // and checks what a user sees and does: sign-in, a wrong key refused, every
 // view, every action with its effect on the record, tenant isolation, CSRF
-// refusal, sign-out and a phone-width render. Optionally writes the README
-// screenshots.
+// refusal, sign-out and a phone-width render. Optionally writes the
+// screenshots of sidecar/docs/operations.md#console-screenshots.
 //
 // Run by the Go test TestConsoleBrowser (sidecar/e2e/console_browser_test.go),
 // which starts claimd on a fresh database, seeds records through the API,
@@ -14,7 +14,7 @@
 //   IC_CONSOLE_SEED       JSON file the Go test wrote: keys, tenants, records,
 //                         expectations (required; see consoleSeed in the test)
 //   IC_CONSOLE_SCREENSHOTS
-//                         folder to write the README screenshots to (optional)
+//                         folder to write the documents' screenshots to (optional)
 //   IC_CONSOLE_DEBUG      folder for a screenshot of the page when a check
 //                         fails (optional)
 //   CHROMIUM_PATH         Chromium binary (default /usr/bin/chromium)
@@ -523,8 +523,9 @@ async function main() {
 			expectEqual(await navigate(a, () => a.getByRole('button', { name: 'Resolve' }).click()), 200, 'status');
 			await recordAfter(a, r.unknown1, { state: 'completed', outcome: 'resolved_completed', note, action: 'resolve' });
 			expectEqual(await testid(a, 'field-result_ref'), seed.resolvedRef, 'result ref after resolve');
-			// The README's record page: the flash, the fields and a delivery
-			// log that ends with the operator's entry.
+			// The record page of sidecar/docs/operations.md#console-screenshots:
+			// the flash, the fields and a delivery log that ends with the
+			// operator's entry.
 			await shot(a, 'record.png', { fullPage: true });
 		});
 

@@ -5,7 +5,7 @@
 // seeded counts, readable at phone width without sideways scrolling, and
 // no Content-Security-Policy violation on any page (the console sends no
 // script and allows none, nor inline styles). Optionally writes the
-// README's chart screenshots.
+// chart screenshots of sidecar/docs/operations.md#console-charts.
 //
 // Run by the Go test TestConsoleCharts (sidecar/e2e/console_charts_test.go),
 // which starts claimd, seeds two sources through the API and waits for the

@@ -620,8 +620,9 @@ export interface paths {
          * @description Some providers check a webhook URL with a GET or a HEAD before (or
          *     besides) posting events to it, and expect a particular answer (a
          *     challenge echoed, a 200). On a source whose provider type sends
-         *     such a request (the README's provider table lists its handshake
-         *     methods) the request goes through the source's rules like a
+         *     such a request (the provider table of
+         *     sidecar/docs/ingest.md#durable-ingest-providers-post-to-the-sidecar
+         *     lists its handshake methods) the request goes through the source's rules like a
          *     delivery, with its method, and is answered with the provider's
          *     handshake: its status, headers and body (a HEAD gets the status and
          *     headers only). A check that fails the provider's verification gets
