@@ -7,14 +7,14 @@ import (
 
 // Key expiry: when a record, and with it its key, may be forgotten.
 //
-// The retention purge (Ledger.Purge, purgeKeysSQL) deletes a record in one
-// of KeyPurgedStates once its last change (updated_at) is older than its
-// source's key retention (Policy.KeyRetention, the default policy's for a
-// source without its own). After that, a delivery or claim of the same key
-// is a new event. KeyExpiry tells a caller when that may happen, from
-// exactly what the purge uses; every answer that names the date (claims,
-// lookups, settles, ingest receipts, the inbox, the console) takes it from
-// here.
+// The retention purge (Ledger.Purge, the PurgeKeys statement) deletes a
+// record in one of KeyPurgedStates once its last change (updated_at) is
+// older than its source's key retention (Policy.KeyRetention, the default
+// policy's for a source without its own). After that, a delivery or claim of
+// the same key is a new event. KeyExpiry tells a caller when that may
+// happen, from exactly what the purge uses; every answer that names the date
+// (claims, lookups, settles, ingest receipts, the inbox, the console) takes
+// it from here.
 
 // Kinds of KeyExpiry, as the wire's key_expiry names them.
 const (
@@ -28,9 +28,9 @@ const (
 )
 
 // KeyPurgedStates are the states in which the retention purge deletes a
-// record past its key retention (purgeKeysSQL names the same states; a
-// test holds them equal). Records in any other state are open and are
-// never purged.
+// record past its key retention (the PurgeKeys statement names the same
+// states; a test holds them equal). Records in any other state are open and
+// are never purged.
 var KeyPurgedStates = []State{StateCompleted, StateDeadLettered, StateStale}
 
 // KeyExpiry is when a record's key may be forgotten under the current

@@ -33,7 +33,7 @@ func (b *bundle) dbNow(t *testing.T) time.Time {
 func TestKeyPurgedStatesAreThePurgesStates(t *testing.T) {
 	t.Parallel()
 	m := regexp.MustCompile(`state IN \(([^)]*)\)`).FindStringSubmatch(claim.PurgeKeysSQL)
-	require.NotNil(t, m, "purgeKeysSQL names its states")
+	require.NotNil(t, m, "PurgeKeys names its states")
 	var want []string
 	for _, s := range claim.KeyPurgedStates {
 		want = append(want, "'"+string(s)+"'")

@@ -768,12 +768,12 @@ func (l *Ledger) ResolveAs(ctx context.Context, tenant, id string, outcome Resol
 
 // Release moves a stuck processing record to unknown, as a lease expiry
 // under policy review would, at once and whatever its policy or lease end
-// (see releaseSQL): the holder's Complete still lands, its Fail and Extend
-// answer LeaseLost, and claims of the key answer Unknown until an operator
-// resolves it. note (required, at most MaxNoteLen bytes) and actor (the
-// operator's key prefix) go into the delivery log. Errors: Invalid naming
-// note; NotFound, also for another tenant's record; InvalidState (not
-// processing, or left processing just now).
+// (see Release in sidecar/db/queries/claim.sql): the holder's Complete still
+// lands, its Fail and Extend answer LeaseLost, and claims of the key answer
+// Unknown until an operator resolves it. note (required, at most MaxNoteLen
+// bytes) and actor (the operator's key prefix) go into the delivery log.
+// Errors: Invalid naming note; NotFound, also for another tenant's record;
+// InvalidState (not processing, or left processing just now).
 func (l *Ledger) Release(ctx context.Context, tenant, id, note, actor string) (Record, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return Record{}, apperr.New(apperr.NotFound, "no such claim")
