@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the pinned playwright-core that drives Debian's Chromium for the
 # browser tests of the console (sidecar/e2e/console_browser_test.go) and the
-# README screenshots (make screenshot, make console-screenshots), into a
-# per-user cache outside the checkout: one install for all of them, reused by
-# later runs and by CI on the same machine. Idempotent: a completed install is
+# documents' screenshots (make screenshot:
+# n8n-node/examples/README.md#walk-through-inline-claimjson; make
+# console-screenshots: sidecar/docs/operations.md#console-screenshots), into
+# a per-user cache outside the checkout: one install for all of them, reused
+# by later runs and by CI on the same machine. Idempotent: a completed install is
 # detected by a marker written only after the package loads; a half install
 # is removed and redone. Concurrent runs are serialised with flock.
 #

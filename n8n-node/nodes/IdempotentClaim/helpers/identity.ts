@@ -15,7 +15,7 @@ import { FieldError, getField } from './fields';
  */
 
 const UNSAFE_NUMBER_HINT =
-	'n8n parsed this number from JSON as a double and may have rounded it, so different values (9007199254740993 and 9007199254740992) arrive as the same number. Key on its text form instead: a string ID field the provider also sends (such as id_str), Options → Exact Numbers of the Idempotent Claim Trigger (such numbers become strings of their digits), or the digits taken from the raw request body (Webhook node option Raw Body and a Code node, as in the README).';
+	'n8n parsed this number from JSON as a double and may have rounded it, so different values (9007199254740993 and 9007199254740992) arrive as the same number. Key on its text form instead: a string ID field the provider also sends (such as id_str), Options → Exact Numbers of the Idempotent Claim Trigger (such numbers become strings of their digits), or the digits taken from the raw request body (Webhook node option Raw Body and a Code node: the recipe in the idempotent-claim repository, sidecar/docs/ingest.md#numbers-beyond-253-in-the-forwarded-body).';
 
 const NOT_FINITE_HINT =
 	'NaN and Infinity are not JSON values: they would be sent as null, the same value for every such item. Correct the expression or field so that it yields the identifier itself.';
