@@ -216,7 +216,7 @@ func (m *ReplicationMonitor) logReading(r Replication) {
 		ev, msg = m.log.Warn(), "database replication: cannot tell whether commits wait for a standby"
 	case !*r.Synchronous && r.warn():
 		ev, msg = m.log.Warn(), "database replication: commits do not wait for a standby; a failover can lose claims already "+
-			"acknowledged, and their redelivery runs the effect again (see the README, High availability)"
+			"acknowledged, and their redelivery runs the effect again (see sidecar/docs/ha.md#what-claimd-tells-you-synchronous-or-not)"
 	case !*r.Synchronous:
 		msg = "database replication: no standby; an acknowledged claim survives a crash of the database server, not the loss of it"
 	}

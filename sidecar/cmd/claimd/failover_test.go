@@ -291,7 +291,7 @@ func TestReplicationReported(t *testing.T) {
 	unprivileged := startInProcessWith(t, env, fast)
 
 	warn := waitLog(t, plainD.logs, "database replication: commits do not wait for a standby; a failover can lose claims already "+
-		"acknowledged, and their redelivery runs the effect again (see the README, High availability)")
+		"acknowledged, and their redelivery runs the effect again (see sidecar/docs/ha.md#what-claimd-tells-you-synchronous-or-not)")
 	require.Equal(t, "warn", warn["level"])
 	require.EqualValues(t, 1, warn["standbys"])
 	require.Contains(t, warn["note"], "asynchronous standby")
