@@ -13,10 +13,10 @@ import (
 // rewrite sidecar/docs/ingest.md's provider tables instead of failing.
 const providerTableWriteEnv = "IC_WRITE_PROVIDER_TABLE"
 
-// The provider table of sidecar/docs/ingest.md and its table under
-// "Configuring each provider" are generated from the registry; this keeps them true.
-// IC_WRITE_PROVIDER_TABLE=1 go test ./sidecar/verify -run
-// TestReadmeProviderTableIsCurrent rewrites both.
+// The provider table of sidecar/docs/ingest.md and its table of
+// sidecar/docs/ingest.md#configuring-each-provider are generated from the
+// registry; this keeps them true. IC_WRITE_PROVIDER_TABLE=1 go test
+// ./sidecar/verify -run TestReadmeProviderTableIsCurrent rewrites both.
 func TestReadmeProviderTableIsCurrent(t *testing.T) {
 	checkReadmeSection(t, verify.ProviderTableBegin, verify.ProviderTableEnd, verify.MarkdownProviderTable())
 	checkReadmeSection(t, verify.ProviderSetupBegin, verify.ProviderSetupEnd, verify.MarkdownProviderSetup())
