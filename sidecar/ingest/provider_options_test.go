@@ -8,7 +8,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
-// Provider options of issue 26 as a sources file writes them: the generic
+// Provider options for providers' resends, as a sources file writes them: the generic
 // hmac source's header layouts and Slack's message key parse, and a bad
 // value is an error naming the field as written in the file.
 func TestSourcesFileProviderOptionsOfLayoutsAndKeys(t *testing.T) {

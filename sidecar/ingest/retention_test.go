@@ -10,7 +10,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 )
 
-// The sources file sets both retentions per source (issue B21): the
+// The sources file sets both retentions per source (case B21): the
 // payload retention (retention_days) and the key retention
 // (key_retention_days), which defaults to 400 days, never below the
 // payload retention, and may not be set below it.

@@ -12,7 +12,8 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
-// Every minimal source the README's "Configuring each provider" table
+// Every minimal source the "Configuring each provider" table of
+// sidecar/docs/ingest.md#configuring-each-provider
 // shows (verify's Provider.SourceSnippet) parses as a sources file and
 // gives a verifier, with each ${VAR} it names set to the value of the
 // provider's fixture (its first secret, its options).

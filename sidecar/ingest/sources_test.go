@@ -388,7 +388,7 @@ func TestSourcesFileDedupeScopes(t *testing.T) {
 
 // TestSourcesFileExpandsEnvironmentInOptions: ${VAR} is read in every
 // string of options too, at any depth (a verify token, public keys), as
-// the README promises for the whole file: the real token opens Meta's
+// sidecar/docs/ingest.md promises for the whole file: the real token opens Meta's
 // handshake and the placeholder text does not; a missing variable is an
 // error naming the option, never a placeholder kept as the secret.
 func TestSourcesFileExpandsEnvironmentInOptions(t *testing.T) {

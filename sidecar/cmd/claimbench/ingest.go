@@ -35,8 +35,8 @@ const (
 	// ingestSecretEnv passes the signing secret to claimd, so the sources
 	// file holds a ${VAR} reference instead of the secret.
 	ingestSecretEnv = "CLAIMBENCH_WEBHOOK_SECRET"
-	// ackGoal is the DESIGN goal of issue 4 (Flow, item 3): p99
-	// acknowledgement under 50 ms at moderate load.
+	// ackGoal is the acknowledgement goal: p99 under 50 ms at moderate
+	// load.
 	ackGoal = 50 * time.Millisecond
 	// moderateMaxConc is the largest concurrency the goal speaks of.
 	moderateMaxConc = 16

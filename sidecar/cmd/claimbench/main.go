@@ -14,8 +14,8 @@
 // claim.PayloadHash, ingest's hash of a JSON delivery, of 1 MiB of records
 // without and with volatile fields; the claims API's strict decode of a
 // request holding those records as its payload followed by
-// claim.PayloadHashAt; one 4 MiB array of long floats (the shape of the
-// attack report in issue "A hard edge"), and that array hashed 8 times at
+// claim.PayloadHashAt; one 4 MiB array of long floats (the shape of a
+// hashing-cost attack), and that array hashed 8 times at
 // once, with the time of each call and the Go heap's peak. Best and median
 // of the calls, bytes and allocations per call.
 //
@@ -104,7 +104,7 @@
 // records due for each purge, written with generate_series; it prints the
 // bytes a kept key costs per table and index, then times the ledger's
 // Purge statement by statement, and an idle Purge with its plans (see
-// retention.go). The issue's figure:
+// retention.go). At the scale operations.md names (10 million kept keys):
 //
 //	go run ./sidecar/cmd/claimbench -retention-only -retention-keys 10000000
 //
@@ -187,7 +187,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.claimd, "claimd", "", "prebuilt claimd binary (default: go build ./sidecar/cmd/claimd)")
 	fs.BoolVar(&s.keepDB, "keep-db", false, "keep the benchmark database instead of dropping it")
 	fs.BoolVar(&s.showScript, "show-script", false, "print the generated pgbench script of a single claim")
-	fs.IntVar(&s.retentionKeys, "retention-keys", 0, "run the retention section with this many kept keys (0: skip; the issue's figure: 10000000)")
+	fs.IntVar(&s.retentionKeys, "retention-keys", 0, "run the retention section with this many kept keys (0: skip; e.g. 10000000)")
 	fs.IntVar(&s.retentionDue, "retention-due", 100_000, "retention section: records due for the payload purge, and as many past the key retention")
 	fs.IntVar(&s.retentionBody, "retention-body-bytes", 1024, "retention section: inbox body size of the records due for the payload purge")
 	fs.BoolVar(&s.retentionOnly, "retention-only", false, "run only the retention section (needs neither claimd nor pgbench)")

@@ -21,7 +21,7 @@ import (
 
 // The retention section (-retention-keys N; alone with -retention-only):
 // what a kept key costs and what the purge costs while N keys are kept
-// (issue B21: a key outlives its payload). In a scratch database of its
+// (case B21: a key outlives its payload). In a scratch database of its
 // own (dropped at the end, unless -keep-db) it writes with generate_series
 //
 //   - N kept keys: completed records of one source whose payload was
@@ -131,7 +131,7 @@ func runRetention(ctx context.Context, out io.Writer, serverURL string, s settin
 		return err
 	}
 	version, sharedBuffers := settings.ServerVersion, settings.SharedBuffers
-	fmt.Fprintf(out, "\nretention: what a kept key costs, and the purge with %d keys kept (issue B21)\n", keys)
+	fmt.Fprintf(out, "\nretention: what a kept key costs, and the purge with %d keys kept (case B21)\n", keys)
 	fmt.Fprintf(out, "setup:       PostgreSQL %s (shared_buffers %s), scratch database %s, purge batch %d,\n"+
 		"             default policy (payload retention %s, key retention %s)\n",
 		version, sharedBuffers, db.name, s.purgeBatch, claim.DefaultRetention, claim.DefaultKeyRetention)
