@@ -9,7 +9,7 @@
 // SearchEvents (https://developer.squareup.com/reference/square/events-api/SearchEvents).
 // Every listed event is keyed by the source's own rules, through the
 // verifier's identity half and the source's key rule
-// (ingest.Source.IdentifyUnsigned): never by a key builder of its own, so
+// (sources.Source.IdentifyUnsigned): never by a key builder of its own, so
 // a backfilled event and its real delivery share one key. An event whose
 // key the ledger does not hold is missed; a scan then, by the source's
 // mode, only reports it, fetches the provider's copy and stores it as an
@@ -23,7 +23,7 @@
 // be in flight); older than the provider's window, it cannot be listed.
 //
 // Credentials: a source's backfill.credentials are read keys of the
-// provider's API (ingest.Secret). They travel in one request header and
+// provider's API (sources.Secret). They travel in one request header and
 // nowhere else: never logged, stored, or put in an error or an answer;
 // a provider's 4xx body (Stripe's quotes part of the key) is never read
 // into an error or a log line, only its status and request id header.

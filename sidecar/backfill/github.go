@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -41,13 +41,13 @@ type githubLister struct {
 	base   *url.URL
 	hook   string
 	hookID string
-	key    ingest.Secret
+	key    sources.Secret
 }
 
 // GitHubRedeliveryWindow is how old a delivery GitHub still redelivers.
 const GitHubRedeliveryWindow = 3 * 24 * time.Hour
 
-func newGitHubLister(c *Client, b *ingest.Backfill) (*githubLister, error) {
+func newGitHubLister(c *Client, b *sources.Backfill) (*githubLister, error) {
 	u, err := url.Parse(b.BaseURL)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,8 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // ScanArgs is the River job that runs one scan of a source: the
@@ -82,7 +83,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		}
 		return nil
 	}
-	trig := Trigger{Kind: a.Trigger, Actor: a.Actor, Mode: ingest.BackfillMode(a.Mode), ScanID: a.ScanID}
+	trig := Trigger{Kind: a.Trigger, Actor: a.Actor, Mode: sources.BackfillMode(a.Mode), ScanID: a.ScanID}
 	if a.From != nil {
 		trig.From = *a.From
 	}
@@ -120,7 +121,7 @@ const (
 // (expireStale). trig.Mode must be a mode ModeFor allows ("" the
 // source's). Errors: the database's (db.Error); Unavailable when the
 // source's active scan kept ending while this one was asked for.
-func Enqueue(ctx context.Context, in *ingest.Inbox, src *ingest.Source, trig Trigger) (sc Scan, already bool, err error) {
+func Enqueue(ctx context.Context, in *inbox.Inbox, src *sources.Source, trig Trigger) (sc Scan, already bool, err error) {
 	if src.Backfill == nil {
 		return Scan{}, false, errors.New("the source has no backfill configuration")
 	}
@@ -221,8 +222,8 @@ func expireStale(ctx context.Context, dbtx claim.DBTX, tenant, source string) er
 
 // Sources returns the configured sources with backfill, ingest doors and
 // trigger sources.
-func Sources(in *ingest.Inbox) []*ingest.Source {
-	var out []*ingest.Source
+func Sources(in *inbox.Inbox) []*sources.Source {
+	var out []*sources.Source
 	for _, s := range in.Sources() {
 		if s.Backfill != nil {
 			out = append(out, s)
@@ -234,7 +235,7 @@ func Sources(in *ingest.Inbox) []*ingest.Source {
 // Schedule queues a scan of every source with a backfill interval whose
 // next scan is due (backfill_state.next_scan_at ≤ now, or never
 // scanned), for claimd's maintenance loop. It returns how many it queued.
-func Schedule(ctx context.Context, in *ingest.Inbox, now time.Time) (int, error) {
+func Schedule(ctx context.Context, in *inbox.Inbox, now time.Time) (int, error) {
 	n := 0
 	for _, src := range Sources(in) {
 		if src.Backfill.Interval <= 0 {
@@ -256,8 +257,8 @@ func Schedule(ctx context.Context, in *ingest.Inbox, now time.Time) (int, error)
 	return n, nil
 }
 
-// Workers returns the ingest.Options.Workers hook that registers the scan
-// worker over s (whose Inbox is set once ingest.New returned).
+// Workers returns the inbox.Options.Workers hook that registers the scan
+// worker over s (whose Inbox is set once inbox.New returned).
 func Workers(s *Scanner) func(*river.Workers) {
 	return func(w *river.Workers) { river.AddWorker(w, &Worker{Scanner: s}) }
 }

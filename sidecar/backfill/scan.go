@@ -14,7 +14,8 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -26,7 +27,7 @@ type Trigger struct {
 	Actor string
 	// Mode overrides the source's mode for this scan ("" keeps it); it
 	// can only narrow it (see Scanner.Run).
-	Mode ingest.BackfillMode
+	Mode sources.BackfillMode
 	// ScanID, when not zero, is the backfill_scans row of result queued
 	// made when the scan was asked for (Enqueue): Run turns that row into
 	// the running scan (with its range), and runs nothing when that row is
@@ -109,7 +110,7 @@ type Scan struct {
 
 // Scanner runs scans. Its zero value is not usable: set Inbox.
 type Scanner struct {
-	Inbox *ingest.Inbox
+	Inbox *inbox.Inbox
 	Log   zerolog.Logger
 	// HTTP, Sleep, Now, Jitter: see Client. Now is also the scan's clock.
 	HTTP   *http.Client
@@ -138,7 +139,7 @@ func (s *Scanner) obs() Observer {
 }
 
 // NewLister returns the Lister of src's provider over c.
-func NewLister(src *ingest.Source, c *Client) (Lister, error) {
+func NewLister(src *sources.Source, c *Client) (Lister, error) {
 	b := src.Backfill
 	if b == nil {
 		return nil, errors.New("the source has no backfill configuration")
@@ -184,7 +185,7 @@ func NewLister(src *ingest.Source, c *Client) (Lister, error) {
 // database's (the scan row may then say running), or, running no scan,
 // ErrNotQueued (trig.ScanID names no queued row of src) or ErrSourceBusy
 // (no trig.ScanID, and a scan of src is queued or running).
-func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Scan, error) {
+func (s *Scanner) Run(ctx context.Context, src *sources.Source, trig Trigger) (Scan, error) {
 	b := src.Backfill
 	if b == nil {
 		return Scan{}, errors.New("the source has no backfill configuration")
@@ -428,7 +429,7 @@ func (s *Scanner) Run(ctx context.Context, src *ingest.Source, trig Trigger) (Sc
 // judges its pages. rest is the part of r not reached when the budget ran
 // out (with the cursor to resume at), nil when r was listed to its end;
 // dbErr is the database's error, err the provider's.
-func (s *Scanner) listPart(ctx context.Context, src *ingest.Source, l Lister, mode ingest.BackfillMode, sc *Scan, r Range,
+func (s *Scanner) listPart(ctx context.Context, src *sources.Source, l Lister, mode sources.BackfillMode, sc *Scan, r Range,
 	budget *int) (rest *Range, dbErr, err error) {
 	if !r.From.Before(r.To) {
 		return nil, nil, nil
@@ -490,7 +491,7 @@ type scanState struct {
 	cursor                  *string
 }
 
-func loadState(ctx context.Context, dbtx claim.DBTX, src *ingest.Source) (scanState, error) {
+func loadState(ctx context.Context, dbtx claim.DBTX, src *sources.Source) (scanState, error) {
 	row, err := queries.ScanState(ctx, dbtx, dbsqlc.ScanStateParams{Tenant: src.Tenant, Source: src.Name})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return scanState{}, nil
@@ -529,13 +530,13 @@ func (st scanState) backlog(win Range, notes *[]string) *Range {
 
 // recovers reports whether a scan in mode recovers missed events of src
 // (fetch, redeliver, auto), rather than only recording them.
-func recovers(src *ingest.Source, mode ingest.BackfillMode) bool {
+func recovers(src *sources.Source, mode sources.BackfillMode) bool {
 	switch mode {
-	case ingest.BackfillRedeliver:
+	case sources.BackfillRedeliver:
 		return true
-	case ingest.BackfillFetch:
+	case sources.BackfillFetch:
 		return !src.TriggerOnly()
-	case ingest.BackfillAuto:
+	case sources.BackfillAuto:
 		return !src.TriggerOnly() || src.Provider == verify.TypeGitHub
 	}
 	return false
@@ -544,7 +545,7 @@ func recovers(src *ingest.Source, mode ingest.BackfillMode) bool {
 // recordedMisses returns the creation time of src's oldest event
 // recorded missed at or after from (nil: none), and how many recorded
 // missed were created before from (no longer listable).
-func recordedMisses(ctx context.Context, dbtx claim.DBTX, src *ingest.Source, from time.Time) (*time.Time, int, error) {
+func recordedMisses(ctx context.Context, dbtx claim.DBTX, src *sources.Source, from time.Time) (*time.Time, int, error) {
 	row, err := queries.RecordedMisses(ctx, dbtx, dbsqlc.RecordedMissesParams{Tenant: src.Tenant, Source: src.Name, FromAt: &from})
 	if err != nil {
 		return nil, 0, db.Error(err)
@@ -574,7 +575,7 @@ var (
 // Window is the range of creation times src's provider can list at now
 // and a scan may judge: [now − backfill.window, now − backfill.grace).
 // An explicit scan range is clamped to it. src must have backfill.
-func Window(src *ingest.Source, now time.Time) Range {
+func Window(src *sources.Source, now time.Time) Range {
 	b := src.Backfill
 	return Range{From: now.Add(-b.Window), To: now.Add(-b.Grace)}
 }
@@ -584,25 +585,25 @@ func Window(src *ingest.Source, now time.Time) Range {
 // report always; fetch or redeliver when the source's mode is auto (and
 // the source and provider allow it) or that very mode. The error's text
 // names the modes, nothing of the caller's input.
-func ModeFor(src *ingest.Source, want ingest.BackfillMode) (ingest.BackfillMode, error) {
+func ModeFor(src *sources.Source, want sources.BackfillMode) (sources.BackfillMode, error) {
 	mode := src.Backfill.Mode
-	if want == "" || want == mode || want == ingest.BackfillReport {
+	if want == "" || want == mode || want == sources.BackfillReport {
 		if want != "" {
 			mode = want
 		}
 		return mode, nil
 	}
 	switch {
-	case want != ingest.BackfillFetch && want != ingest.BackfillRedeliver && want != ingest.BackfillAuto:
+	case want != sources.BackfillFetch && want != sources.BackfillRedeliver && want != sources.BackfillAuto:
 		return "", errors.New("mode must be report, fetch, redeliver or auto")
-	case mode == ingest.BackfillReport:
+	case mode == sources.BackfillReport:
 		return "", errors.New("this source's backfill.mode is report: a scan may ask for report only " +
 			"(backfill.mode auto, fetch or redeliver lets a scan act on missed events)")
-	case mode != ingest.BackfillAuto:
+	case mode != sources.BackfillAuto:
 		return "", fmt.Errorf("this source's backfill.mode is %s: a scan may ask for report or %s only", mode, mode)
-	case want == ingest.BackfillFetch && src.TriggerOnly():
+	case want == sources.BackfillFetch && src.TriggerOnly():
 		return "", errors.New("fetch needs a source with forward.url")
-	case want == ingest.BackfillRedeliver && src.Provider != verify.TypeGitHub:
+	case want == sources.BackfillRedeliver && src.Provider != verify.TypeGitHub:
 		return "", errors.New("redeliver needs a provider that redelivers through its API (github)")
 	}
 	return want, nil
@@ -640,12 +641,12 @@ func nullable(s string) *string {
 // candidate is one listed event with its key.
 type candidate struct {
 	it Item
-	ev ingest.Event
+	ev sources.Event
 }
 
 // page judges one page: keys, known keys, findings, recovery. Its error
 // is a database error (the scan stops).
-func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode ingest.BackfillMode, sc *Scan, p Page) error {
+func (s *Scanner) page(ctx context.Context, src *sources.Source, l Lister, mode sources.BackfillMode, sc *Scan, p Page) error {
 	sc.Listed += len(p.Items)
 	var cands []candidate
 	ids := make([]string, 0, len(p.Items))
@@ -722,17 +723,17 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 			newMiss = 1
 		}
 		how := mode
-		if how == ingest.BackfillAuto {
-			how = ingest.BackfillFetch
+		if how == sources.BackfillAuto {
+			how = sources.BackfillFetch
 			if l.CanRedeliver(cd.it, now) {
-				how = ingest.BackfillRedeliver
+				how = sources.BackfillRedeliver
 			}
 		}
-		if how == ingest.BackfillFetch && src.TriggerOnly() {
-			how = ingest.BackfillReport // nothing to dispatch a copy to: recorded missed
+		if how == sources.BackfillFetch && src.TriggerOnly() {
+			how = sources.BackfillReport // nothing to dispatch a copy to: recorded missed
 		}
 		switch how {
-		case ingest.BackfillFetch:
+		case sources.BackfillFetch:
 			res, err := s.fetch(ctx, src, l, sc.ID, cd)
 			if err != nil {
 				return err
@@ -746,7 +747,7 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 			case fetchArrived: // not missed after all
 			}
 			continue
-		case ingest.BackfillRedeliver:
+		case sources.BackfillRedeliver:
 			err := l.Redeliver(ctx, cd.it)
 			if err == nil {
 				if err := s.record(ctx, src, sc.ID, cd, StateRedeliveryRequested, ""); err != nil {
@@ -781,13 +782,13 @@ func (s *Scanner) page(ctx context.Context, src *ingest.Source, l Lister, mode i
 // key keys a listed item through the source's own rules; false for an
 // item the source does not take (a filtered type) or cannot key (logged
 // by its provider id, which is no secret).
-func (s *Scanner) key(ctx context.Context, src *ingest.Source, l Lister, it *Item) (ingest.Event, bool, error) {
+func (s *Scanner) key(ctx context.Context, src *sources.Source, l Lister, it *Item) (sources.Event, bool, error) {
 	if it.Body == nil && src.HasKeyRule() {
 		// The source's key rule may read the body or any header: key
 		// the delivery as it was sent.
 		body, hdr, err := l.Fetch(ctx, *it)
 		if err != nil {
-			return ingest.Event{}, false, err
+			return sources.Event{}, false, err
 		}
 		it.Body, it.Header = body, hdr
 	}
@@ -801,7 +802,7 @@ func (s *Scanner) key(ctx context.Context, src *ingest.Source, l Lister, it *Ite
 		if !(errors.As(err, &verr) && verr.Code == verify.CodeEventTypeNotAllowed) {
 			s.Log.Warn().Str("source", src.Name).Str("provider_id", it.ProviderID).Msg("backfill: a listed event could not be keyed; skipped")
 		}
-		return ingest.Event{}, false, nil
+		return sources.Event{}, false, nil
 	}
 	return evs[0], true, nil
 }
@@ -814,11 +815,11 @@ func headerOf(h http.Header) verify.Header {
 }
 
 // record writes (or, for a missed event seen before, keeps) a finding.
-func (s *Scanner) record(ctx context.Context, src *ingest.Source, scanID int64, cd candidate, state, claimID string) error {
+func (s *Scanner) record(ctx context.Context, src *sources.Source, scanID int64, cd candidate, state, claimID string) error {
 	return recordTx(ctx, s.Inbox.Pool(), src, scanID, cd, state, claimID)
 }
 
-func recordTx(ctx context.Context, dbtx claim.DBTX, src *ingest.Source, scanID int64, cd candidate, state, claimID string) error {
+func recordTx(ctx context.Context, dbtx claim.DBTX, src *sources.Source, scanID int64, cd candidate, state, claimID string) error {
 	var created *time.Time
 	if !cd.it.CreatedAt.IsZero() {
 		created = &cd.it.CreatedAt
@@ -848,7 +849,7 @@ const (
 // fetch stores the provider's copy of a missed event (its body from the
 // list, or fetched) as an inbox event of origin backfill, with its
 // finding, in one transaction.
-func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanID int64, cd candidate) (fetchResult, error) {
+func (s *Scanner) fetch(ctx context.Context, src *sources.Source, l Lister, scanID int64, cd candidate) (fetchResult, error) {
 	ev := cd.ev
 	var headers map[string]string
 	hdr := cd.it.Header
@@ -872,7 +873,7 @@ func (s *Scanner) fetch(ctx context.Context, src *ingest.Source, l Lister, scanI
 	if hdr != nil {
 		// The delivery's own headers, as a delivery's are stored:
 		// credentials (the signature) left out.
-		headers = src.StoredHeaders(func(f func(name, value string)) {
+		headers = inbox.StoredHeaders(src, func(f func(name, value string)) {
 			for k, vs := range hdr {
 				for _, v := range vs {
 					f(k, v)

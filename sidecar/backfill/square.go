@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // squareLister searches a Square seller's events, per
@@ -30,7 +30,7 @@ import (
 type squareLister struct {
 	c         *Client
 	base      string
-	key       ingest.Secret
+	key       sources.Secret
 	version   string
 	locations []string
 }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // stripeLister lists a Stripe account's events, per
@@ -28,7 +28,7 @@ import (
 type stripeLister struct {
 	c        *Client
 	base     string
-	key      ingest.Secret
+	key      sources.Secret
 	failed   bool
 	pageSize int
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Config is the sidecar configuration.
@@ -52,7 +52,7 @@ type Config struct {
 	AuthFailureLimit  int
 	AuthFailureWindow time.Duration
 	// Ingest holds the provider-facing sources of the sources file.
-	Ingest ingest.Config
+	Ingest sources.Config
 	// Dispatch runs the dispatch workers in this process.
 	Dispatch bool
 	// ReloadInterval is how often the sources file is checked for changes
@@ -227,13 +227,13 @@ func Load(flags map[string]string, getenv func(string) string) (Config, error) {
 	}
 	c.APIKeys = keys
 	if c.SourcesFile != "" {
-		c.Ingest, err = ingest.ReadFile(c.SourcesFile, getenv)
+		c.Ingest, err = sources.ReadFile(c.SourcesFile, getenv)
 		if err != nil {
 			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
 		}
 		c.Policies.BySource = c.Ingest.Policies
 		c.Policies.Reconcilers = c.Ingest.ReconcilerPolicies()
-		if err := ingest.CheckBackfillKeyRetention(c.Ingest, c.Policies); err != nil {
+		if err := sources.CheckBackfillKeyRetention(c.Ingest, c.Policies); err != nil {
 			return Config{}, fmt.Errorf("CLAIMD_SOURCES_FILE: %w", err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // backfillView is the source page's gap detection: a page of the scans,
@@ -64,7 +64,7 @@ const (
 
 // backfillSource is the session tenant's configured source with
 // backfill, or nil.
-func (c *Console) backfillSource(sess *auth.Session, name string) *ingest.Source {
+func (c *Console) backfillSource(sess *auth.Session, name string) *sources.Source {
 	if c.cfg.Inbox == nil {
 		return nil
 	}

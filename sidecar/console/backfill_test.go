@@ -17,8 +17,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 const bfReadKey = "rk_test_console_backfill_0001"
@@ -29,7 +30,7 @@ func setupBackfill(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	cfg, err := ingest.Parse([]byte(`
+	cfg, err := sources.Parse([]byte(`
 sources:
   bf:
     tenant: tenant-a
@@ -48,11 +49,11 @@ sources:
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
 	log := zerolog.New(logs)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log,
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log,
 		Workers: backfill.Workers(&backfill.Scanner{})})
 	require.NoError(t, err)
 	keys := auth.New(pool, []auth.StaticKey{{Tenant: tenantA, Key: keyA}, {Tenant: tenantB, Key: keyB}}, auth.DefaultOptions())
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Keys: keys, Logger: log, Inbox: inbox,
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Keys: keys, Logger: log, Inbox: in,
 		Console: &httpapi.ConsoleConfig{Sessions: auth.NewSessions(pool, keys, 0, 0)}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -51,7 +51,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 )
 
 //go:embed templates/*.html
@@ -78,7 +78,7 @@ const (
 // required; Inbox may be nil (no replay).
 type Config struct {
 	Ledger   *claim.Ledger
-	Inbox    *ingest.Inbox
+	Inbox    *inbox.Inbox
 	Keys     *auth.Keys
 	Sessions *auth.Sessions
 	Logger   zerolog.Logger

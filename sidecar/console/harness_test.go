@@ -19,8 +19,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Static keys of every env.
@@ -33,8 +34,8 @@ const (
 	tokKey   = "tok-secret-0123456789"
 )
 
-// sources: one token source of tenant A, never dispatched (no workers).
-const sources = `
+// sourcesFile: one token source of tenant A, never dispatched (no workers).
+const sourcesFile = `
 sources:
   tok:
     tenant: tenant-a
@@ -56,7 +57,7 @@ type env struct {
 type options struct {
 	failureLimit int
 	secure       bool
-	// sources replaces the sources file (sources) when not "".
+	// sources replaces the sources file (sourcesFile) when not "".
 	sources string
 }
 
@@ -64,25 +65,25 @@ func setup(t *testing.T, o options) *env {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	file := sources
+	file := sourcesFile
 	if o.sources != "" {
 		file = o.sources
 	}
-	cfg, err := ingest.Parse([]byte(file), func(string) string { return "" })
+	cfg, err := sources.Parse([]byte(file), func(string) string { return "" })
 	require.NoError(t, err)
 	ledger, err := claim.New(pool, claim.Config{Jitter: func() float64 { return 1 }, Policies: claim.Policies{BySource: cfg.Policies,
 		Reconcilers: cfg.ReconcilerPolicies()}})
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
 	log := zerolog.New(logs)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log})
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log})
 	require.NoError(t, err)
 	aopts := auth.DefaultOptions()
 	aopts.CacheTTL = time.Minute
 	aopts.FailureLimit = o.failureLimit
 	keys := auth.New(pool, []auth.StaticKey{{Tenant: tenantA, Key: keyA}, {Tenant: tenantB, Key: keyB},
 		{Tenant: "*", Key: keyAdmin, Admin: true}}, aopts)
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Keys: keys, Logger: log, Inbox: inbox,
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Keys: keys, Logger: log, Inbox: in,
 		Console: &httpapi.ConsoleConfig{Sessions: auth.NewSessions(pool, keys, 0, 0), SecureCookie: o.secure}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 )
 
 // funcs are the templates' helpers.
@@ -210,7 +210,7 @@ type recordView struct {
 	Record claim.Record
 	// Inbox is the record's inbox event (dispatch state), nil when it did
 	// not come through ingest (or its payload was purged).
-	Inbox *ingest.InboxEvent
+	Inbox *inbox.InboxEvent
 	// Actions open for the record: "resolve", "release", "replay".
 	Actions map[string]bool
 	// Done is the action just done (a flash), "" for none.
@@ -291,7 +291,7 @@ func resolveOutcomes(s claim.State) []string {
 type confirmView struct {
 	Action   string
 	Record   claim.Record
-	Inbox    *ingest.InboxEvent
+	Inbox    *inbox.InboxEvent
 	Outcomes []string
 	// LeaseValid: a release would fence a holder whose lease has not
 	// ended.

@@ -22,7 +22,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // repoRoot is the directory holding go.mod, found upwards from the package.
@@ -588,7 +588,7 @@ func TestSourcesExampleParses(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "sidecar", "deploy", "sources.example.yaml"))
 	require.NoError(t, err)
 	var asked []string
-	cfg, err := ingest.Parse(b, func(k string) string {
+	cfg, err := sources.Parse(b, func(k string) string {
 		asked = append(asked, k)
 		return "dummy-" + strings.ToLower(k)
 	})
@@ -616,7 +616,7 @@ func TestSourcesExampleParses(t *testing.T) {
 		require.NotEqual(t, claim.LeasePolicy("reclaim"), pol.LeasePolicy, "policy %s", name)
 	}
 
-	_, err = ingest.Parse(b, func(string) string { return "" })
+	_, err = sources.Parse(b, func(string) string { return "" })
 	require.Error(t, err, "an unset secret must stop claimd")
 }
 

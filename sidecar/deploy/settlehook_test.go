@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/short"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // The settle hook (n8n-node/hooks/, n8n-node/README.md#settle-hook-self-hosted-n8n) is not
@@ -162,9 +162,9 @@ func TestComposeSettleHook(t *testing.T) {
 	_, port, err := net.SplitHostPort(ce["CLAIMD_ADDR"])
 	require.NoError(t, err)
 	src := bindMount(t, service(t, p, "claimd"), ce["CLAIMD_SOURCES_FILE"])
-	sources, err := ingest.ReadFile(src.Source, func(k string) string { return ce[k] })
+	parsed, err := sources.ReadFile(src.Source, func(k string) string { return ce[k] })
 	require.NoError(t, err)
-	require.NotEmpty(t, sources.Triggers, "the sources file has a trigger source for the hook's claims")
+	require.NotEmpty(t, parsed.Triggers, "the sources file has a trigger source for the hook's claims")
 
 	for _, name := range procs {
 		s := service(t, p, name)
@@ -178,7 +178,7 @@ func TestComposeSettleHook(t *testing.T) {
 		i := slices.IndexFunc(keys, func(k auth.StaticKey) bool { return k.Key == key })
 		require.GreaterOrEqual(t, i, 0, "%s: claimd accepts the hook's key", name)
 		require.False(t, keys[i].Admin)
-		for trig, ts := range sources.Triggers {
+		for trig, ts := range parsed.Triggers {
 			require.Equal(t, ts.Tenant, keys[i].Tenant, "%s: the hook's key is of trigger source %s's tenant", name, trig)
 		}
 

@@ -12,7 +12,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpquery"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Gap detection and backfill (package backfill), for the key's tenant:
@@ -30,7 +30,7 @@ import (
 // scan id that is not one, is 400 malformed naming it.
 
 // backfillSource is the caller's tenant's source with backfill.
-func (s *Server) backfillSource(c *fiber.Ctx) (*ingest.Source, auth.Principal, error) {
+func (s *Server) backfillSource(c *fiber.Ctx) (*sources.Source, auth.Principal, error) {
 	p, _ := c.Locals(principalKey).(auth.Principal)
 	name := c.Params("source")
 	src := s.cfg.Inbox.TriggerSource(name)
@@ -62,7 +62,7 @@ type backfillScanBody struct {
 // with whole_window (which asks for the window itself). Zero times: the
 // source's default range. Errors are Malformed naming the field; they
 // state the window's bounds, never the caller's values.
-func scanRange(src *ingest.Source, b backfillScanBody, now time.Time) (from, to time.Time, err error) {
+func scanRange(src *sources.Source, b backfillScanBody, now time.Time) (from, to time.Time, err error) {
 	win := backfill.Window(src, now)
 	if b.WholeWindow {
 		if b.From != "" || b.To != "" {
@@ -124,7 +124,7 @@ func (s *Server) backfillStart(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	mode, err := backfill.ModeFor(src, ingest.BackfillMode(b.Mode))
+	mode, err := backfill.ModeFor(src, sources.BackfillMode(b.Mode))
 	if err != nil {
 		return &apperr.Error{Code: apperr.Invalid, Field: "mode", Message: err.Error()}
 	}

@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -34,7 +35,7 @@ type bfGitHubEnv struct {
 	target  *ingestTarget
 	scanner *backfill.Scanner
 	sleeps  *bfSleeps
-	src     *ingest.Source
+	src     *sources.Source
 	now     time.Time
 }
 
@@ -145,7 +146,7 @@ func TestBackfillGitHubRedeliver(t *testing.T) {
 		b.waitDispatchState(t, id, "dispatched")
 		got := b.target.forInbox(id)
 		require.Len(t, got, 1)
-		require.Empty(t, got[0].header.Get(ingest.HeaderOrigin), "the provider's own delivery, through the normal door")
+		require.Empty(t, got[0].header.Get(inbox.HeaderOrigin), "the provider's own delivery, through the normal door")
 		require.Equal(t, "pull_request", got[0].header.Get("X-Github-Event"))
 		require.Empty(t, got[0].header.Get("X-Hub-Signature-256"))
 		require.Equal(t, []string{"received", "dispatched"}, b.deliveryLog(t, id))
@@ -178,9 +179,9 @@ func TestBackfillGitHubFetch(t *testing.T) {
 	b.waitDispatchState(t, id, "dispatched")
 	got := b.target.forInbox(id)
 	require.Len(t, got, 1)
-	require.Equal(t, "backfill", got[0].header.Get(ingest.HeaderOrigin))
+	require.Equal(t, "backfill", got[0].header.Get(inbox.HeaderOrigin))
 	require.Equal(t, "pull_request", got[0].header.Get("X-Github-Event"))
-	require.Equal(t, lost.GUID, got[0].header.Get(ingest.HeaderEventID))
+	require.Equal(t, lost.GUID, got[0].header.Get(inbox.HeaderEventID))
 	require.Empty(t, got[0].header.Get("X-Hub-Signature-256"))
 	require.JSONEq(t, string(lost.Payload), string(got[0].body))
 	stored := b.scalar(t, `SELECT headers::text FROM inbox_events WHERE claim_id = $1`, id)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Tests of scans that are asked for (a queued row, an explicit range),
@@ -264,7 +264,7 @@ func TestBackfillRecordedMissesRecovered(t *testing.T) {
 	b := setupBackfillStripe(t, ", mode: fetch")
 	gone, mid, recent := b.event("evt_rm_gone", 71*time.Hour), b.event("evt_rm_mid", 30*time.Hour), b.event("evt_rm_recent", 2*time.Hour)
 	b.sd.Add(gone, mid, recent)
-	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Mode: ingest.BackfillReport})
+	sc, err := b.scanner.Run(b.ctx, b.src, backfill.Trigger{Kind: backfill.TriggerAPI, Mode: sources.BackfillReport})
 	require.NoError(t, err)
 	require.Equal(t, backfill.ResultOK, sc.Result, sc.Error)
 	require.Equal(t, 3, sc.Missed)
@@ -337,7 +337,7 @@ func TestBackfillIgnoredRangeNotJudged(t *testing.T) {
 }
 
 // withBaseURL is src with its backfill listing base instead.
-func withBaseURL(src *ingest.Source, base string) *ingest.Source {
+func withBaseURL(src *sources.Source, base string) *sources.Source {
 	s := *src
 	bf := *src.Backfill
 	bf.BaseURL = base

@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -33,7 +34,7 @@ type bfSquareEnv struct {
 	target  *ingestTarget
 	scanner *backfill.Scanner
 	sleeps  *bfSleeps
-	src     *ingest.Source
+	src     *sources.Source
 	now     time.Time
 }
 
@@ -124,7 +125,7 @@ func TestBackfillSquareMissedEventFetchedOnce(t *testing.T) {
 	b.waitDispatchState(t, id, "dispatched")
 	got := b.target.forInbox(id)
 	require.Len(t, got, 1)
-	require.Equal(t, "backfill", got[0].header.Get(ingest.HeaderOrigin))
+	require.Equal(t, "backfill", got[0].header.Get(inbox.HeaderOrigin))
 	require.JSONEq(t, string(lost.JSON()), string(got[0].body))
 
 	require.Equal(t, "duplicate", b.deliver(t, lost).Status)

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/standin"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -52,7 +53,7 @@ type bfStripeEnv struct {
 	target  *ingestTarget
 	scanner *backfill.Scanner
 	sleeps  *bfSleeps
-	src     *ingest.Source
+	src     *sources.Source
 	now     time.Time
 }
 
@@ -126,7 +127,7 @@ func (b *bfStripeEnv) deliver(t *testing.T, ev standin.StripeEvent, apiVersion s
 
 // runScan runs one scan of src as the API would start it; the scan's own
 // failures are in its result, so an error is the database's.
-func (e *ingestEnv) runScan(t *testing.T, s *backfill.Scanner, src *ingest.Source) backfill.Scan {
+func (e *ingestEnv) runScan(t *testing.T, s *backfill.Scanner, src *sources.Source) backfill.Scan {
 	t.Helper()
 	sc, err := s.Run(e.ctx, src, backfill.Trigger{Kind: backfill.TriggerAPI, Actor: "test"})
 	require.NoError(t, err)
@@ -205,8 +206,8 @@ func TestBackfillStripeMissedEventFetchedOnce(t *testing.T) {
 		b.waitDispatchState(t, cid, "dispatched")
 		got := b.target.forInbox(cid)
 		require.Len(t, got, 1, "dispatched once")
-		require.Equal(t, "backfill", got[0].header.Get(ingest.HeaderOrigin))
-		require.Equal(t, id, got[0].header.Get(ingest.HeaderEventID))
+		require.Equal(t, "backfill", got[0].header.Get(inbox.HeaderOrigin))
+		require.Equal(t, id, got[0].header.Get(inbox.HeaderEventID))
 		var ev map[string]any
 		require.NoError(t, json.Unmarshal(got[0].body, &ev))
 		require.Equal(t, id, ev["id"])
@@ -216,7 +217,7 @@ func TestBackfillStripeMissedEventFetchedOnce(t *testing.T) {
 	}
 	present0 := b.target.forInbox(rc.ClaimID)
 	require.Len(t, present0, 1, "the delivered event is not dispatched again")
-	require.Empty(t, present0[0].header.Get(ingest.HeaderOrigin))
+	require.Empty(t, present0[0].header.Get(inbox.HeaderOrigin))
 
 	// The real deliveries arrive late: duplicates, one of them rendered
 	// at the endpoint's pinned API version (other bytes).

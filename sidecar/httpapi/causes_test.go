@@ -18,9 +18,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
@@ -67,7 +68,7 @@ func setupCauses(t *testing.T, target string, dispatch bool) *causeEnv {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	cfg, err := ingest.Parse([]byte(causeSources()), func(k string) string {
+	cfg, err := sources.Parse([]byte(causeSources()), func(k string) string {
 		if k == "TARGET_URL" {
 			return target
 		}
@@ -80,19 +81,19 @@ func setupCauses(t *testing.T, target string, dispatch bool) *causeEnv {
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
 	ledger, err = claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}, Observer: met})
 	require.NoError(t, err)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met,
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met,
 		Dispatch: dispatch, PollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
-	require.NoError(t, inbox.Start(ctx))
+	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		require.NoError(t, inbox.Stop(sctx))
+		require.NoError(t, in.Stop(sctx))
 	})
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: inbox, Metrics: met,
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: in, Metrics: met,
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute)})
 	ln := serveAPI(t, srv)
-	return &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: inbox, base: "http://" + ln.Addr().String(),
+	return &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: in, base: "http://" + ln.Addr().String(),
 		logs: logs, server: srv, client: &http.Client{Timeout: ingestWait}}, met: met}
 }
 
@@ -312,7 +313,7 @@ func causeTarget(t *testing.T, base *atomic.Value, respond func(n int) int) *ing
 	tg := newIngestTarget(t, func(n int) (int, http.Header) { return respond(n), nil })
 	tg.before = func(n int, r *http.Request) {
 		e := base.Load().(*causeEnv)
-		c := e.claim(t, map[string]any{"source": r.Header.Get(ingest.HeaderSource), "event_id": r.Header.Get(ingest.HeaderEventID),
+		c := e.claim(t, map[string]any{"source": r.Header.Get(inbox.HeaderSource), "event_id": r.Header.Get(inbox.HeaderEventID),
 			"execution_id": fmt.Sprintf("exec-%d", n), "execution_mode": "webhook"})
 		if c.Outcome == "won" {
 			e.complete(t, c)
@@ -391,7 +392,7 @@ func TestCauseN8nTwoVersions(t *testing.T) {
 	target := newIngestTarget(t, func(int) (int, http.Header) { return http.StatusOK, nil })
 	target.before = func(n int, r *http.Request) {
 		e := base.Load().(*causeEnv)
-		c := e.claim(t, map[string]any{"source": r.Header.Get(ingest.HeaderSource), "event_id": r.Header.Get(ingest.HeaderEventID),
+		c := e.claim(t, map[string]any{"source": r.Header.Get(inbox.HeaderSource), "event_id": r.Header.Get(inbox.HeaderEventID),
 			"execution_id": fmt.Sprintf("exec-%d", n), "execution_mode": "webhook",
 			"workflow_id": "wf-1", "workflow_version": "v1"})
 		if c.Outcome == "won" {

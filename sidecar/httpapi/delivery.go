@@ -11,14 +11,14 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
 // What a provider is answered, in one place for both doors of a source:
 // POST /ingest/{source} sends it, POST /v1/trigger/{source} hands it to the
 // n8n trigger node (its `response`), which sends it. admit runs the
-// source's rules (ingest.Source.Verify) and turns every way a delivery can
+// source's rules (sources.Source.Verify) and turns every way a delivery can
 // end before its events are taken into a decision and that answer.
 
 // decision is how one delivery was decided: before its events were taken
@@ -69,16 +69,16 @@ type providerAnswer struct {
 type admission struct {
 	decision decision // "" when the events are to be taken
 	answer   providerAnswer
-	verified ingest.Verified
+	verified sources.Verified
 }
 
-// admit runs src's rules over d (ingest.Source.Verify). A delivery that
+// admit runs src's rules over d (sources.Source.Verify). A delivery that
 // ends there is a decision with its answer, counted in
 // claimd_ingest_deliveries_total{result} and logged (code, location and
 // field only: never the body, a signature or a secret); door names the
 // route in the log ("ingest", "trigger"). Errors: only what is not a
 // decision (none today: Verify fails with decisions only).
-func (s *Server) admit(src *ingest.Source, d ingest.Delivery, door string) (admission, error) {
+func (s *Server) admit(src *sources.Source, d sources.Delivery, door string) (admission, error) {
 	v, err := src.Verify(d)
 	if err != nil {
 		return s.refuse(src, err, door)
@@ -99,7 +99,7 @@ func (s *Server) admit(src *ingest.Source, d ingest.Delivery, door string) (admi
 // retries. The one authentic delivery acknowledged without taking it is an
 // event type the source's allowed_event_types leaves out: the operator
 // chose not to take it. Any other error is returned as it is.
-func (s *Server) refuse(src *ingest.Source, err error, door string) (admission, error) {
+func (s *Server) refuse(src *sources.Source, err error, door string) (admission, error) {
 	if e := apperr.As(err); e != nil && e.Code == apperr.UnsupportedEncoding {
 		s.cfg.Inbox.Observe(src.Name, string(apperr.UnsupportedEncoding))
 		return admission{decision: decisionUnsupportedEncoding, answer: errorAnswer(e)}, nil
@@ -202,7 +202,7 @@ func sendAnswer(c *fiber.Ctx, a providerAnswer) error {
 // acceptedStatus is the 2xx a source's provider expects for a delivery
 // whose events were taken: its registered verify.Provider.AcceptedStatus
 // (202 for Microsoft Graph), 200 when it names none.
-func acceptedStatus(src *ingest.Source) int {
+func acceptedStatus(src *sources.Source) int {
 	if p, ok := verify.Lookup(src.Provider); ok && p.AcceptedStatus != 0 {
 		return p.AcceptedStatus
 	}

@@ -71,7 +71,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/console"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // byteBudget bounds the request-body bytes one route class holds at once.
@@ -183,7 +183,7 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 			// An unknown source is answered as a source of the default
 			// limit would be (413 past it, else as unauthenticated), so
 			// that the size of a body does not tell the two apart.
-			limit := ingest.DefaultMaxBodyBytes
+			limit := sources.DefaultMaxBodyBytes
 			src := s.cfg.Inbox.Source(strings.TrimSuffix(path[len("/ingest/"):], "/"))
 			if src != nil {
 				limit = src.MaxBodyBytes

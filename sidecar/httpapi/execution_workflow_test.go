@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 )
 
 // POST /v1/executions/workflow: n8n's settle hook tells which workflow
@@ -77,7 +77,7 @@ func TestExecutionWorkflowRevisesCause(t *testing.T) {
 	target := newIngestTarget(t, func(int) (int, http.Header) { return http.StatusOK, nil })
 	target.before = func(_ int, r *http.Request) {
 		e := base.Load().(*causeEnv)
-		id := r.Header.Get(ingest.HeaderEventID)
+		id := r.Header.Get(inbox.HeaderEventID)
 		c := e.claim(t, map[string]any{"source": "hooks", "event_id": id, "execution_id": id + "-a",
 			"execution_mode": "webhook", "workflow_id": "wf-1"})
 		if c.Outcome == "won" {

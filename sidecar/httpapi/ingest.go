@@ -7,7 +7,8 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // ingestDelivery is POST /ingest/{source}: the provider-facing endpoint.
@@ -40,7 +41,7 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 	}
 	// Never the query string, nor a credential query parameter a header
 	// repeats (StoredHeaders).
-	headers := src.StoredHeaders(func(f func(name, value string)) {
+	headers := inbox.StoredHeaders(src, func(f func(name, value string)) {
 		c.Request().Header.VisitAll(func(k, v []byte) { f(string(k), string(v)) })
 	})
 	ctx, cancel := s.ctx(c)
@@ -67,9 +68,9 @@ func (s *Server) ingestDelivery(c *fiber.Ctx) error {
 // now) or a duplicate of an event stored before: the delivery was taken,
 // and a provider's own reply (verify.Result.Reply) may answer it. A
 // conflict keeps claimd's receipt, which names it.
-func allTaken(receipts []ingest.Receipt) bool {
+func allTaken(receipts []inbox.Receipt) bool {
 	for _, r := range receipts {
-		if r.Status != ingest.Accepted && r.Status != ingest.Duplicate {
+		if r.Status != inbox.Accepted && r.Status != inbox.Duplicate {
 			return false
 		}
 	}
@@ -96,7 +97,7 @@ func (s *Server) ingestHandshake(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if adm.decision == "" { // ingest.Source.Verify never lets one through
+	if adm.decision == "" { // sources.Source.Verify never lets one through
 		return apperr.New(apperr.Invalid, "a %s request carries no event", method)
 	}
 	return sendAnswer(c, adm.answer) // fasthttp sends no body to a HEAD
@@ -109,8 +110,8 @@ func (s *Server) ingestHandshake(c *fiber.Ctx) error {
 // cover the bytes the provider sent), and the source's rules (admit) with
 // method ("" for POST). An admission with a decision is the answer to
 // send; one without is a verified delivery.
-func (s *Server) readAndAdmit(c *fiber.Ctx, src *ingest.Source, method string) (admission, error) {
-	if err := ingest.CheckEncoding(headerValues(c, fiber.HeaderContentEncoding)); err != nil {
+func (s *Server) readAndAdmit(c *fiber.Ctx, src *sources.Source, method string) (admission, error) {
+	if err := sources.CheckEncoding(headerValues(c, fiber.HeaderContentEncoding)); err != nil {
 		return s.refuse(src, err, "ingest")
 	}
 	if err := s.readBody(c, src.MaxBodyBytes, s.ingestBodies); err != nil {
@@ -122,7 +123,7 @@ func (s *Server) readAndAdmit(c *fiber.Ctx, src *ingest.Source, method string) (
 		}
 		return admission{}, err
 	}
-	return s.admit(src, ingest.Delivery{
+	return s.admit(src, sources.Delivery{
 		Method:   method,
 		Header:   func(name string) []string { return headerValues(c, name) },
 		RawQuery: string(c.Request().URI().QueryString()),

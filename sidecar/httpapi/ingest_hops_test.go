@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 )
 
 // latin1 is what Node.js (and so n8n) makes of header bytes: each byte one
@@ -38,7 +38,7 @@ func TestIngestEventIDReachesTheWorkflowByteExact(t *testing.T) {
 	target := newIngestTarget(t, nil)
 	target.mu.Lock()
 	target.before = func(_ int, r *http.Request) { // the workflow's Idempotent Claim node, reading headers as Node does
-		body, _ := json.Marshal(map[string]string{"source": latin1(r.Header.Get(ingest.HeaderSource)), "event_id": latin1(r.Header.Get(ingest.HeaderEventID))})
+		body, _ := json.Marshal(map[string]string{"source": latin1(r.Header.Get(inbox.HeaderSource)), "event_id": latin1(r.Header.Get(inbox.HeaderEventID))})
 		req, _ := http.NewRequest(http.MethodPost, base.Load().(string)+"/v1/claims", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+ingestAPIKey)
 		req.Header.Set("Content-Type", "application/json")

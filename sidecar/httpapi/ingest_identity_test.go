@@ -24,7 +24,8 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
@@ -35,7 +36,7 @@ import (
 // with 422 not_stored naming the field, never acknowledged and dropped;
 // numbers keep their exact value; sources sharing a dedupe_scope share one
 // key space. Same harness as ingest_test.go (real listener, fresh database
-// per test, sources through ingest.Parse).
+// per test, sources through sources.Parse).
 
 // ---------------------------------------------------------------- helpers
 
@@ -748,7 +749,7 @@ func TestIngestIdentityDedupeScopeSharesKeysAcrossDoors(t *testing.T) {
 	target := newIngestTarget(t, nil)
 	target.mu.Lock()
 	target.before = func(_ int, r *http.Request) { // the workflow's Idempotent Claim node
-		body, _ := json.Marshal(map[string]string{"source": r.Header.Get(ingest.HeaderSource), "event_id": r.Header.Get(ingest.HeaderEventID)})
+		body, _ := json.Marshal(map[string]string{"source": r.Header.Get(inbox.HeaderSource), "event_id": r.Header.Get(inbox.HeaderEventID)})
 		req, _ := http.NewRequest(http.MethodPost, base.Load().(string)+"/v1/claims", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+ingestAPIKey)
 		req.Header.Set("Content-Type", "application/json")
@@ -793,9 +794,9 @@ sources:
 	reqs := target.forInbox(first.ClaimID)
 	require.Len(t, reqs, 1, "exactly one dispatch")
 	require.Len(t, target.requests(), 1)
-	require.Equal(t, "shop", reqs[0].header.Get(ingest.HeaderSource), "the forwarded source is the scope the claim is keyed in")
-	require.Equal(t, eventID, reqs[0].header.Get(ingest.HeaderEventID))
-	require.Equal(t, claim.IdempotencyKey(ingestTenant, claim.Key{Source: "shop", EventID: eventID}), reqs[0].header.Get(ingest.HeaderIdempotencyKey))
+	require.Equal(t, "shop", reqs[0].header.Get(inbox.HeaderSource), "the forwarded source is the scope the claim is keyed in")
+	require.Equal(t, eventID, reqs[0].header.Get(inbox.HeaderEventID))
+	require.Equal(t, claim.IdempotencyKey(ingestTenant, claim.Key{Source: "shop", EventID: eventID}), reqs[0].header.Get(inbox.HeaderIdempotencyKey))
 	require.Equal(t, "processing", e.scalar(t, `SELECT state FROM claims WHERE id = $1`, first.ClaimID), "the workflow's claim is this record")
 	require.Equal(t, "1", e.scalar(t, `SELECT count(*)::text FROM claims WHERE tenant = $1`, ingestTenant), "the workflow's claim made no second record")
 
@@ -887,8 +888,8 @@ func TestIngestIdentityDedupeScopeMembersMustAgree(t *testing.T) {
 		return `  b: {tenant: acme, provider: github, secrets: ["s-b"], dedupe_scope: shop, ` + fields + `, ` + unusedForward + "}\n"
 	}
 	const same = `key: {headers: ["X-Shop"], fields: ["/order/id", "/event"]}, volatile_fields: ["/sent_at"]`
-	parse := func(srcs string) (ingest.Config, error) {
-		return ingest.Parse([]byte("sources:\n"+srcs), func(string) string { return "" })
+	parse := func(srcs string) (sources.Config, error) {
+		return sources.Parse([]byte("sources:\n"+srcs), func(string) string { return "" })
 	}
 
 	cfg, err := parse(a + b(same))

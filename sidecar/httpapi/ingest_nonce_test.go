@@ -119,7 +119,7 @@ func TestIngestMailgunTokenReplay(t *testing.T) {
 
 // TestIngestMailgunTokenReplayConcurrent: new deliveries and replays of
 // stored ones' signatures with other event-data, all at once (deliveries
-// arriving together share transactions, ingest/receipt_groups.go): each
+// arriving together share transactions, inbox/receipt_groups.go): each
 // new one is stored, each replay refused, and the replays store nothing.
 // A token whose row expired but is not purged yet is bound anew.
 func TestIngestMailgunTokenReplayConcurrent(t *testing.T) {

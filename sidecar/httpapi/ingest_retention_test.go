@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
@@ -85,8 +86,8 @@ func setupRetention(t *testing.T, status func(n int) int) *retentionEnv {
 		if json.Unmarshal(r.target.requests()[n-1].body, &payload) != nil {
 			return
 		}
-		code, c := claimAPI(t, base.Load().(string), "/v1/claims", map[string]any{"source": req.Header.Get(ingest.HeaderSource),
-			"event_id": req.Header.Get(ingest.HeaderEventID), "payload": payload})
+		code, c := claimAPI(t, base.Load().(string), "/v1/claims", map[string]any{"source": req.Header.Get(inbox.HeaderSource),
+			"event_id": req.Header.Get(inbox.HeaderEventID), "payload": payload})
 		if code != http.StatusOK || c["outcome"] != "won" {
 			return
 		}
@@ -98,7 +99,7 @@ func setupRetention(t *testing.T, status func(n int) int) *retentionEnv {
 	env := map[string]string{"TARGET_URL": r.target.srv.URL}
 	r.ingestEnv = setupIngest(t, retentionSources, ingestOptions{dispatch: true, env: env})
 	base.Store(r.base)
-	cfg, err := ingest.Parse([]byte(retentionSources), func(k string) string { return env[k] })
+	cfg, err := sources.Parse([]byte(retentionSources), func(k string) string { return env[k] })
 	require.NoError(t, err)
 	r.ledger, err = claim.New(r.pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
 	require.NoError(t, err)

@@ -6,7 +6,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Error codes of a shadow pass-through that got no answer from
@@ -21,17 +22,17 @@ const (
 )
 
 // ingestShadow answers a verified delivery of an ingest door in shadow
-// (shadow: true with forward.url; ingest.Inbox.Shadow): a signed one-time
+// (shadow: true with forward.url; inbox.Inbox.Shadow): a signed one-time
 // value seen before with other events is refused as the door refuses it
 // (never forwarded); otherwise the events are claimed as shadow claims,
 // the raw body is posted to forward.url and its answer relayed to the
 // provider: its status, its Content-Type and Retry-After, and its body
-// when at most ingest.MaxShadowReplyBytes (else none). When forward.url
+// when at most inbox.MaxShadowReplyBytes (else none). When forward.url
 // gives no answer the provider gets 504 gateway_timeout (none within
 // forward.timeout_seconds) or 502 bad_gateway (not reachable), and
 // retries as it would have after n8n's own failure. A ledger that
 // cannot decide answers 503 before anything is forwarded.
-func (s *Server) ingestShadow(c *fiber.Ctx, src *ingest.Source, adm admission) error {
+func (s *Server) ingestShadow(c *fiber.Ctx, src *sources.Source, adm admission) error {
 	nctx, ncancel := s.ctx(c)
 	err := s.cfg.Inbox.CheckNonce(nctx, src, adm.verified)
 	ncancel()
@@ -44,7 +45,7 @@ func (s *Server) ingestShadow(c *fiber.Ctx, src *ingest.Source, adm admission) e
 	}
 	header := http.Header{}
 	c.Request().Header.VisitAll(func(k, v []byte) { header.Add(string(k), string(v)) })
-	ans, err := s.cfg.Inbox.Shadow(c.UserContext(), src, ingest.ShadowDelivery{Events: adm.verified.Events,
+	ans, err := s.cfg.Inbox.Shadow(c.UserContext(), src, inbox.ShadowDelivery{Events: adm.verified.Events,
 		Body: c.Request().Body(), Header: header, ClaimTimeout: s.cfg.RequestTimeout})
 	if err != nil {
 		return err
@@ -55,11 +56,11 @@ func (s *Server) ingestShadow(c *fiber.Ctx, src *ingest.Source, adm admission) e
 	}
 	wouldBe := s.cfg.Logger.Info().Str("source", src.Name).Strs("would_be", decided)
 	switch ans.Failure {
-	case ingest.ShadowTimeout:
+	case inbox.ShadowTimeout:
 		wouldBe.Int("status", fiber.StatusGatewayTimeout).Msg("shadow delivery: forward.url did not answer in time")
 		return sendAnswer(c, jsonAnswer(fiber.StatusGatewayTimeout, ErrorBody{ErrorDetail{Code: codeGatewayTimeout,
 			Message: "the forward target did not answer within its timeout (shadow mode passes deliveries through); deliver again"}}))
-	case ingest.ShadowUnreachable:
+	case inbox.ShadowUnreachable:
 		wouldBe.Int("status", fiber.StatusBadGateway).Msg("shadow delivery: forward.url unreachable")
 		return sendAnswer(c, jsonAnswer(fiber.StatusBadGateway, ErrorBody{ErrorDetail{Code: codeBadGateway,
 			Message: "the forward target could not be reached (shadow mode passes deliveries through); deliver again"}}))

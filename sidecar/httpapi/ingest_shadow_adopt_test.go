@@ -20,9 +20,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Turning shadow off on an ingest door without losing an event: a record
@@ -56,8 +57,8 @@ func newAdoptN8n(t *testing.T) *adoptN8n {
 	n := &adoptN8n{posts: map[string]int{}, effects: map[string]int{}, held: make(chan string, 8), release: make(chan int)}
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		id := r.Header.Get(ingest.HeaderEventID)
-		if r.Header.Get(ingest.HeaderInboxID) == "" {
+		id := r.Header.Get(inbox.HeaderEventID)
+		if r.Header.Get(inbox.HeaderInboxID) == "" {
 			n.count("forward", id)
 			switch {
 			case strings.HasPrefix(id, "evt_hold"):
@@ -76,7 +77,7 @@ func newAdoptN8n(t *testing.T) *adoptN8n {
 		}
 		n.count("dispatch", id)
 		res, err := n.ledger.Claim(r.Context(), claim.Request{Tenant: ingestTenant,
-			Key:         claim.Key{Source: r.Header.Get(ingest.HeaderSource), EventID: id},
+			Key:         claim.Key{Source: r.Header.Get(inbox.HeaderSource), EventID: id},
 			PayloadHash: workflowView(body), Lease: time.Minute})
 		if err != nil {
 			n.mu.Lock()
@@ -162,7 +163,7 @@ func setupAdopt(t *testing.T) *adoptEnv {
 		return map[string]string{"N8N_URL": n8n.srv.URL + "/webhook/stripe"}[k]
 	}
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 24 })
-	cfg, err := ingest.Parse([]byte(adoptSources(true)), env)
+	cfg, err := sources.Parse([]byte(adoptSources(true)), env)
 	require.NoError(t, err)
 	logs := &ingestLogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
@@ -171,19 +172,19 @@ func setupAdopt(t *testing.T) *adoptEnv {
 	ledger, err = claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}, Observer: met})
 	require.NoError(t, err)
 	n8n.ledger = ledger
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met,
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met,
 		Dispatch: true, PollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
-	require.NoError(t, inbox.Start(ctx))
+	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		require.NoError(t, inbox.Stop(sctx))
+		require.NoError(t, in.Stop(sctx))
 	})
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: inbox, Metrics: met,
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: in, Metrics: met,
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute)})
 	ln := serveAPI(t, srv)
-	return &adoptEnv{shadowEnv: &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: inbox,
+	return &adoptEnv{shadowEnv: &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: in,
 		base: "http://" + ln.Addr().String(), logs: logs, server: srv, client: &http.Client{Timeout: ingestWait}}, met: met},
 		ledger: ledger}, n8n: n8n, env: env}
 }
@@ -191,7 +192,7 @@ func setupAdopt(t *testing.T) *adoptEnv {
 // enforce reloads with shadow off, as claimd's reload installs it.
 func (e *adoptEnv) enforce(t *testing.T) {
 	t.Helper()
-	cfg, err := ingest.Parse([]byte(adoptSources(false)), e.env)
+	cfg, err := sources.Parse([]byte(adoptSources(false)), e.env)
 	require.NoError(t, err)
 	require.NoError(t, e.inbox.Reload(e.ctx, cfg))
 	require.NoError(t, e.ledger.SetPolicies(claim.Policies{BySource: cfg.Policies}))

@@ -20,9 +20,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Shadow mode on the ingest door: every verified copy is passed through to
@@ -128,7 +129,7 @@ func setupShadowDoor(t *testing.T) *shadowDoorEnv {
 		return map[string]string{"N8N_URL": n8n.srv.URL + "/webhook/stripe", "DOWN_URL": down}[k]
 	}
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	cfg, err := ingest.Parse([]byte(shadowDoorSources(true)), env)
+	cfg, err := sources.Parse([]byte(shadowDoorSources(true)), env)
 	require.NoError(t, err)
 	logs := &ingestLogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
@@ -136,12 +137,12 @@ func setupShadowDoor(t *testing.T) *shadowDoorEnv {
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
 	ledger, err = claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}, Observer: met})
 	require.NoError(t, err)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met})
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met})
 	require.NoError(t, err)
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: inbox, Metrics: met,
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: in, Metrics: met,
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute)})
 	ln := serveAPI(t, srv)
-	return &shadowDoorEnv{shadowEnv: &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: inbox,
+	return &shadowDoorEnv{shadowEnv: &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: in,
 		base: "http://" + ln.Addr().String(), logs: logs, server: srv, client: &http.Client{Timeout: ingestWait}}, met: met},
 		ledger: ledger}, n8n: n8n, env: env}
 }
@@ -149,7 +150,7 @@ func setupShadowDoor(t *testing.T) *shadowDoorEnv {
 // enforceDoor reloads with shadow off, as claimd's reload installs it.
 func (e *shadowDoorEnv) enforceDoor(t *testing.T) {
 	t.Helper()
-	cfg, err := ingest.Parse([]byte(shadowDoorSources(false)), e.env)
+	cfg, err := sources.Parse([]byte(shadowDoorSources(false)), e.env)
 	require.NoError(t, err)
 	require.NoError(t, e.inbox.Reload(e.ctx, cfg))
 	require.NoError(t, e.ledger.SetPolicies(claim.Policies{BySource: cfg.Policies}))
@@ -234,11 +235,11 @@ func TestIngestShadowPassThrough(t *testing.T) {
 		bodies[string(p.body)]++
 		require.NotEmpty(t, p.header.Get("Stripe-Signature"), "the provider's headers pass through")
 		require.Equal(t, "hook-token", p.header.Get("X-N8n-Auth"), "forward.headers are sent")
-		require.Equal(t, "door", p.header.Get(ingest.HeaderSource))
-		require.True(t, strings.HasPrefix(p.header.Get(ingest.HeaderEventID), "evt_pass_"))
-		require.NotEmpty(t, p.header.Get(ingest.HeaderIdempotencyKey))
-		require.Empty(t, p.header.Get(ingest.HeaderInboxID), "no inbox record")
-		require.Empty(t, p.header.Get(ingest.HeaderAttempt), "no dispatch")
+		require.Equal(t, "door", p.header.Get(inbox.HeaderSource))
+		require.True(t, strings.HasPrefix(p.header.Get(inbox.HeaderEventID), "evt_pass_"))
+		require.NotEmpty(t, p.header.Get(inbox.HeaderIdempotencyKey))
+		require.Empty(t, p.header.Get(inbox.HeaderInboxID), "no inbox record")
+		require.Empty(t, p.header.Get(inbox.HeaderAttempt), "no dispatch")
 	}
 	for i := 0; i < 3; i++ {
 		require.Equal(t, 4, bodies[stripeEvent(fmt.Sprintf("evt_pass_%d", i), 100)], "the raw body, byte for byte")
@@ -355,8 +356,8 @@ func TestIngestShadowBatch(t *testing.T) {
 	require.Len(t, posts, 2, "one forward per delivery")
 	for _, p := range posts {
 		require.Equal(t, body, string(p.body))
-		require.Empty(t, p.header.Get(ingest.HeaderIdempotencyKey), "no one key names a batch")
-		require.Empty(t, p.header.Get(ingest.HeaderEventID))
+		require.Empty(t, p.header.Get(inbox.HeaderIdempotencyKey), "no one key names a batch")
+		require.Empty(t, p.header.Get(inbox.HeaderEventID))
 	}
 	log := e.wouldBe(t, "graph-door")
 	require.Equal(t, 2, log["won (shadow)"], "%v", log)

@@ -35,16 +35,17 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
 
 // Tests of the provider-facing ingest (POST /ingest/{source}), the inbox
 // API (/v1/inbox) and the dispatcher, through the real HTTP handler on a
 // real listener, over a fresh PostgreSQL database per test. Sources come
-// from YAML through ingest.Parse, as in production. Names are prefixed with
+// from YAML through sources.Parse, as in production. Names are prefixed with
 // "ingest" because package httpapi_test is shared with other test files.
 
 const (
@@ -61,7 +62,7 @@ const (
 type ingestEnv struct {
 	ctx    context.Context
 	pool   *pgxpool.Pool
-	inbox  *ingest.Inbox
+	inbox  *inbox.Inbox
 	base   string
 	logs   *ingestLogBuffer
 	server *httpapi.Server
@@ -83,13 +84,13 @@ type ingestOptions struct {
 	// waiter wires a claim.Waiter (wait_seconds waits), its listener
 	// connected when setupIngest returns.
 	waiter bool
-	// workers adds River workers (ingest.Options.Workers).
+	// workers adds River workers (inbox.Options.Workers).
 	workers func(*river.Workers)
 	// metrics, when set, is the server's metrics.
 	metrics *metrics.Metrics
 }
 
-func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
+func setupIngest(t *testing.T, file string, o ingestOptions) *ingestEnv {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) {
@@ -98,23 +99,23 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 			o.pool(c)
 		}
 	})
-	cfg, err := ingest.Parse([]byte(sources), func(k string) string { return o.env[k] })
+	cfg, err := sources.Parse([]byte(file), func(k string) string { return o.env[k] })
 	require.NoError(t, err)
 	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
 	require.NoError(t, err)
 	logs := &ingestLogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log,
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log,
 		Dispatch: o.dispatch, PollInterval: 100 * time.Millisecond, Workers: o.workers})
 	require.NoError(t, err)
-	require.NoError(t, inbox.Start(ctx))
+	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		require.NoError(t, inbox.Stop(sctx))
+		require.NoError(t, in.Stop(sctx))
 	})
 	scfg := httpapi.Config{
-		Ledger: ledger, Logger: log, Inbox: inbox, Metrics: cmp.Or(o.metrics, metrics.New(ledger.Stats)),
+		Ledger: ledger, Logger: log, Inbox: in, Metrics: cmp.Or(o.metrics, metrics.New(ledger.Stats)),
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute),
 	}
 	if o.waiter {
@@ -135,7 +136,7 @@ func setupIngest(t *testing.T, sources string, o ingestOptions) *ingestEnv {
 	}
 	srv := httpapi.New(scfg)
 	ln := serveAPI(t, srv)
-	return &ingestEnv{ctx: ctx, pool: pool, inbox: inbox, base: "http://" + ln.Addr().String(), logs: logs, server: srv,
+	return &ingestEnv{ctx: ctx, pool: pool, inbox: in, base: "http://" + ln.Addr().String(), logs: logs, server: srv,
 		client: &http.Client{Timeout: ingestWait}}
 }
 
@@ -389,7 +390,7 @@ func (tg *ingestTarget) requests() []ingestCaptured {
 func (tg *ingestTarget) forInbox(id string) []ingestCaptured {
 	var out []ingestCaptured
 	for _, r := range tg.requests() {
-		if r.header.Get(ingest.HeaderInboxID) == id {
+		if r.header.Get(inbox.HeaderInboxID) == id {
 			out = append(out, r)
 		}
 	}
@@ -714,7 +715,7 @@ var ingestCaseTable = map[string]ingestCaseWant{
 	"C01/9": {source: "c01", outcome: wantReject},
 
 	"C02/1": {source: "c02", outcome: wantReject},
-	"C02/2": {outcome: wantSkip, why: "the secrets 'whsec_' and 'whsec_!!!!' are refused by ingest.Parse (TestIngestCasesRefuseBadStandardWebhooksSecrets)"},
+	"C02/2": {outcome: wantSkip, why: "the secrets 'whsec_' and 'whsec_!!!!' are refused by sources.Parse (TestIngestCasesRefuseBadStandardWebhooksSecrets)"},
 	"C02/3": {source: "c02", outcome: wantNew},
 
 	"C03/1": {source: "c03", outcome: wantNew},
@@ -953,7 +954,7 @@ func checkCaseAnswer(t *testing.T, e *ingestEnv, msg string, want ingestCaseWant
 func TestIngestCasesRefuseBadStandardWebhooksSecrets(t *testing.T) {
 	t.Parallel()
 	for _, secret := range []string{"whsec_", "whsec_!!!!"} {
-		_, err := ingest.Parse([]byte(`
+		_, err := sources.Parse([]byte(`
 sources:
   weak: {tenant: acme, provider: standard-webhooks, secrets: ["`+secret+`"], `+unusedForward+`}
 `), func(string) string { return "" })
@@ -1290,10 +1291,10 @@ func TestIngestEveryProvider(t *testing.T) {
 func checkForwarded(t *testing.T, p ingestProvider, sent ingestDelivery, r ingestReceipt, got ingestCaptured) {
 	t.Helper()
 	key := claim.IdempotencyKey(ingestTenant, claim.Key{Source: p.source, EventID: r.EventID})
-	require.Equal(t, key, got.header.Get(ingest.HeaderIdempotencyKey))
-	require.Equal(t, r.ClaimID, got.header.Get(ingest.HeaderInboxID))
-	require.Equal(t, p.source, got.header.Get(ingest.HeaderSource))
-	require.Equal(t, r.EventID, got.header.Get(ingest.HeaderEventID))
+	require.Equal(t, key, got.header.Get(inbox.HeaderIdempotencyKey))
+	require.Equal(t, r.ClaimID, got.header.Get(inbox.HeaderInboxID))
+	require.Equal(t, p.source, got.header.Get(inbox.HeaderSource))
+	require.Equal(t, r.EventID, got.header.Get(inbox.HeaderEventID))
 	require.Equal(t, "Bearer "+n8nToken, got.header.Get("Authorization"), "the forward header replaces any provider Authorization")
 	if p.source == "msgraph" {
 		// A batch item is forwarded on its own (the notification's JSON).
@@ -1459,8 +1460,8 @@ func TestDispatchRetriesUntilTargetIsBack(t *testing.T) {
 	require.Len(t, reqs, 3)
 	require.Equal(t, 1, successes(reqs), "exactly one successful POST")
 	for i, r := range reqs {
-		require.Equal(t, strconv.Itoa(i+1), r.header.Get(ingest.HeaderAttempt))
-		require.Equal(t, id, r.header.Get(ingest.HeaderInboxID))
+		require.Equal(t, strconv.Itoa(i+1), r.header.Get(inbox.HeaderAttempt))
+		require.Equal(t, id, r.header.Get(inbox.HeaderInboxID))
 	}
 	v := e.inboxGet(t, id)
 	require.Equal(t, "dispatched", v.DispatchState)

@@ -30,9 +30,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
@@ -619,7 +620,7 @@ sources:
 `)
 
 // setupWithInbox is setup with the ingest routes: an inbox over
-// conformanceSources (parsed by ingest.Parse, as in production), without
+// conformanceSources (parsed by sources.Parse, as in production), without
 // dispatch workers.
 func setupWithInbox(t *testing.T) *bundle {
 	t.Helper()
@@ -632,7 +633,7 @@ func setupWithInbox(t *testing.T) *bundle {
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = silent.Close() })
-	cfg, err := ingest.Parse([]byte(conformanceSources), func(k string) string {
+	cfg, err := sources.Parse([]byte(conformanceSources), func(k string) string {
 		return map[string]string{"GH_SECRET": ghSecret, "BF_KEY": "rk_test_conformance",
 			"SHADOW_DOWN": "http://" + closed.Addr().String() + "/webhook/down",
 			"SHADOW_SLOW": "http://" + silent.Addr().String() + "/webhook/slow"}[k]
@@ -644,7 +645,7 @@ func setupWithInbox(t *testing.T) *bundle {
 	require.NoError(t, err)
 	m := metrics.New(l.Stats)
 	logs := &lockedBuffer{}
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: l, Config: cfg, Logger: zerolog.New(logs), Observer: m,
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: l, Config: cfg, Logger: zerolog.New(logs), Observer: m,
 		Workers: backfill.Workers(&backfill.Scanner{})})
 	require.NoError(t, err)
 	srv := httpapi.New(httpapi.Config{
@@ -661,7 +662,7 @@ func setupWithInbox(t *testing.T) *bundle {
 		Logger:    zerolog.New(logs),
 		BodyLimit: bodyLimit,
 		MaxBatch:  8,
-		Inbox:     inbox,
+		Inbox:     in,
 	})
 	addr := serve(t, srv)
 	return &bundle{ctx: context.Background(), pool: pool, ledger: l, server: srv, logs: logs, cov: newCoverage(),

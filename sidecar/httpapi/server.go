@@ -34,8 +34,9 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/console"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 //go:embed openapi.yaml
@@ -140,7 +141,7 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Inbox enables POST /ingest/{source}, POST /v1/trigger/{source} and
 	// /v1/inbox; nil disables them.
-	Inbox *ingest.Inbox
+	Inbox *inbox.Inbox
 	// Waiter lets claims with wait_seconds wait for a concurrent holder;
 	// nil: wait_seconds is accepted and claims are answered at once.
 	Waiter *claim.Waiter
@@ -300,7 +301,7 @@ func New(cfg Config) *Server {
 	// limit (readBody), so BodyLimit here only shapes that first read.
 	s.app = fiber.New(fiber.Config{
 		AppName:                      "claimd",
-		BodyLimit:                    max(cfg.BodyLimit, base64.StdEncoding.EncodedLen(ingest.MaxBodyBytesLimit)+triggerEnvelope),
+		BodyLimit:                    max(cfg.BodyLimit, base64.StdEncoding.EncodedLen(sources.MaxBodyBytesLimit)+triggerEnvelope),
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
 		DisableStartupMessage:        true,

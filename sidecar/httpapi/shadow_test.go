@@ -15,9 +15,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Shadow mode: a shadow claim is decided by the real statement on the real
@@ -51,7 +52,7 @@ func setupShadow(t *testing.T) *shadowEnv {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	cfg, err := ingest.Parse([]byte(shadowSources(true)), func(string) string { return "" })
+	cfg, err := sources.Parse([]byte(shadowSources(true)), func(string) string { return "" })
 	require.NoError(t, err)
 	logs := &ingestLogBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
@@ -59,12 +60,12 @@ func setupShadow(t *testing.T) *shadowEnv {
 	met := metrics.New(func(ctx context.Context) (claim.Stats, error) { return ledger.Stats(ctx) })
 	ledger, err = claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}, Observer: met})
 	require.NoError(t, err)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met})
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: log, Observer: met})
 	require.NoError(t, err)
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: inbox, Metrics: met,
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: log, Inbox: in, Metrics: met,
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: ingestTenant, Key: ingestAPIKey}}, time.Minute)})
 	ln := serveAPI(t, srv)
-	return &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: inbox,
+	return &shadowEnv{causeEnv: &causeEnv{ingestEnv: &ingestEnv{ctx: ctx, pool: pool, inbox: in,
 		base: "http://" + ln.Addr().String(), logs: logs, server: srv, client: &http.Client{Timeout: ingestWait}}, met: met},
 		ledger: ledger}
 }
@@ -73,7 +74,7 @@ func setupShadow(t *testing.T) *shadowEnv {
 // installs it (inbox, then the ledger's policies).
 func (e *shadowEnv) enforce(t *testing.T) {
 	t.Helper()
-	cfg, err := ingest.Parse([]byte(shadowSources(false)), func(string) string { return "" })
+	cfg, err := sources.Parse([]byte(shadowSources(false)), func(string) string { return "" })
 	require.NoError(t, err)
 	require.NoError(t, e.inbox.Reload(e.ctx, cfg))
 	require.NoError(t, e.ledger.SetPolicies(claim.Policies{BySource: cfg.Policies}))
@@ -313,7 +314,7 @@ func TestShadowTrigger(t *testing.T) {
 func TestShadowIngestDoorSettings(t *testing.T) {
 	t.Parallel()
 	parse := func(extra string) error {
-		_, err := ingest.Parse([]byte(`
+		_, err := sources.Parse([]byte(`
 sources:
   door: {tenant: acme, provider: stripe, secrets: ["x"], shadow: true, forward: {url: "http://n8n.invalid/webhook/x"}`+extra+`}
 `), func(k string) string { return map[string]string{"EVENTS_KEY": "rk_test"}[k] })

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // POST /v1/trigger/{source}: the n8n trigger node ("Idempotent Claim
@@ -186,13 +186,13 @@ type triggerReply struct {
 	Response triggerResponse `json:"response"`
 	// CredentialQueryParams names the query parameters of the provider's
 	// request that carry the source's token
-	// (ingest.Source.CredentialQueryParams), for the n8n node to leave out
+	// (sources.Source.CredentialQueryParams), for the n8n node to leave out
 	// of its items (and so of n8n's execution data); [] when none.
 	CredentialQueryParams []string `json:"credential_query_params"`
 }
 
 // triggerAnswer sends r, naming src's credential query parameters.
-func (s *Server) triggerAnswer(c *fiber.Ctx, src *ingest.Source, r triggerReply) error {
+func (s *Server) triggerAnswer(c *fiber.Ctx, src *sources.Source, r triggerReply) error {
 	r.CredentialQueryParams = src.CredentialQueryParams
 	if r.CredentialQueryParams == nil {
 		r.CredentialQueryParams = []string{}
@@ -230,7 +230,7 @@ func toTriggerResponse(a providerAnswer) triggerResponse {
 // identity.
 type triggerEvent struct {
 	result    *claimResult
-	ev        ingest.Event
+	ev        sources.Event
 	eventType string
 }
 
@@ -312,11 +312,11 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		// verify.Provider.Methods): decided by the source's rules as the
 		// ingest door's GET and HEAD are, answered with the handshake
 		// (HEAD: no body); it names no event and claims nothing.
-		adm, err := s.admit(src, ingest.Delivery{Method: b.Method, Header: b.header, RawQuery: b.Query, Body: body}, "trigger")
+		adm, err := s.admit(src, sources.Delivery{Method: b.Method, Header: b.header, RawQuery: b.Query, Body: body}, "trigger")
 		if err != nil {
 			return err
 		}
-		if adm.decision == "" { // ingest.Source.Verify never lets one through
+		if adm.decision == "" { // sources.Source.Verify never lets one through
 			return apperr.New(apperr.Invalid, "a %s request carries no event", b.Method)
 		}
 		if b.Method == fiber.MethodHead {
@@ -338,7 +338,7 @@ func (s *Server) trigger(c *fiber.Ctx) error {
 		return s.triggerAnswer(c, src, triggerReply{Decision: decisionMethodNotAllowed, Events: []triggerEvent{},
 			Response: toTriggerResponse(errorAnswer(apperr.New(apperr.MethodNotAllowed, "%s", transportMessage[apperr.MethodNotAllowed])))})
 	}
-	adm, err := s.admit(src, ingest.Delivery{Header: b.header, RawQuery: b.Query, Body: body}, "trigger")
+	adm, err := s.admit(src, sources.Delivery{Header: b.header, RawQuery: b.Query, Body: body}, "trigger")
 	if err != nil {
 		return err
 	}
@@ -437,7 +437,7 @@ func allClaimedOrDuplicate(results []claim.Result) bool {
 // when wait_seconds asks to wait. Each claim is the event's own request
 // (source scope, key, event type, receipt hash, object) with the per-event
 // request id; lease and lease policy are the source's.
-func (s *Server) claimEvents(c *fiber.Ctx, events []ingest.Event, b triggerBody) ([]claim.Result, error) {
+func (s *Server) claimEvents(c *fiber.Ctx, events []sources.Event, b triggerBody) ([]claim.Result, error) {
 	reqs := make([]claim.Request, len(events))
 	for i, ev := range events {
 		reqs[i] = ev.Request
@@ -498,6 +498,6 @@ func summarize(results []claim.Result) decision {
 
 // logTrigger logs a decided trigger delivery (never its body, a
 // signature or a secret).
-func (s *Server) logTrigger(src *ingest.Source, d decision, events int) {
+func (s *Server) logTrigger(src *sources.Source, d decision, events int) {
 	s.cfg.Logger.Info().Str("source", src.Name).Str("decision", string(d)).Int("events", events).Msg("trigger delivery decided")
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/auth"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 )
 
 // Metrics holds the collectors; it implements claim.Observer.
@@ -267,19 +267,19 @@ func (m *Metrics) AuthRefused(reason auth.Refusal) {
 // KeyLookedUp implements auth.Observer.
 func (m *Metrics) KeyLookedUp() { m.keyLookups.Inc() }
 
-// Received implements ingest.Observer. Sources are configured names, so the
+// Received implements inbox.Observer. Sources are configured names, so the
 // label stays bounded.
-func (m *Metrics) Received(source string, s ingest.Status) {
+func (m *Metrics) Received(source string, s inbox.Status) {
 	m.ingest.WithLabelValues(source, string(s)).Inc()
-	if s == ingest.Conflict {
+	if s == inbox.Conflict {
 		m.conflicts.Inc() // one conflict counter for claims and ingest
 	}
 }
 
-// Rejected implements ingest.Observer.
+// Rejected implements inbox.Observer.
 func (m *Metrics) Rejected(source, reason string) { m.ingest.WithLabelValues(source, reason).Inc() }
 
-// Dispatched implements ingest.Observer.
+// Dispatched implements inbox.Observer.
 func (m *Metrics) Dispatched(source, result string, sinceReceipt time.Duration) {
 	m.dispatch.WithLabelValues(source, result).Inc()
 	if result == "dispatched" {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 )
@@ -52,8 +52,8 @@ func TestMetricsFollowLedger(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Claim(ctx, req("e3", "")) // won again: a retry
 	require.NoError(t, err)
-	m.Received("stripe", ingest.Accepted)
-	m.Received("stripe", ingest.Conflict)
+	m.Received("stripe", inbox.Accepted)
+	m.Received("stripe", inbox.Conflict)
 	for i, state := range []string{"pending", "dead_lettered", "dead_lettered", "dispatched"} {
 		rc, err := l.ReceiveTx(ctx, pool, req(fmt.Sprintf("in%d", i), h1))
 		require.NoError(t, err)

@@ -35,7 +35,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/apperr"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/db/dbsqlc"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Defaults of Options.
@@ -69,11 +69,11 @@ type Options struct {
 	Ledger *claim.Ledger
 	// Pool reads the open reconciles for the gauge (Open); may be nil.
 	Pool *pgxpool.Pool
-	// Reconcilers are the configured reconcilers (ingest.Config's): where
+	// Reconcilers are the configured reconcilers (sources.Config's): where
 	// and how each is called. SetReconcilers replaces them on a reload.
-	Reconcilers map[string]*ingest.Reconciler
+	Reconcilers map[string]*sources.Reconciler
 	// Redispatch re-arms an ingested event's dispatch after a not_done
-	// verdict, in the answer's transaction (ingest.Inbox.RedispatchTx);
+	// verdict, in the answer's transaction (inbox.Inbox.RedispatchTx);
 	// nil: none (no ingest).
 	Redispatch claim.Redispatch
 	// Transport makes the calls; nil: a clone of http.DefaultTransport.
@@ -94,7 +94,7 @@ type Options struct {
 // runners may share a database: the ledger hands each call to one.
 type Runner struct {
 	o    Options
-	recs atomic.Pointer[map[string]*ingest.Reconciler]
+	recs atomic.Pointer[map[string]*sources.Reconciler]
 }
 
 // New returns a runner for o.
@@ -121,9 +121,9 @@ func New(o Options) *Runner {
 
 // SetReconcilers replaces the configured reconcilers (a sources-file
 // reload). Calls already taken keep the reconciler they were taken with.
-func (r *Runner) SetReconcilers(m map[string]*ingest.Reconciler) {
+func (r *Runner) SetReconcilers(m map[string]*sources.Reconciler) {
 	if m == nil {
-		m = map[string]*ingest.Reconciler{}
+		m = map[string]*sources.Reconciler{}
 	}
 	r.recs.Store(&m)
 }

@@ -17,10 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/reconcile"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 )
 
@@ -82,7 +83,7 @@ func answerJSON(body string) func(http.ResponseWriter, *http.Request, map[string
 type env struct {
 	ctx    context.Context
 	pool   *pgxpool.Pool
-	cfg    ingest.Config
+	cfg    sources.Config
 	ledger *claim.Ledger
 	met    *metrics.Metrics
 	runner *reconcile.Runner
@@ -106,13 +107,13 @@ sources:
   orders: {reconciler: crm}
   plain: {}
 `
-	cfg, err := ingest.Parse([]byte(spec), func(string) string { return "reconcile-header-secret" })
+	cfg, err := sources.Parse([]byte(spec), func(string) string { return "reconcile-header-secret" })
 	require.NoError(t, err)
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 20 })
 	return newEnv(t, pool, cfg, jitter)
 }
 
-func newEnv(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config, jitter float64) *env {
+func newEnv(t *testing.T, pool *pgxpool.Pool, cfg sources.Config, jitter float64) *env {
 	t.Helper()
 	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies,
 		Reconcilers: cfg.ReconcilerPolicies()}, Jitter: func() float64 { return jitter }})
@@ -505,11 +506,11 @@ sources:
     reconciler: crm
     forward: {url: "http://127.0.0.1:9/hook", require_claim: true}
 `
-	cfg, err := ingest.Parse([]byte(spec), func(string) string { return "" })
+	cfg, err := sources.Parse([]byte(spec), func(string) string { return "" })
 	require.NoError(t, err)
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 20 })
 	e := newEnv(t, pool, cfg, 0)
-	in, err := ingest.New(ingest.Options{Pool: pool, Ledger: e.ledger, Config: cfg, Logger: zerolog.Nop()})
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: e.ledger, Config: cfg, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	e.runner = e.newRunner(in.RedispatchTx)
 

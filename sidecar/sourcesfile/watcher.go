@@ -3,7 +3,7 @@
 // by polling every CLAIMD_RELOAD_INTERVAL_SECONDS. A file is applied whole
 // (ingest sources, trigger sources, reconcilers and the claim policies by
 // source, to the inbox, the ledger and the reconcile runner) or not at
-// all; see Watcher for the rules. The file's format is ingest.Parse's.
+// all; see Watcher for the rules. The file's format is sources.Parse's.
 package sourcesfile
 
 import (
@@ -21,9 +21,10 @@ import (
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/reconcile"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Options are what a Watcher reads and what a reload changes.
@@ -38,12 +39,12 @@ type Options struct {
 	// which the file's per-source policies complete.
 	Env        claim.Policies
 	Ledger     *claim.Ledger
-	Inbox      *ingest.Inbox
+	Inbox      *inbox.Inbox
 	Metrics    *metrics.Metrics
 	Reconciler *reconcile.Runner
 	// Running is the configuration the process started with (the file as
 	// config.Load read it).
-	Running ingest.Config
+	Running sources.Config
 	// Getenv resolves the ${NAME} references of the file (os.Getenv when
 	// nil).
 	Getenv func(string) string
@@ -81,7 +82,7 @@ type Options struct {
 type Watcher struct {
 	o Options
 	// running is the applied configuration.
-	running ingest.Config
+	running sources.Config
 	// seen is the digest the last poll read and did not apply; polls is
 	// how many consecutive polls read it.
 	seen  string
@@ -187,16 +188,16 @@ func (w *Watcher) Reload(ctx context.Context, trigger string) {
 	w.apply(ctx, cfg, digest, err, trigger)
 }
 
-func (w *Watcher) parse(b []byte, readErr error) (ingest.Config, error) {
+func (w *Watcher) parse(b []byte, readErr error) (sources.Config, error) {
 	if readErr != nil {
-		return ingest.Config{}, readErr
+		return sources.Config{}, readErr
 	}
-	return ingest.Parse(b, w.o.Getenv)
+	return sources.Parse(b, w.o.Getenv)
 }
 
 // removed lists the sources of the running configuration that cfg does
 // not name, sorted.
-func (w *Watcher) removed(cfg ingest.Config) []string {
+func (w *Watcher) removed(cfg sources.Config) []string {
 	var out []string
 	for name := range w.running.Policies {
 		if _, kept := cfg.Policies[name]; !kept {
@@ -211,7 +212,7 @@ func (w *Watcher) removed(cfg ingest.Config) []string {
 // keeps only as trigger sources (their forward is gone), sorted: their
 // ingest door closes, as if they were removed, and a file cut short
 // before a source's forward looks exactly like that.
-func (w *Watcher) closed(cfg ingest.Config) []string {
+func (w *Watcher) closed(cfg sources.Config) []string {
 	var out []string
 	for name := range w.running.Sources {
 		if _, trigger := cfg.Triggers[name]; trigger {
@@ -224,7 +225,7 @@ func (w *Watcher) closed(cfg ingest.Config) []string {
 
 // apply installs cfg, or refuses it when err (reading or parsing) is set
 // or it does not install.
-func (w *Watcher) apply(ctx context.Context, cfg ingest.Config, digest string, err error, trigger string) {
+func (w *Watcher) apply(ctx context.Context, cfg sources.Config, digest string, err error, trigger string) {
 	log := w.o.Log
 	if err == nil {
 		err = w.install(ctx, cfg)
@@ -255,14 +256,14 @@ func (w *Watcher) apply(ctx context.Context, cfg ingest.Config, digest string, e
 
 // install applies cfg to the inbox, the ledger and the reconcile runner,
 // or changes none of them.
-func (w *Watcher) install(ctx context.Context, cfg ingest.Config) error {
+func (w *Watcher) install(ctx context.Context, cfg sources.Config) error {
 	ps := w.o.Env
 	ps.BySource = cfg.Policies
 	ps.Reconcilers = cfg.ReconcilerPolicies()
 	if err := ps.WithDefaults().Validate(); err != nil {
 		return err
 	}
-	if err := ingest.CheckBackfillKeyRetention(cfg, ps); err != nil {
+	if err := sources.CheckBackfillKeyRetention(cfg, ps); err != nil {
 		return err
 	}
 	if err := w.o.Inbox.Reload(ctx, cfg); err != nil {
@@ -282,7 +283,7 @@ func (w *Watcher) install(ctx context.Context, cfg ingest.Config) error {
 // Observe gives met the sources the running configuration cfg (run by in)
 // has: the sources with backfill, by their interval (their series start at
 // 0; see metrics.BackfillMetrics.Configure), and the reconcilers, sorted.
-func Observe(met *metrics.Metrics, in *ingest.Inbox, cfg ingest.Config) {
+func Observe(met *metrics.Metrics, in *inbox.Inbox, cfg sources.Config) {
 	intervals := map[string]time.Duration{}
 	for _, src := range backfill.Sources(in) {
 		intervals[src.Name] = src.Backfill.Interval

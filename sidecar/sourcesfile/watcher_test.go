@@ -13,10 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/reconcile"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/sourcesfile"
 )
 
@@ -35,7 +36,7 @@ func (l *logs) count(msg string) int { return strings.Count(l.String(), msg) }
 type fixture struct {
 	t     *testing.T
 	path  string
-	inbox *ingest.Inbox
+	inbox *inbox.Inbox
 	w     *sourcesfile.Watcher
 	log   *logs
 }
@@ -45,17 +46,17 @@ func newFixture(t *testing.T, content string) *fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sources.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
-	cfg, err := ingest.Parse([]byte(content), os.Getenv)
+	cfg, err := sources.Parse([]byte(content), os.Getenv)
 	require.NoError(t, err)
 	pool := pgtest.NewPoolConfig(t, func(c *pgxpool.Config) { c.MaxConns = 2 })
 	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
 	require.NoError(t, err)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: zerolog.Nop()})
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	log := &logs{}
-	w := sourcesfile.New(sourcesfile.Options{Path: path, Log: zerolog.New(log), Ledger: ledger, Inbox: inbox,
+	w := sourcesfile.New(sourcesfile.Options{Path: path, Log: zerolog.New(log), Ledger: ledger, Inbox: in,
 		Metrics: metrics.New(nil), Reconciler: reconcile.New(reconcile.Options{Ledger: ledger, Pool: pool}), Running: cfg})
-	return &fixture{t: t, path: path, inbox: inbox, w: w, log: log}
+	return &fixture{t: t, path: path, inbox: in, w: w, log: log}
 }
 
 func (f *fixture) write(content string) {

@@ -88,7 +88,7 @@ type Provider struct {
 	// RetryHeaders are the lower-case names of the headers the provider
 	// sets on a retry of a delivery to say so (Square's
 	// square-retry-number and square-retry-reason). Their values are the
-	// delivery log's evidence of a provider retry (ingest.Event's
+	// delivery log's evidence of a provider retry (sources.Event's
 	// Request.RetrySignal); nil when the provider sends none.
 	RetryHeaders []string
 	// Redelivery is how the provider retries and names events, for the

@@ -20,7 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/verify/verifytest"
 )
@@ -68,7 +69,7 @@ func newTarget() *target {
 	t.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		t.posts.Add(1)
-		if _, dup := t.seen.LoadOrStore(r.Header.Get(ingest.HeaderInboxID), struct{}{}); !dup {
+		if _, dup := t.seen.LoadOrStore(r.Header.Get(inbox.HeaderInboxID), struct{}{}); !dup {
 			t.distinct.Add(1)
 		}
 		w.WriteHeader(http.StatusOK)
@@ -226,7 +227,7 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 	defer sc.stop()
 	ib.sc, ib.url = sc, sc.url+"/ingest/"+ingestSourceName
 
-	fwd := fmt.Sprintf("%d, the default", ingest.DefaultConcurrency)
+	fwd := fmt.Sprintf("%d, the default", sources.DefaultConcurrency)
 	if b.s.forwardConc > 0 {
 		fwd = strconv.Itoa(b.s.forwardConc)
 	}
@@ -298,7 +299,7 @@ func (b *bench) runIngest(ctx context.Context, out io.Writer, bin, dbURL string)
 		fmt.Fprintf(out, "dispatch:    cannot read the inbox: %v\n", err)
 	}
 	sp.mu.Lock()
-	saturation := int64(ingest.DefaultConcurrency)
+	saturation := int64(sources.DefaultConcurrency)
 	if b.s.forwardConc > 0 {
 		saturation = int64(b.s.forwardConc)
 	}

@@ -40,7 +40,7 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/config"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/ha"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/reconcile"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/sourcesfile"
@@ -134,25 +134,25 @@ func (m *Main) Run(ctx context.Context) error {
 	// Gap detection: scan jobs run on the dispatching replicas; the
 	// maintenance loop queues the scans that are due.
 	scanner := &backfill.Scanner{Log: m.Log, Obs: met.Backfill()}
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: m.Config.Ingest,
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: m.Config.Ingest,
 		Logger: m.Log, Observer: met, Dispatch: m.Config.Dispatch, RiverLogger: riverLogger(m.Log),
 		Workers: backfill.Workers(scanner)})
 	if err != nil {
 		return err
 	}
-	scanner.Inbox = inbox
+	scanner.Inbox = in
 	// Reconcilers: calls about claims left unknown, on every replica
 	// (the ledger hands each call to one).
 	recon := reconcile.New(reconcile.Options{Ledger: ledger, Pool: pool, Reconcilers: m.Config.Ingest.Reconcilers,
-		Redispatch: inbox.RedispatchTx, Observer: met.Reconcile(), Logger: m.Log,
+		Redispatch: in.RedispatchTx, Observer: met.Reconcile(), Logger: m.Log,
 		Interval: m.Config.ReconcileInterval, Concurrency: m.Config.ReconcileConcurrency})
 	met.ObserveReconcileOpen(recon.Open)
-	sourcesfile.Observe(met, inbox, m.Config.Ingest)
+	sourcesfile.Observe(met, in, m.Config.Ingest)
 	sources := sourcesfile.New(sourcesfile.Options{Path: m.Config.SourcesFile, Interval: m.Config.ReloadInterval,
-		Log: m.Log, Env: m.Config.Policies, Ledger: ledger, Inbox: inbox, Metrics: met, Reconciler: recon,
+		Log: m.Log, Env: m.Config.Policies, Ledger: ledger, Inbox: in, Metrics: met, Reconciler: recon,
 		Running: m.Config.Ingest})
 	m.backfillTick = func(ctx context.Context) {
-		if n, err := backfill.Schedule(ctx, inbox, time.Now()); err != nil {
+		if n, err := backfill.Schedule(ctx, in, time.Now()); err != nil {
 			m.Log.Warn().Err(err).Msg("backfill schedule failed")
 		} else if n > 0 {
 			m.Log.Info().Int("scans_queued", n).Msg("backfill schedule")
@@ -170,7 +170,7 @@ func (m *Main) Run(ctx context.Context) error {
 		StepTimeout: m.Config.RequestTimeout, Logger: m.Log})
 	m.starter = ha.NewStarter(ha.StarterOptions{Pool: pool, Gate: m.gate, Replication: m.repl, Log: m.Log,
 		Migrate: m.Config.Migrate, ReadSession: func(ctx context.Context) (httpapi.DatabaseFacts, error) { return readSession(ctx, pool) },
-		LogSession: m.logSession, StartDispatcher: inbox.Start})
+		LogSession: m.logSession, StartDispatcher: in.Start})
 	first := m.starter.Start(ctx)
 	keys := auth.New(pool, m.Config.APIKeys, auth.Options{CacheTTL: m.Config.KeyCacheTTL,
 		NegativeTTL: m.Config.KeyNegativeTTL, FailureLimit: m.Config.AuthFailureLimit,
@@ -183,7 +183,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = httpapi.New(httpapi.Config{
 		Ledger: ledger, Keys: keys, Metrics: met, Console: consoleCfg,
 		Logger: m.Log, BodyLimit: m.Config.BodyLimit, MaxBatch: m.Config.MaxBatch,
-		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: inbox, Waiter: waiter, Reconciler: recon,
+		RequestTimeout: m.Config.RequestTimeout, ReadyDatabase: m.ready, Inbox: in, Waiter: waiter, Reconciler: recon,
 		ReadTimeout: m.Config.ReadTimeout, MaxHeaderBytes: m.Config.MaxHeaderBytes,
 		MaxConnections: m.Config.MaxConnections, MaxConnsPerIP: cmp.Or(m.Config.MaxConnsPerIP, -1), // 0: no bound
 		APIBodyBytesInFlight: m.Config.APIBodyBytesInFlight, IngestBodyBytesInFlight: m.Config.IngestBodyBytesInFlight,
@@ -195,7 +195,7 @@ func (m *Main) Run(ctx context.Context) error {
 	ln, err := listen(m.Config.Addr)
 	if err != nil {
 		if m.starter.Dispatching() {
-			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
+			m.stopDispatcher(in, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
@@ -206,7 +206,7 @@ func (m *Main) Run(ctx context.Context) error {
 		if err != nil {
 			ln.Close()
 			if m.starter.Dispatching() {
-				m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
+				m.stopDispatcher(in, time.Now().Add(m.Config.ShutdownTimeout))
 			}
 			return fmt.Errorf("listen on %s (CLAIMD_METRICS_ADDR): %w", m.Config.MetricsAddr, err)
 		}
@@ -279,7 +279,7 @@ func (m *Main) Run(ctx context.Context) error {
 	case err := <-serveErr:
 		stopBackground()
 		if m.starter.Dispatching() {
-			m.stopDispatcher(inbox, time.Now().Add(m.Config.ShutdownTimeout))
+			m.stopDispatcher(in, time.Now().Add(m.Config.ShutdownTimeout))
 		}
 		return err
 	case err := <-refused:
@@ -303,7 +303,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() {
 		defer close(dispatchDone)
 		if m.starter.Dispatching() {
-			m.stopDispatcher(inbox, m.deadline)
+			m.stopDispatcher(in, m.deadline)
 		}
 	}()
 	dctx, cancel := context.WithDeadline(context.Background(), m.deadline)
@@ -343,10 +343,10 @@ func (m *Main) warnWithoutKeys(ctx context.Context) {
 		"create one with `claimd keys create TENANT` (while claimd runs) or set CLAIMD_API_KEYS")
 }
 
-func (m *Main) stopDispatcher(inbox *ingest.Inbox, deadline time.Time) {
+func (m *Main) stopDispatcher(in *inbox.Inbox, deadline time.Time) {
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := inbox.Stop(sctx); err != nil {
+	if err := in.Stop(sctx); err != nil {
 		m.Log.Warn().Err(err).Msg("dispatcher stop")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // config is the command's flags, checked.
@@ -90,7 +90,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		"github: a redelivery a scan asks for goes there too")
 	fs.StringVar(&c.secret, "secret", "", "the webhook secret (stripe, github) or signature key (square) deliveries are signed with: the source's secrets")
 	fs.StringVar(&c.notificationURL, "notification-url", "", "square: the notification URL signed with each delivery, the source's options.notification_url (required with -deliver)")
-	fs.StringVar(&c.squareVersion, "square-version", ingest.DefaultSquareVersion, "square: the Square-Version the API expects (the source's backfill.square.version)")
+	fs.StringVar(&c.squareVersion, "square-version", sources.DefaultSquareVersion, "square: the Square-Version the API expects (the source's backfill.square.version)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp

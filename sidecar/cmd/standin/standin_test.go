@@ -19,9 +19,10 @@ import (
 	"github.com/idempotent-claim/idempotent-claim/sidecar/backfill"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/claim"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/httpapi"
-	"github.com/idempotent-claim/idempotent-claim/sidecar/ingest"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/inbox"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/internal/pgtest"
 	"github.com/idempotent-claim/idempotent-claim/sidecar/metrics"
+	"github.com/idempotent-claim/idempotent-claim/sidecar/sources"
 )
 
 // Tests of the standin command: run as a user runs it (its run function,
@@ -87,30 +88,30 @@ func count(s, sub string) int { return strings.Count(s, sub) }
 // database, with dispatch.
 type claimdEnv struct {
 	ctx   context.Context
-	inbox *ingest.Inbox
+	inbox *inbox.Inbox
 	base  string
 }
 
-// startClaimd serves claimd on ln with the sources file sources; env
+// startClaimd serves claimd on ln with the sources file file; env
 // gives its ${VAR}s.
-func startClaimd(t *testing.T, ln net.Listener, sources string, env map[string]string) *claimdEnv {
+func startClaimd(t *testing.T, ln net.Listener, file string, env map[string]string) *claimdEnv {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	cfg, err := ingest.Parse([]byte(sources), func(k string) string { return env[k] })
+	cfg, err := sources.Parse([]byte(file), func(k string) string { return env[k] })
 	require.NoError(t, err)
 	ledger, err := claim.New(pool, claim.Config{Policies: claim.Policies{BySource: cfg.Policies}})
 	require.NoError(t, err)
-	inbox, err := ingest.New(ingest.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: zerolog.Nop(),
+	in, err := inbox.New(inbox.Options{Pool: pool, Ledger: ledger, Config: cfg, Logger: zerolog.Nop(),
 		Dispatch: true, PollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
-	require.NoError(t, inbox.Start(ctx))
+	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		require.NoError(t, inbox.Stop(sctx))
+		require.NoError(t, in.Stop(sctx))
 	})
-	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: zerolog.Nop(), Inbox: inbox, Metrics: metrics.New(ledger.Stats),
+	srv := httpapi.New(httpapi.Config{Ledger: ledger, Logger: zerolog.Nop(), Inbox: in, Metrics: metrics.New(ledger.Stats),
 		Keys: auth.NewKeys(pool, []auth.StaticKey{{Tenant: testTenant, Key: testAPIKey}}, time.Minute)})
 	served := make(chan error, 1)
 	go func() { served <- srv.Listener(ln) }()
@@ -119,7 +120,7 @@ func startClaimd(t *testing.T, ln net.Listener, sources string, env map[string]s
 		_ = ln.Close()
 		<-served
 	})
-	return &claimdEnv{ctx: ctx, inbox: inbox, base: "http://" + ln.Addr().String()}
+	return &claimdEnv{ctx: ctx, inbox: in, base: "http://" + ln.Addr().String()}
 }
 
 // findings is GET /v1/sources/{source}/backfill/events: event id → state.
