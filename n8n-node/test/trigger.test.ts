@@ -427,7 +427,7 @@ describe('a won delivery', () => {
 });
 
 describe('redactQuery', () => {
-	it('removes the named parameters as claimd does (ingest.RedactQueryParams)', () => {
+	it('removes the named parameters as claimd does (inbox.RedactQueryParams)', () => {
 		const names = ['token', 'hub.verify_token'];
 		const cases: Array<[string, string]> = [
 			['/p?token=a', '/p?'],

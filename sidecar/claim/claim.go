@@ -153,7 +153,7 @@ type Request struct {
 	// door (CauseAnotherDoor). Not part of the key.
 	Door string
 	// Fingerprint is the SHA-256 of the provider request the event came
-	// in (ingest.Event sets it; 32 bytes, nil for none): equal for the
+	// in (sources.Event sets it; 32 bytes, nil for none): equal for the
 	// very same request bytes, different for a provider retry signed
 	// again. Kept in the delivery log; never a secret.
 	Fingerprint []byte

@@ -57,7 +57,7 @@ func (nopObserver) Failed(string, FailKind)         {}
 // DuplicateObserver is an Observer that is also told the cause of every
 // duplicate (and in_progress) copy the ledger logs: source is the
 // record's source (the scope) for a claim, the door (source name) for a
-// delivery to the ingest door, which tells it too (ingest.Inbox).
+// delivery to the ingest door, which tells it too (inbox.Inbox).
 type DuplicateObserver interface {
 	Duplicated(source string, c Cause)
 }

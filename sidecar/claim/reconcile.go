@@ -279,7 +279,7 @@ type ReconcileDiscovered struct {
 }
 
 // Redispatch re-runs an ingested event after a not_done verdict, inside
-// the answer's transaction tx (ingest.Inbox.RedispatchTx). It is called
+// the answer's transaction tx (inbox.Inbox.RedispatchTx). It is called
 // for every not_done answer applied; it does nothing for a claim without
 // an inbox row.
 type Redispatch func(ctx context.Context, tx pgx.Tx, tenant, claimID string) error

@@ -476,7 +476,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	case derr == nil && status >= 200 && status < 300:
 		// With require_claim, a 2xx counts only once the workflow has
 		// claimed the event since the dispatch was armed
-		// (claimed_since_armed, in sidecar/db/queries/ingest.sql): n8n
+		// (claimed_since_armed, in sidecar/db/queries/inbox.sql): n8n
 		// answers 200 "n8n is starting up" while it boots and runs
 		// nothing, and a workflow that answers before its claim may still
 		// fail. Otherwise it is retried like a 5xx.
@@ -641,7 +641,7 @@ func unknownReason(attempt int) string {
 // dispatch_failed attempt with unknownReason, and then:
 //   - with forward.require_claim, if the workflow has claimed the event
 //     since the dispatch was armed (claimed, see claimed_since_armed in
-//     sidecar/db/queries/ingest.sql), the attempt did reach it:
+//     sidecar/db/queries/inbox.sql), the attempt did reach it:
 //     dispatched (delivery-log detail says so);
 //   - at forward.max_attempts: dead letter, the reason naming the unknown
 //     outcome and the cap;

@@ -67,7 +67,7 @@ func (nopObserver) Received(string, Status)                  {}
 func (nopObserver) Rejected(string, string)                  {}
 func (nopObserver) Dispatched(string, string, time.Duration) {}
 
-// queries runs the package's statements (sidecar/db/queries/ingest.sql).
+// queries runs the package's statements (sidecar/db/queries/inbox.sql).
 var queries = dbsqlc.New()
 
 // Inbox stores verified deliveries and dispatches them.

@@ -236,7 +236,7 @@ function parsedBody(req: IncomingRequest, raw: Buffer, exactNumbers: boolean): u
  * '?' up to a '#', or, for a value without '?' that holds '=', the whole
  * value read as a query string. The other parameters stay as they were,
  * in order, joined with '&'; a value without such a parameter is returned
- * unchanged. claimd's ingest.RedactQueryParams, for header values that
+ * unchanged. claimd's inbox.RedactQueryParams, for header values that
  * repeat the webhook URL (a proxy's X-Original-URL, a Referer).
  */
 export function redactQuery(value: string, names: readonly string[]): string {

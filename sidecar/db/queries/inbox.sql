@@ -1,4 +1,4 @@
--- The inbox's statements (package ingest): stored events, their dispatch
+-- The inbox's statements (package inbox): stored events, their dispatch
 -- and its reservations, re-arms and replays.
 --
 -- claimed_since_armed, written out where it is used: whether the
