@@ -21,8 +21,8 @@ SHELL := bash
 GO ?= go
 NPM ?= npm
 
-# The Go packages of this repository. Not ./... : n8n-node/node_modules
-# contains third-party .go files that ./... would pick up.
+# The Go packages of this repository (go.mod ignores n8n-node/node_modules,
+# so ./... is the same list).
 GO_PACKAGES := ./sidecar/... ./schema/...
 
 IC_CACHE_DIR ?= $(HOME)/.cache/idempotent-claim
@@ -48,7 +48,7 @@ E2E_PREREQ := n8n build-node playwright
 endif
 
 .PHONY: help doctor run try compose-env compose-test build build-go build-node test test-short test-go test-node test-e2e lint \
-	sqlc bench compare overhead screenshot console-screenshots n8n playwright node-deps db-start db-stop db-status db-url db-reset clean
+	sqlc bench compare overhead screenshot console-screenshots n8n node24 playwright node-deps db-start db-stop db-status db-url db-reset clean
 
 ## help: list the targets with what each does (this text)
 help:
@@ -127,7 +127,7 @@ test: $(E2E_PREREQ) node-deps
 # n8n, Redis, Chromium, promtool or a build of claimd (package
 # sidecar/internal/short); the node's vitest suite needs none of them. Both
 # run; the target fails if either failed.
-test-short: node-deps
+test-short: node24 node-deps
 	@rc=0; \
 	echo "go test -short $(GO_PACKAGES)"; \
 	$(GO) test -short $(GO_PACKAGES) || rc=1; \
@@ -141,7 +141,7 @@ test-go: $(E2E_PREREQ)
 	$(TESTENV) $(GO) test -race -count=1 -timeout 30m $(GO_PACKAGES)
 
 ## test-node: the n8n node's unit tests only (vitest)
-test-node: node-deps
+test-node: node24 node-deps
 	@echo "npm --prefix n8n-node test"; $(with_node24) $(NPM) --prefix n8n-node test
 
 ## test-e2e: the end-to-end tests only, against a real n8n (verbose)
@@ -224,6 +224,10 @@ playwright:
 # on stderr show.
 n8n:
 	n8n-node/scripts/install-n8n.sh >/dev/null
+
+## node24: the pinned Node.js only (into IC_CACHE_DIR), for the node's unit tests
+node24:
+	@n8n-node/scripts/install-n8n.sh --node-only >/dev/null
 
 ## node-deps: npm ci in n8n-node when n8n-node/node_modules is missing
 # --ignore-scripts: see .ci/run (a dependency's preinstall refuses npm).

@@ -5,7 +5,9 @@
 # file that is written only after every step succeeded; a half install is
 # removed and redone. Concurrent runs are serialised with flock.
 #
-# Usage: n8n-node/scripts/install-n8n.sh
+# Usage: n8n-node/scripts/install-n8n.sh [--node-only]
+#        --node-only: install (or find) the pinned Node.js only, print
+#        IC_NODE_BIN and stop (what the node's unit tests need).
 # Env:   IC_CACHE_DIR  cache root (default: $HOME/.cache/idempotent-claim)
 #        IC_PROGRESS_SECONDS  seconds between progress lines (default 30)
 # Output (stdout, one per line, nothing else):
@@ -147,6 +149,11 @@ else
 		log "node $NODE_VERSION did not install correctly at $NODE_DIR"
 		exit 1
 	}
+fi
+
+if [ "${1:-}" = "--node-only" ]; then
+	echo "IC_NODE_BIN=$NODE_BIN"
+	exit 0
 fi
 
 # Every npm and native-build step below must see Node 24 and its headers.

@@ -339,7 +339,11 @@ check_tool curl curl curl
 check_tool python3 python3 python
 
 echo "make test needs all of that, and:"
-check_tool node nodejs node
+if command -v node >/dev/null 2>&1; then
+	ok node "$(first_line node --version) (any version: make test, make test-short and make try fetch the pinned Node 24 into the cache)"
+else
+	miss node "not found" nodejs node
+fi
 check_tool npm npm node
 check_build_tools
 check_redis

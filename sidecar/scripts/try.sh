@@ -595,9 +595,12 @@ cat <<EOF
   See it in the editor: open "Idempotent Claim: inline webhook", tab Executions
   ($N8N_URL/workflow/$INLINE_ID/executions): the first run went through Call
   Protected API, the second left by the Duplicate output. "Try: protected API
-  (stand-in)" ran once. The other examples are imported, not published.
+  (stand-in)" ran once for your deliveries. (Each of the two workflows also
+  lists one earlier run: make try's own readiness check, on its -health
+  webhook.) The other examples are imported, not published.
 
-  Logs: $rel_dir/n8n.log, $rel_dir/claimd.log. Ctrl-C stops n8n and claimd.
+  Logs: $rel_dir/n8n.log, $rel_dir/claimd.log. Ctrl-C stops n8n and claimd
+  (from another shell: kill -TERM $$).
 EOF
 
 if [ "$ONESHOT" != 1 ]; then
