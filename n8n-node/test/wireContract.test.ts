@@ -5,9 +5,10 @@
  * The node against the sidecar's wire contract, sidecar/httpapi/openapi.yaml:
  * the generated transport/openapi.d.ts is current, STATUS_BY_CODE is the
  * ErrorCode enum with the statuses of its x-status, and (at compile time,
- * `npm run typecheck`) every field transport/types.ts names is a field of
- * the schema it stands for, typed so that what the node sends is taken
- * and what the sidecar sends fits.
+ * `npm run typecheck`) every field the node's request and answer types
+ * name is a field of the schema it stands for, typed so that what the node
+ * sends is taken and what the sidecar sends fits, and every field the
+ * schema requires of a body the node sends is always present.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -17,10 +18,20 @@ import { parse } from 'yaml';
 
 import pkg from '../package.json';
 import { STATUS_BY_CODE } from '../nodes/IdempotentClaim/transport/errors';
+import type { SettleBody, SettleEntry } from '../nodes/IdempotentClaim/actions/settle';
 import type {
+	ClaimBatchBody,
+	ClaimListPage,
 	ClaimRecord,
 	ClaimRequest,
 	ClaimResult,
+	CompleteBatchBody,
+	FailBatchBody,
+	FailExecutionRound,
+	FindClaimQuery,
+	ListClaimsQuery,
+	Query,
+	RequestBody,
 	Schemas,
 	SidecarErrorBody,
 } from '../nodes/IdempotentClaim/transport/types';
@@ -29,6 +40,7 @@ import type {
 	TriggerReply,
 	TriggerRequest,
 } from '../nodes/IdempotentClaimTrigger/transport';
+import type { operations } from '../nodes/IdempotentClaim/transport/openapi';
 
 const ROOT = path.resolve(__dirname, '..');
 const OPENAPI = path.resolve(ROOT, '../sidecar/httpapi/openapi.yaml');
@@ -67,6 +79,21 @@ type Mismatched<Node, Schema, Sent extends 'node' | 'sidecar'> = {
 		: K;
 }[NamedKeys<Node>];
 
+/** The keys Schema requires. */
+type RequiredKeys<T> = {
+	[K in NamedKeys<T>]-?: object extends Pick<T, K> ? never : K;
+}[NamedKeys<T>];
+
+/** The keys the schema requires in a body that Node's type may leave out. */
+type Missing<Node, Schema> = Exclude<RequiredKeys<Schema>, RequiredKeys<Node>>;
+
+/** The JSON answer (200) of an operation. */
+type Answer<Op extends keyof operations> = operations[Op]['responses'] extends {
+	200: { content: { 'application/json': infer Answer } };
+}
+	? Answer
+	: never;
+
 /** True, or the keys that break the contract. */
 type Conforms<Node, Schema, Sent extends 'node' | 'sidecar'> = [
 	Mismatched<Node, Schema, Sent>,
@@ -74,16 +101,50 @@ type Conforms<Node, Schema, Sent extends 'node' | 'sidecar'> = [
 	? true
 	: Mismatched<Node, Schema, Sent>;
 
+/**
+ * A body the node sends: each field one the schema takes, typed so that
+ * it is taken, and every field the schema requires always present.
+ */
+type Sendable<Node, Schema> = [Mismatched<Node, Schema, 'node'> | Missing<Node, Schema>] extends [
+	never,
+]
+	? true
+	: Mismatched<Node, Schema, 'node'> | Missing<Node, Schema>;
+
 // What the node sends must be a body the sidecar takes.
-export type RequestConforms = Assert<Conforms<ClaimRequest, Schemas['ClaimRequest'], 'node'>>;
+export type RequestConforms = Assert<Sendable<ClaimRequest, Schemas['ClaimRequest']>>;
+export type ClaimBatchConforms = Assert<Sendable<ClaimBatchBody, RequestBody<'claimBatch'>>>;
+// Complete and Fail build their reports from a claim's id and token and
+// the operation's fields (actions/settle.ts), for the route of each.
+export type CompleteEntryConforms = Assert<
+	Sendable<SettleEntry<'complete'>, Schemas['CompleteBatchItem']>
+>;
+export type CompleteBodyConforms = Assert<Sendable<SettleBody<'complete'>, CompleteBatchBody>>;
+export type FailEntryConforms = Assert<Sendable<SettleEntry<'fail'>, Schemas['FailBatchItem']>>;
+export type FailBodyConforms = Assert<Sendable<SettleBody<'fail'>, FailBatchBody>>;
+// Queries: Lookup's is the schema's; Get Many's state is the parameter's
+// text, which the sidecar checks.
+export type FindQueryConforms = Assert<Sendable<FindClaimQuery, Query<'findClaim'>>>;
+export type ListQueryConforms = Assert<
+	Sendable<Without<ListClaimsQuery, 'state'>, Query<'listClaims'>>
+>;
 // What the sidecar sends must fit the node's types.
 export type ResultConforms = Assert<Conforms<ClaimResult, Schemas['ClaimResult'], 'sidecar'>>;
 export type RecordConforms = Assert<Conforms<ClaimRecord, Schemas['Record'], 'sidecar'>>;
+export type ListPageConforms = Assert<Conforms<ClaimListPage, Schemas['ListResponse'], 'sidecar'>>;
+export type FailRoundConforms = Assert<
+	Conforms<FailExecutionRound, Schemas['FailExecutionResponse'], 'sidecar'>
+>;
+// The credential's test (credentials/IdempotentClaimApi.credentials.ts)
+// takes an answer of GET /v1/whoami without tenant for another server's.
+export type WhoamiHasTenant = Assert<
+	'tenant' extends RequiredKeys<Answer<'whoami'>> ? true : false
+>;
 export type ErrorConforms = Assert<Conforms<SidecarErrorBody, Schemas['ErrorDetail'], 'sidecar'>>;
 // method is the provider request's, as n8n received it: claimd refuses any
 // it does not list.
 export type TriggerRequestConforms = Assert<
-	Conforms<Without<TriggerRequest, 'method'>, Schemas['TriggerRequest'], 'node'>
+	Sendable<Without<TriggerRequest, 'method'>, Without<Schemas['TriggerRequest'], 'method'>>
 >;
 export type TriggerReplyConforms = Assert<
 	Conforms<Without<TriggerReply, 'events'>, Schemas['TriggerReply'], 'sidecar'>

@@ -5,26 +5,20 @@ import { sidecarRequest, type SidecarRequest } from '../transport';
 import type { ClaimRecord } from '../transport/types';
 
 /**
- * An answer that lists claim records: a page of GET /v1/claims/list (with
- * next_cursor) or a round of POST /v1/claims/fail/execution (with more).
+ * Sends `request` and returns its answer, which must hold a `claims` list:
+ * a page of GET /v1/claims/list (ClaimListPage) or a round of
+ * POST /v1/claims/fail/execution (FailExecutionRound).
  */
-export interface ClaimList {
-	claims: ClaimRecord[];
-	next_cursor?: unknown;
-	more?: unknown;
-}
-
-/** Sends `request` and returns its answer, which must hold a `claims` list. */
-export async function requestClaimList(
-	this: IExecuteFunctions,
+export async function requestClaimList<List extends { claims: ClaimRecord[] }>(
+	context: IExecuteFunctions,
 	request: SidecarRequest,
-): Promise<ClaimList> {
-	const answer: unknown = await sidecarRequest.call(this, request);
+): Promise<List> {
+	const answer: unknown = await sidecarRequest.call(context, request);
 	if (Array.isArray((answer as { claims?: unknown } | undefined)?.claims)) {
-		return answer as ClaimList;
+		return answer as List;
 	}
 	throw new NodeApiError(
-		this.getNode(),
+		context.getNode(),
 		{},
 		{
 			message: 'Unexpected answer from the Idempotent Claim sidecar',

@@ -1,10 +1,10 @@
-import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { isShadowCopy, recordSidecar, withIdempotency } from '../helpers/idempotency';
 import { nodeParameter, runNode } from '../helpers/parameters';
 import { NO_RETRY, retriesExhausted, sidecarRequest } from '../transport';
 import { unrecordedOutcomeError } from '../transport/errors';
-import type { ClaimRecord } from '../transport/types';
+import type { ClaimRecord, CompleteBatchEntry, FailBatchEntry } from '../transport/types';
 import { batchResults, planBatch } from './batch';
 import {
 	SETTLE_WAIT_MS,
@@ -26,13 +26,37 @@ function tokenGiven(this: IExecuteFunctions, itemIndex: number): boolean {
 	}
 }
 
+/** Each settle batch route and the schema of one report it takes. */
+export interface SettleRoutes {
+	complete: { path: '/v1/claims/complete/batch'; entry: CompleteBatchEntry };
+	fail: { path: '/v1/claims/fail/batch'; entry: FailBatchEntry };
+}
+
+/** A report's fields besides claim_id and claim_token. */
+type ReportFields<Op extends keyof SettleRoutes> = Omit<
+	SettleRoutes[Op]['entry'],
+	'claim_id' | 'claim_token'
+>;
+
+/** One report of the batch route of Op, as the node builds it. */
+export type SettleEntry<Op extends keyof SettleRoutes> = Pick<
+	SettleRoutes[Op]['entry'],
+	'claim_id' | 'claim_token'
+> &
+	ReportFields<Op>;
+
+/** The body of the batch route of Op, as the node builds it (checked in test/wireContract.test.ts). */
+export type SettleBody<Op extends keyof SettleRoutes> = {
+	claims: Array<SettleEntry<Op>>;
+};
+
 /** One report of an effect's outcome, Complete or Fail. */
-export interface SettleOperation {
-	operation: 'complete' | 'fail';
+export interface SettleOperation<Op extends keyof SettleRoutes> {
+	operation: Op;
 	/** The batch route: POST /v1/claims/complete/batch or /v1/claims/fail/batch. */
-	path: string;
+	path: SettleRoutes[Op]['path'];
 	/** The item's fields besides claim_id and claim_token; throws for a bad parameter. */
-	fields(this: IExecuteFunctions, itemIndex: number): IDataObject;
+	fields(this: IExecuteFunctions, itemIndex: number): ReportFields<Op>;
 }
 
 /**
@@ -55,23 +79,28 @@ export interface SettleOperation {
  * unless it continues on fail. Each answer entry (a record, or a per-item
  * error such as lease lost) goes back to its item, paired by position.
  */
-export async function settle(
+export async function settle<Op extends keyof SettleRoutes>(
 	this: IExecuteFunctions,
-	op: SettleOperation,
+	op: SettleOperation<Op>,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
 	const node = runNode.call(this);
 	const started = Date.now();
 	const retries = new Map<number, SettleRetry>();
 
-	const plan = planBatch<IDataObject>(
+	const plan = planBatch(
 		node,
 		items,
 		(itemIndex) => {
 			const { claimId, claimToken } = claimIdAndToken.call(this, itemIndex);
 			const fields = op.fields.call(this, itemIndex);
 			retries.set(itemIndex, settleRetry.call(this, itemIndex));
-			return { claim_id: claimId, claim_token: claimToken, ...fields };
+			const entry: SettleEntry<Op> = {
+				claim_id: claimId,
+				claim_token: claimToken,
+				...fields,
+			};
+			return entry;
 		},
 		false,
 		// A shadow copy (shadow mode: answered won, would not have won)
@@ -103,12 +132,13 @@ export async function settle(
 	};
 	const keepTrying = plan.places.some((itemIndex) => retries.get(itemIndex)?.until !== 'off');
 
+	const body: SettleBody<Op> = { claims: plan.entries };
 	let response: unknown;
 	try {
 		response = await sidecarRequest.call(this, {
 			method: 'POST',
 			path: op.path,
-			body: { claims: plan.entries },
+			body,
 			retry: keepTrying
 				? { tries: Number.POSITIVE_INFINITY, waitMs: SETTLE_WAIT_MS, deadline }
 				: NO_RETRY,

@@ -1,6 +1,6 @@
 import type { IDataObject } from 'n8n-workflow';
 
-import type { components } from './openapi';
+import type { components, operations } from './openapi';
 
 /*
  * The sidecar's wire contract is sidecar/httpapi/openapi.yaml; openapi.d.ts
@@ -30,8 +30,12 @@ export interface SidecarErrorBody {
 /** Claim outcomes of POST /v1/claims and /v1/claims/batch. */
 export type ClaimOutcome = Schemas['Outcome'];
 
-/** One claim in the body of POST /v1/claims/batch; exactly one of event_id, key_parts, key_fields. */
-export interface ClaimRequest extends IDataObject {
+/**
+ * One claim in the body of POST /v1/claims/batch; exactly one of event_id, key_parts, key_fields.
+ * A type alias without an index signature: a field it does not name cannot be set, and it
+ * still fits IDataObject.
+ */
+export type ClaimRequest = {
 	source: string;
 	event_id?: string;
 	key_parts?: string[];
@@ -60,7 +64,9 @@ export interface ClaimRequest extends IDataObject {
 	workflow_id?: string;
 	/** The workflow's version, when known; the node never knows it (see helpers/workflow.ts). */
 	workflow_version?: string;
-}
+	/** How long the sidecar waits for an in-progress holder before it answers. */
+	wait_seconds?: number;
+};
 
 /**
  * A shadow claim's decision: what claimd decided and recorded (would_be)
@@ -115,4 +121,64 @@ export interface ClaimRecord extends IDataObject {
 	idempotency_key?: string;
 	key_expires_at?: string;
 	key_expiry?: KeyExpiry | string;
+}
+
+/*
+ * Requests and answers of the other routes the node calls. A body the
+ * schema types as plain JSON is taken from it as it is; the node builds it
+ * with that type, so a field the schema lacks, or a required one left out,
+ * does not compile. test/wireContract.test.ts checks the types the node
+ * declares itself.
+ */
+
+/** The JSON body of an operation of openapi.yaml. */
+export type RequestBody<Op extends keyof operations> = operations[Op] extends {
+	requestBody: { content: { 'application/json': infer Body } };
+}
+	? Body
+	: never;
+
+/** The query of an operation of openapi.yaml. */
+export type Query<Op extends keyof operations> = NonNullable<operations[Op]['parameters']['query']>;
+
+/** The body of POST /v1/claims/batch. */
+export type ClaimBatchBody = { claims: ClaimRequest[] };
+
+/** One report of POST /v1/claims/complete/batch. */
+export type CompleteBatchEntry = Schemas['CompleteBatchItem'];
+/** One report of POST /v1/claims/fail/batch. */
+export type FailBatchEntry = Schemas['FailBatchItem'];
+/** The body of POST /v1/claims/complete/batch. */
+export type CompleteBatchBody = RequestBody<'completeClaimBatch'>;
+/** The body of POST /v1/claims/fail/batch. */
+export type FailBatchBody = RequestBody<'failClaimBatch'>;
+
+/** The body of POST /v1/claims/fail/execution. */
+export type FailExecutionBody = RequestBody<'failExecutionClaims'>;
+/** The body of POST /v1/claims/{claim_id}/extend. */
+export type ExtendBody = RequestBody<'extendClaim'>;
+/** The body of POST /v1/claims/{claim_id}/resolve. */
+export type ResolveBody = RequestBody<'resolveClaim'>;
+/** The body of POST /v1/claims/{claim_id}/reconcile. */
+export type ReconcileBody = RequestBody<'reconcileClaim'>;
+
+/** The query of GET /v1/claims (a claim by its event key). */
+export type FindClaimQuery = Query<'findClaim'>;
+
+/**
+ * The query of GET /v1/claims/list. state as the node's parameter gives it:
+ * the sidecar answers 422 naming state for one it does not list.
+ */
+export type ListClaimsQuery = Omit<Query<'listClaims'>, 'state'> & { state?: string };
+
+/** The answer of GET /v1/claims/list: a page of records. */
+export interface ClaimListPage {
+	claims: ClaimRecord[];
+	next_cursor?: unknown;
+}
+
+/** The answer of one round of POST /v1/claims/fail/execution: the records it failed. */
+export interface FailExecutionRound {
+	claims: ClaimRecord[];
+	more?: unknown;
 }

@@ -11,7 +11,7 @@ import { eventIdText, keyFieldValues, keyPartText } from '../../helpers/identity
 import { TOOL_CALL_KEY_MODE, runsAsTool, toolMessage } from '../../helpers/toolKey';
 import { nodeParameter, runNode } from '../../helpers/parameters';
 import { sidecarRequest } from '../../transport';
-import type { ClaimRequest, ClaimResult } from '../../transport/types';
+import type { ClaimBatchBody, ClaimRequest, ClaimResult } from '../../transport/types';
 import { workflowIdOf } from '../../helpers/workflow';
 import { batchResults, planBatch } from '../batch';
 import {
@@ -477,12 +477,13 @@ export async function execute(
 	);
 	if (plan.entries.length === 0) return plan.results;
 
+	const body: ClaimBatchBody = { claims: plan.entries };
 	let response: unknown;
 	try {
 		response = await sidecarRequest.call(this, {
 			method: 'POST',
 			path: '/v1/claims/batch',
-			body: { claims: plan.entries },
+			body,
 			retry: sidecarRetry.call(this, 0),
 		});
 	} catch (error) {

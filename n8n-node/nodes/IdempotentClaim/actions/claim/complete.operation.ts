@@ -1,11 +1,7 @@
-import type {
-	IDataObject,
-	IExecuteFunctions,
-	INodeExecutionData,
-	INodeProperties,
-} from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { nodeParameter } from '../../helpers/parameters';
+import type { CompleteBatchEntry } from '../../transport/types';
 import {
 	claimIdProperty,
 	claimTokenProperty,
@@ -13,7 +9,7 @@ import {
 	settleRetryProperties,
 	type ShowWhen,
 } from '../common';
-import { settle } from '../settle';
+import { settle, type SettleOperation } from '../settle';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['complete'] };
@@ -43,18 +39,15 @@ export async function execute(
 	this: IExecuteFunctions,
 	items: INodeExecutionData[],
 ): Promise<ItemResult[]> {
-	return await settle.call(
-		this,
-		{
-			operation: 'complete',
-			path: '/v1/claims/complete/batch',
-			fields(itemIndex) {
-				const fields: IDataObject = {};
-				const resultRef = optionalText(nodeParameter.call(this, 'resultRef', itemIndex, ''));
-				if (resultRef !== undefined) fields.result_ref = resultRef;
-				return fields;
-			},
+	const report: SettleOperation<'complete'> = {
+		operation: 'complete',
+		path: '/v1/claims/complete/batch',
+		fields(itemIndex) {
+			const fields: Pick<CompleteBatchEntry, 'result_ref'> = {};
+			const resultRef = optionalText(nodeParameter.call(this, 'resultRef', itemIndex, ''));
+			if (resultRef !== undefined) fields.result_ref = resultRef;
+			return fields;
 		},
-		items,
-	);
+	};
+	return await settle.call(this, report, items);
 }

@@ -3,7 +3,7 @@ import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n
 import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
 import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest } from '../../transport';
-import type { ClaimRecord } from '../../transport/types';
+import type { ClaimRecord, ExtendBody } from '../../transport/types';
 import {
 	DEFAULT_TIME_LIMIT_SECONDS,
 	claimIdAndToken,
@@ -44,10 +44,11 @@ export async function execute(
 			nodeParameter.call(this, 'leaseSeconds', itemIndex),
 			'New Time Limit From Now',
 		);
+		const body: ExtendBody = { claim_token: claimToken, lease_seconds: leaseSeconds };
 		const record = (await sidecarRequest.call(this, {
 			method: 'POST',
 			path: claimPath(claimId, 'extend'),
-			body: { claim_token: claimToken, lease_seconds: leaseSeconds },
+			body,
 			itemIndex,
 		})) as ClaimRecord;
 		return withIdempotency(item.json, recordSidecar(item.json.idempotency, record));

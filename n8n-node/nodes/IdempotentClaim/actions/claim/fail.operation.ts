@@ -8,7 +8,12 @@ import type {
 import { FieldError } from '../../helpers/fields';
 import { recordSidecar } from '../../helpers/idempotency';
 import { nodeParameter } from '../../helpers/parameters';
-import type { ClaimRecord } from '../../transport/types';
+import type {
+	ClaimRecord,
+	FailExecutionBody,
+	FailExecutionRound,
+	Schemas,
+} from '../../transport/types';
 import {
 	EXECUTION_ID_NOTE,
 	claimIdProperty,
@@ -24,14 +29,14 @@ import {
 	type ShowWhen,
 } from '../common';
 import { requestClaimList } from '../records';
-import { settle } from '../settle';
+import { settle, type SettleOperation } from '../settle';
 import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['fail'] };
 const one: ShowWhen = { ...show, claimsToFail: ['token'] };
 const ofExecution: ShowWhen = { ...show, claimsToFail: ['execution'] };
 
-const RETRY_KINDS = ['retryable', 'permanent', 'unknown'];
+const RETRY_KINDS: ReadonlyArray<Schemas['FailKind']> = ['retryable', 'permanent', 'unknown'];
 
 const RETRY_KIND_OPTIONS = [
 	{
@@ -149,12 +154,13 @@ export const description: INodeProperties[] = [
 	),
 ];
 
-function retryKind(this: IExecuteFunctions, itemIndex: number): string {
-	const retry = nodeParameter.call(this, 'retryKind', itemIndex) as string;
-	if (!RETRY_KINDS.includes(retry)) {
+function retryKind(this: IExecuteFunctions, itemIndex: number): Schemas['FailKind'] {
+	const retry: unknown = nodeParameter.call(this, 'retryKind', itemIndex);
+	const kind = RETRY_KINDS.find((known) => known === retry);
+	if (kind === undefined) {
 		throw new FieldError(`Retry Kind must be one of ${RETRY_KINDS.join(', ')}`);
 	}
-	return retry;
+	return kind;
 }
 
 /**
@@ -163,7 +169,7 @@ function retryKind(this: IExecuteFunctions, itemIndex: number): string {
  * left (at most MAX_FAIL_ROUNDS rounds). Returns the failed records.
  */
 async function failExecution(this: IExecuteFunctions, itemIndex: number): Promise<ClaimRecord[]> {
-	const body: IDataObject = {
+	const body: FailExecutionBody = {
 		execution_id: executionIdOf.call(this, itemIndex, EXECUTION_ID_NOTE),
 		retry: retryKind.call(this, itemIndex),
 		error: requiredText(nodeParameter.call(this, 'errorMessage', itemIndex), 'Error Message'),
@@ -174,7 +180,7 @@ async function failExecution(this: IExecuteFunctions, itemIndex: number): Promis
 
 	const failed: ClaimRecord[] = [];
 	for (let round = 1; ; round++) {
-		const answer = await requestClaimList.call(this, {
+		const answer = await requestClaimList<FailExecutionRound>(this, {
 			method: 'POST',
 			path: '/v1/claims/fail/execution',
 			body,
@@ -216,19 +222,16 @@ export async function execute(
 			})),
 		}));
 	}
-	return await settle.call(
-		this,
-		{
-			operation: 'fail',
-			path: '/v1/claims/fail/batch',
-			fields(itemIndex) {
-				const error = requiredText(
-					nodeParameter.call(this, 'errorMessage', itemIndex),
-					'Error Message',
-				);
-				return { error, retry: retryKind.call(this, itemIndex) };
-			},
+	const report: SettleOperation<'fail'> = {
+		operation: 'fail',
+		path: '/v1/claims/fail/batch',
+		fields(itemIndex) {
+			const error = requiredText(
+				nodeParameter.call(this, 'errorMessage', itemIndex),
+				'Error Message',
+			);
+			return { error, retry: retryKind.call(this, itemIndex) };
 		},
-		items,
-	);
+	};
+	return await settle.call(this, report, items);
 }

@@ -9,7 +9,7 @@ import { FieldError } from '../../helpers/fields';
 import { recordSidecar, simplifiedSidecar } from '../../helpers/idempotency';
 import { nodeParameter } from '../../helpers/parameters';
 import type { RetryPolicy } from '../../transport';
-import type { ClaimRecord } from '../../transport/types';
+import type { ClaimListPage, ClaimRecord, ListClaimsQuery } from '../../transport/types';
 import {
 	eachItem,
 	executionIdOf,
@@ -154,9 +154,9 @@ export const description: INodeProperties[] = [
 ];
 
 /** The query of one item's list, without page size and cursor. */
-function listQuery(this: IExecuteFunctions, itemIndex: number): IDataObject {
+function listQuery(this: IExecuteFunctions, itemIndex: number): ListClaimsQuery {
 	const filters = nodeParameter.call(this, 'filters', itemIndex, {}) as IDataObject;
-	const qs: IDataObject = {};
+	const qs: ListClaimsQuery = {};
 	const by = nodeParameter.call(this, 'getManyBy', itemIndex, 'state') as string;
 	if (by === 'state') {
 		qs.state = requiredText(nodeParameter.call(this, 'state', itemIndex), 'State');
@@ -207,9 +207,12 @@ async function listClaims(this: IExecuteFunctions, itemIndex: number): Promise<C
 				'Narrow the list (a Source filter, a state), or turn off Return All and set a Limit.',
 			);
 		}
-		const pageQuery: IDataObject = { ...qs, limit: Math.min(MAX_PAGE_SIZE, want - records.length) };
+		const pageQuery: ListClaimsQuery = {
+			...qs,
+			limit: Math.min(MAX_PAGE_SIZE, want - records.length),
+		};
 		if (cursor !== undefined) pageQuery.cursor = cursor;
-		const answer = await requestClaimList.call(this, {
+		const answer = await requestClaimList<ClaimListPage>(this, {
 			method: 'GET',
 			path: '/v1/claims/list',
 			qs: pageQuery,

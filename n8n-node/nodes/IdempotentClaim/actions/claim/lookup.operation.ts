@@ -15,7 +15,7 @@ import {
 import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest, type SidecarRequest } from '../../transport';
 import { sidecarErrorCode } from '../../transport/errors';
-import type { ClaimRecord } from '../../transport/types';
+import type { ClaimRecord, FindClaimQuery } from '../../transport/types';
 import {
 	claimIdOf,
 	claimIdProperty,
@@ -108,7 +108,7 @@ function lookupRequest(
 		};
 	}
 	if (lookupBy === 'eventKey') {
-		const qs: IDataObject = {
+		const qs: FindClaimQuery = {
 			source: requiredText(nodeParameter.call(this, 'source', itemIndex), 'Source').trim(),
 			event_id: requiredText(nodeParameter.call(this, 'eventId', itemIndex), 'Event ID'),
 		};

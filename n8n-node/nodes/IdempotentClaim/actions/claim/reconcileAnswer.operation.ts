@@ -9,7 +9,7 @@ import { FieldError } from '../../helpers/fields';
 import { recordSidecar } from '../../helpers/idempotency';
 import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest } from '../../transport';
-import type { ClaimRecord } from '../../transport/types';
+import type { ClaimRecord, ReconcileBody } from '../../transport/types';
 import {
 	eachItem,
 	optionalText,
@@ -173,7 +173,7 @@ export async function execute(
 			RECONCILE_HINT,
 		).trim();
 		const verdict = verdictOf.call(this, itemIndex);
-		const body: IDataObject = { reconcile_token: reconcileToken, verdict };
+		const body: ReconcileBody = { reconcile_token: reconcileToken, verdict };
 		const resultRef =
 			verdict === 'done'
 				? optionalText(nodeParameter.call(this, 'resultRef', itemIndex, ''))

@@ -1,15 +1,10 @@
-import type {
-	IDataObject,
-	IExecuteFunctions,
-	INodeExecutionData,
-	INodeProperties,
-} from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { FieldError } from '../../helpers/fields';
 import { recordSidecar, withIdempotency } from '../../helpers/idempotency';
 import { nodeParameter } from '../../helpers/parameters';
 import { claimPath, sidecarRequest } from '../../transport';
-import type { ClaimRecord } from '../../transport/types';
+import type { ClaimRecord, ResolveBody } from '../../transport/types';
 import {
 	claimIdOf,
 	claimIdProperty,
@@ -22,7 +17,7 @@ import type { ItemResult } from '../types';
 
 const show: ShowWhen = { operation: ['resolve'] };
 
-const OUTCOMES = ['completed', 'retry'];
+const OUTCOMES: ReadonlyArray<ResolveBody['outcome']> = ['completed', 'retry'];
 
 export const description: INodeProperties[] = [
 	claimIdProperty(show),
@@ -74,11 +69,12 @@ export async function execute(
 ): Promise<ItemResult[]> {
 	return await forEachItem.call(this, items, async (itemIndex, item) => {
 		const claimId = claimIdOf.call(this, itemIndex);
-		const outcome = nodeParameter.call(this, 'resolveOutcome', itemIndex) as string;
-		if (!OUTCOMES.includes(outcome)) {
+		const resolution: unknown = nodeParameter.call(this, 'resolveOutcome', itemIndex);
+		const outcome = OUTCOMES.find((known) => known === resolution);
+		if (outcome === undefined) {
 			throw new FieldError(`Resolution must be one of ${OUTCOMES.join(', ')}`);
 		}
-		const body: IDataObject = {
+		const body: ResolveBody = {
 			outcome,
 			note: requiredText(nodeParameter.call(this, 'note', itemIndex), 'Note'),
 		};
