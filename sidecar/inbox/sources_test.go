@@ -151,12 +151,10 @@ func TestSourceNamesMakeValidDispatchQueues(t *testing.T) {
 		defer cancel()
 		require.NoError(t, in.Stop(sctx))
 	})
-	var ids []string
 	for _, n := range names {
 		rs, err := in.Receive(ctx, cfg.Sources[n], []verify.Event{{ID: "e1"}}, []byte(`{"n":1}`), "application/json", nil)
 		require.NoError(t, err, n)
 		require.Equal(t, inbox.Accepted, rs[0].Status, n)
-		ids = append(ids, rs[0].ClaimID)
 	}
 	deadline := time.Now().Add(time.Minute)
 	tick := time.NewTicker(20 * time.Millisecond)
