@@ -162,7 +162,7 @@ func TestTry(t *testing.T) {
 		}
 	})
 	began := time.Now()
-	for !strings.Contains(out.String(), "Ctrl-C stops n8n and claimd.") {
+	for !strings.Contains(out.String(), "(from another shell: kill -TERM ") {
 		select {
 		case err := <-done:
 			stopped = true
